@@ -1,0 +1,121 @@
+"""Shared helpers for the Triton kernels: interpreter detection, input validation, device facts.
+
+Validation runs before any allocation, and every error names the offending argument and its value.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterable, Sequence
+
+import torch
+import triton
+
+# Decided once, at import, like `triton.jit` itself decides between compiling and interpreting.
+INTERPRET: bool = os.environ.get("TRITON_INTERPRET") == "1"
+
+# Multiprocessor count assumed under the interpreter: small, so that persistent loops still run
+# several tiles per program on small test shapes.
+_INTERPRET_NUM_SMS = 4
+
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def _dtype_names(dtypes: Iterable[torch.dtype]) -> str:
+    return ", ".join(str(d).replace("torch.", "") for d in dtypes)
+
+
+def check_tensor(
+    fn: str,
+    name: str,
+    t: object,
+    *,
+    dtypes: Sequence[torch.dtype] = FLOAT_DTYPES,
+    ndim: int | None = None,
+    min_ndim: int | None = None,
+    ndim_hint: str = "",
+) -> torch.Tensor:
+    """Check that `t` is a tensor on a usable device with an accepted dtype and rank; return it."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if INTERPRET:
+        if t.device.type not in ("cpu", "cuda"):
+            raise ValueError(f"{fn}: {name} must be on a CPU or CUDA device, got device {t.device}")
+    elif t.device.type != "cuda":
+        raise ValueError(
+            f"{fn}: {name} must be a CUDA tensor (or CPU with TRITON_INTERPRET=1), got device {t.device}"
+        )
+    if t.dtype not in dtypes:
+        raise TypeError(f"{fn}: {name} must have dtype in ({_dtype_names(dtypes)}), got {t.dtype}")
+    if ndim is not None and t.dim() != ndim:
+        hint = f" {ndim_hint}" if ndim_hint else ""
+        raise ValueError(f"{fn}: {name} must be {ndim}-D{hint}, got shape {tuple(t.shape)}")
+    if min_ndim is not None and t.dim() < min_ndim:
+        raise ValueError(f"{fn}: {name} must have at least {min_ndim} dims, got shape {tuple(t.shape)}")
+    return t
+
+
+def check_same_device(fn: str, **tensors: torch.Tensor | None) -> None:
+    """All given tensors must live on one device."""
+    items = [(n, t) for n, t in tensors.items() if t is not None]
+    first_name, first = items[0]
+    for name, t in items[1:]:
+        if t.device != first.device:
+            raise ValueError(
+                f"{fn}: {name} must be on the same device as {first_name} ({first.device}), got {t.device}"
+            )
+
+
+def check_eps(fn: str, eps: object) -> float:
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+        raise TypeError(f"{fn}: eps must be a float, got {type(eps).__name__}")
+    if not eps >= 0.0:  # also rejects NaN
+        raise ValueError(f"{fn}: eps must be >= 0, got {eps}")
+    return float(eps)
+
+
+def tma_compatible(t: torch.Tensor) -> bool:
+    """TMA needs a unit last stride, 16-byte aligned other strides and a 16-byte aligned base."""
+    if t.stride(-1) != 1 and t.shape[-1] != 1:
+        return False
+    esize = t.element_size()
+    if t.data_ptr() % 16 != 0:
+        return False
+    return all((s * esize) % 16 == 0 for s in t.stride()[:-1])
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def num_sms(device: torch.device) -> int:
+    """Multiprocessor count of `device`, for persistent grids (a small constant under the interpreter)."""
+    if INTERPRET or device.type != "cuda":
+        return _INTERPRET_NUM_SMS
+    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def _torch_allocator(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    # Scratch for device-side TMA descriptors (128 bytes each); the caching allocator makes this cheap.
+    device = "cpu" if INTERPRET else "cuda"
+    return torch.empty(size, dtype=torch.int8, device=device)
+
+
+def ensure_allocator() -> None:
+    """Give Triton a scratch allocator for `tl.make_tensor_descriptor`, unless one is set already."""
+    try:
+        from triton.runtime import _allocation
+
+        current = _allocation._allocator.get()
+        if not isinstance(current, _allocation.NullAllocator):
+            return
+    except (ImportError, AttributeError):  # private API moved: just set ours
+        pass
+    triton.set_allocator(_torch_allocator)
+
+
+def next_pow2(n: int) -> int:
+    return triton.next_power_of_2(max(int(n), 1))

@@ -1,0 +1,305 @@
+"""Fused scaled-dot-product attention forward (FlashAttention style), layout (batch, heads, seq, head_dim).
+
+One program per (BLOCK_M query rows, batch*head): grid (cdiv(S_q, BLOCK_M), B*H), so programs next to
+each other share one head's K/V in L2. Q/K/V/O move by TMA through per-head device-side tensor
+descriptors (shape (seq, head_dim): out-of-range rows read as zeros and are never stored, so ragged
+sequence lengths need masks only on the last K/V block). K/V tiles stream through shared memory in a
+software-pipelined loop with an online softmax in exp2, log2(e) folded into the scale; the seq x seq
+scores never leave the chip.
+
+causal=True is SDPA's is_causal (top-left: query i sees keys <= i, S_q == S_k), run in two stages:
+blocks left of the diagonal with no mask at all, then the diagonal blocks with the mask; blocks right
+of the diagonal are skipped. Causal programs run the heaviest query blocks first.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import HALF_DTYPES, INTERPRET, check_same_device, check_tensor, ensure_allocator
+
+# ----------------------------------------------------------------------------------------------------------
+# Configs
+# ----------------------------------------------------------------------------------------------------------
+
+_LOG2E = 1.4426950408889634
+HEAD_DIMS = (16, 32, 64, 128, 256)
+
+
+def _cfg(bm: int, bn: int, warps: int, stages: int, ws: bool = False) -> triton.Config:
+    return triton.Config(
+        {"BLOCK_M": bm, "BLOCK_N": bn, "WARP_SPECIALIZE": ws}, num_warps=warps, num_stages=stages
+    )
+
+
+def attention_configs() -> list[triton.Config]:
+    """Candidate configs (one small config under the interpreter)."""
+    if INTERPRET:
+        return [_cfg(32, 16, 4, 2)]
+    return [
+        _cfg(128, 128, 8, 3),
+        _cfg(128, 64, 8, 3),
+        _cfg(128, 128, 8, 4),
+        _cfg(128, 64, 8, 4),
+        _cfg(128, 64, 8, 2),
+        _cfg(64, 64, 4, 3),
+    ]
+
+
+def prune_attention_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
+    """Drop configs whose tiles overflow shared memory/registers at this head_dim or dwarf short sequences."""
+    if len(configs) <= 1:
+        return configs
+    head_dim = kwargs["HEAD_DIM"]
+    sq = named_args["SQ"]
+    kept = []
+    for cfg in configs:
+        bm, bn = cfg.kwargs["BLOCK_M"], cfg.kwargs["BLOCK_N"]
+        # Q tile + K and V tiles per stage, 2 bytes each.
+        smem = (bm + 2 * bn * cfg.num_stages) * head_dim * 2
+        if smem > 200 * 1024:
+            continue
+        if bm % bn:  # the causal diagonal stage walks whole BLOCK_N blocks inside one BLOCK_M block
+            continue
+        if head_dim >= 256 and bn > 64:  # the fp32 accumulator already fills the registers
+            continue
+        if bm > max(64, triton.next_power_of_2(sq)):
+            continue
+        kept.append(cfg)
+    return kept or [min(configs, key=lambda c: c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Kernels
+# ----------------------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _attn_inner(
+    acc,
+    l_i,
+    m_i,
+    q,
+    k_desc,
+    v_desc,
+    lo,
+    hi,
+    offs_m,
+    SK,
+    qk_scale,
+    MASK: tl.constexpr,  # 0: none, 1: causal diagonal, 2: keys past SK
+    BLOCK_N: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
+    offs_n = tl.arange(0, BLOCK_N)
+    for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
+        k = k_desc.load([start_n, 0])
+        if UPCAST:  # interpreter only: its bf16 dot is wrong
+            k = k.to(tl.float32)
+        qk = tl.dot(q, tl.trans(k))
+        if MASK == 0:
+            m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+            qk = qk * qk_scale - m_ij[:, None]
+        else:
+            if MASK == 1:
+                keep = offs_m[:, None] >= (start_n + offs_n)[None, :]
+            else:
+                keep = (start_n + offs_n < SK)[None, :]
+            # A large finite negative, not -inf: a fully masked row must not produce inf - inf.
+            qk = qk * qk_scale + tl.where(keep, 0.0, -1.0e6)
+            m_ij = tl.maximum(m_i, tl.max(qk, 1))
+            qk = qk - m_ij[:, None]
+        p = tl.math.exp2(qk)
+        alpha = tl.math.exp2(m_i - m_ij)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        v = v_desc.load([start_n, 0])
+        if UPCAST:
+            v = v.to(tl.float32)
+        acc = tl.dot(p.to(v.dtype), v, acc)
+        m_i = m_ij
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _attn_fwd_kernel(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    o_ptr,
+    H,
+    SQ,
+    SK,
+    stride_qb,
+    stride_qh,
+    stride_qs,
+    stride_kb,
+    stride_kh,
+    stride_ks,
+    stride_vb,
+    stride_vh,
+    stride_vs,
+    stride_ob,
+    stride_oh,
+    stride_os,
+    qk_scale,
+    HEAD_DIM: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    UPCAST: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
+):
+    if CAUSAL:  # the last query blocks see the most keys: start them first
+        start_m = tl.num_programs(0) - 1 - tl.program_id(0)
+    else:
+        start_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = (bh // H).to(tl.int64)
+    h = (bh % H).to(tl.int64)
+    q_desc = tl.make_tensor_descriptor(
+        q_ptr + b * stride_qb + h * stride_qh, [SQ, HEAD_DIM], [stride_qs, 1], [BLOCK_M, HEAD_DIM]
+    )
+    k_desc = tl.make_tensor_descriptor(
+        k_ptr + b * stride_kb + h * stride_kh, [SK, HEAD_DIM], [stride_ks, 1], [BLOCK_N, HEAD_DIM]
+    )
+    v_desc = tl.make_tensor_descriptor(
+        v_ptr + b * stride_vb + h * stride_vh, [SK, HEAD_DIM], [stride_vs, 1], [BLOCK_N, HEAD_DIM]
+    )
+    o_desc = tl.make_tensor_descriptor(
+        o_ptr + b * stride_ob + h * stride_oh, [SQ, HEAD_DIM], [stride_os, 1], [BLOCK_M, HEAD_DIM]
+    )
+
+    off_m = start_m * BLOCK_M
+    offs_m = off_m + tl.arange(0, BLOCK_M)
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    q = q_desc.load([off_m, 0])
+    if UPCAST:
+        q = q.to(tl.float32)
+
+    if CAUSAL:
+        # Keys left of this query block: every one visible, no mask (needs BLOCK_M % BLOCK_N == 0).
+        acc, l_i, m_i = _attn_inner(
+            acc, l_i, m_i, q, k_desc, v_desc, 0, off_m, offs_m, SK, qk_scale, 0, BLOCK_N, WARP_SPECIALIZE, UPCAST
+        )
+        # Diagonal blocks, masked; keys past SK fall right of the diagonal for every real query row.
+        hi = tl.minimum(off_m + BLOCK_M, SK)
+        acc, l_i, m_i = _attn_inner(
+            acc, l_i, m_i, q, k_desc, v_desc, off_m, hi, offs_m, SK, qk_scale, 1, BLOCK_N, WARP_SPECIALIZE, UPCAST
+        )
+    else:
+        full = (SK // BLOCK_N) * BLOCK_N
+        acc, l_i, m_i = _attn_inner(
+            acc, l_i, m_i, q, k_desc, v_desc, 0, full, offs_m, SK, qk_scale, 0, BLOCK_N, WARP_SPECIALIZE, UPCAST
+        )
+        # Ragged last K/V block (zero iterations when SK % BLOCK_N == 0).
+        acc, l_i, m_i = _attn_inner(
+            acc, l_i, m_i, q, k_desc, v_desc, full, SK, offs_m, SK, qk_scale, 2, BLOCK_N, WARP_SPECIALIZE, UPCAST
+        )
+
+    acc = acc / l_i[:, None]
+    o_desc.store([off_m, 0], acc.to(o_ptr.dtype.element_ty))
+
+
+_attn_fwd_tuned = triton.autotune(
+    configs=attention_configs(),
+    key=["SQ", "SK", "HEAD_DIM", "CAUSAL"],
+    prune_configs_by={"early_config_prune": prune_attention_configs},
+)(_attn_fwd_kernel)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Launcher
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _check_attention(q: object, k: object, v: object, causal: object, scale: object) -> None:
+    hint = "(batch, heads, seq, head_dim)"
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_tensor("attention", name, t, dtypes=HALF_DTYPES, ndim=4, ndim_hint=hint)
+    for name, t in (("k", k), ("v", v)):
+        if t.dtype != q.dtype:
+            raise TypeError(f"attention: {name} must have the dtype of q ({q.dtype}), got {t.dtype}")
+    check_same_device("attention", q=q, k=k, v=v)
+    b, h, sq, d = q.shape
+    if d not in HEAD_DIMS:
+        raise ValueError(f"attention: q's head_dim must be one of {HEAD_DIMS}, got shape {tuple(q.shape)}")
+    if tuple(k.shape) != (b, h, k.shape[2], d):
+        raise ValueError(
+            f"attention: k must have shape ({b}, {h}, seq_k, {d}) to match q {tuple(q.shape)}, "
+            f"got shape {tuple(k.shape)}"
+        )
+    if tuple(v.shape) != tuple(k.shape):
+        raise ValueError(f"attention: v must have the shape of k {tuple(k.shape)}, got shape {tuple(v.shape)}")
+    if sq == 0 or k.shape[2] == 0:
+        raise ValueError(
+            f"attention: sequence lengths must be >= 1, got q shape {tuple(q.shape)}, k shape {tuple(k.shape)}"
+        )
+    if not isinstance(causal, bool):
+        raise TypeError(f"attention: causal must be a bool, got {type(causal).__name__}")
+    if causal and sq != k.shape[2]:
+        raise ValueError(
+            f"attention: causal=True needs equal q and k lengths, got q shape {tuple(q.shape)}, "
+            f"k shape {tuple(k.shape)}"
+        )
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
+        raise TypeError(f"attention: scale must be a float or None, got {type(scale).__name__}")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        # TMA: unit last stride, 16-byte aligned other strides and base.
+        esize = t.element_size()
+        if t.stride(-1) != 1 or any((s * esize) % 16 for s in t.stride()[:-1]) or t.data_ptr() % 16:
+            raise ValueError(
+                f"attention: {name} must have a unit last stride and 16-byte aligned strides and base, "
+                f"got strides {tuple(t.stride())}"
+            )
+
+
+def _attention_forward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool = False,
+    scale: float | None = None,
+    *,
+    config: triton.Config | None = None,
+) -> torch.Tensor:
+    """Launch without validation; `config` bypasses the autotuner."""
+    b, h, sq, d = q.shape
+    sk = k.shape[2]
+    o = torch.empty((b, h, sq, d), dtype=q.dtype, device=q.device)
+    if b * h == 0:
+        return o
+    ensure_allocator()
+    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    args = (q, k, v, o, h, sq, sk, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3])
+    consts = {
+        "qk_scale": scale * _LOG2E,
+        "HEAD_DIM": d,
+        "CAUSAL": causal,
+        "UPCAST": INTERPRET and q.dtype == torch.bfloat16,
+    }
+    if config is None:
+        _attn_fwd_tuned[lambda meta: (triton.cdiv(sq, meta["BLOCK_M"]), b * h)](*args, **consts)
+    else:
+        grid = (triton.cdiv(sq, config.kwargs["BLOCK_M"]), b * h)
+        _attn_fwd_kernel[grid](*args, **consts, **config.all_kwargs())
+    return o
+
+
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool = False,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """softmax(q k^T * scale [+ causal mask]) v like SDPA; q (B, H, Sq, D), k/v (B, H, Sk, D), fp16/bf16."""
+    _check_attention(q, k, v, causal, scale)
+    return _attention_forward(q, k, v, causal, scale)

@@ -1,0 +1,320 @@
+"""Matrix product C = A @ B for 2-D fp16 / bf16 / fp32 inputs, any M, N, K.
+
+Two kernels:
+- `_matmul_tma_kernel` (Hopper fast path): persistent grid of one program per SM, output tiles walked in
+  grouped order (GROUP_M row-tiles share B column panels in L2), A/B/C moved by TMA through device-side
+  tensor descriptors (out-of-bounds reads zero-filled, stores clipped, so ragged edges need no masks),
+  software-pipelined K loop, fp32 accumulation, epilogue split in two half-width stores to cut the
+  registers and shared memory held by the output tile.
+- `_matmul_ptr_kernel`: plain pointer-based tiled kernel for inputs TMA cannot describe (strides not
+  16-byte aligned, e.g. K or N odd, or non-row-major operands) and for GPUs older than Hopper.
+
+fp32 inputs use TF32 tensor cores only when torch allows it (`torch.get_float32_matmul_precision()`).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import FLOAT_DTYPES, INTERPRET, check_same_device, check_tensor, ensure_allocator, num_sms
+
+# ----------------------------------------------------------------------------------------------------------
+# Configs
+# ----------------------------------------------------------------------------------------------------------
+
+# Shared memory a Hopper block may use (227 KiB).
+_SMEM_LIMIT = 232448
+
+
+def _cfg(bm, bn, bk, warps, stages, group_m=8, subtile=False, ws=False, flatten=True) -> triton.Config:
+    kw = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m}
+    return triton.Config(
+        {**kw, "EPI_SUBTILE": subtile, "WARP_SPECIALIZE": ws, "FLATTEN": flatten},
+        num_warps=warps,
+        num_stages=stages,
+    )
+
+
+def matmul_tma_configs() -> list[triton.Config]:
+    """Candidate configs of the persistent TMA kernel (one small config under the interpreter)."""
+    if INTERPRET:
+        return [_cfg(32, 32, 16, 4, 2, group_m=2, subtile=True)]
+    return [
+        # 16-bit inputs: the wide 128x256 tiles win on large problems, 128x128 / 64x128 on smaller ones.
+        _cfg(128, 256, 64, 8, 3, subtile=True),
+        _cfg(128, 256, 64, 8, 4, subtile=True),
+        _cfg(128, 128, 64, 8, 4),
+        _cfg(128, 128, 64, 4, 4),
+        _cfg(128, 128, 128, 8, 3),
+        _cfg(64, 128, 64, 4, 4),
+        _cfg(64, 64, 64, 4, 4),
+        # fp32 inputs need a shallower K tile to fit the pipeline in shared memory.
+        _cfg(128, 128, 32, 8, 3),
+        _cfg(64, 128, 32, 4, 4),
+    ]
+
+
+def matmul_ptr_configs() -> list[triton.Config]:
+    """Candidate configs of the pointer-based fallback kernel."""
+    if INTERPRET:
+        return [_cfg(32, 32, 16, 4, 2, group_m=2)]
+    return [
+        _cfg(128, 256, 64, 8, 3),
+        _cfg(128, 128, 64, 8, 4),
+        _cfg(128, 128, 32, 4, 4),
+        _cfg(64, 128, 32, 4, 4),
+        _cfg(64, 64, 32, 4, 4),
+        _cfg(32, 64, 32, 4, 4),
+    ]
+
+
+def _smem_bytes(cfg: triton.Config, esize: int) -> int:
+    kw = cfg.kwargs
+    pipeline = (kw["BLOCK_M"] + kw["BLOCK_N"]) * kw["BLOCK_K"] * esize * cfg.num_stages
+    epi_n = kw["BLOCK_N"] // 2 if kw["EPI_SUBTILE"] else kw["BLOCK_N"]
+    return pipeline + kw["BLOCK_M"] * epi_n * esize
+
+
+def prune_matmul_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
+    """Drop configs that overflow shared memory, that don't suit the dtype, or whose tiles dwarf the problem."""
+    if len(configs) <= 1:
+        return configs
+    a = named_args["a_ptr"]
+    esize = a.element_size()
+    m, n = named_args["M"], named_args["N"]
+    kept = []
+    for cfg in configs:
+        kw = cfg.kwargs
+        if _smem_bytes(cfg, esize) > _SMEM_LIMIT:
+            continue
+        # 16-bit operands: a K tile under 64 only lengthens the loop.
+        if esize == 2 and kw["BLOCK_K"] < 64:
+            continue
+        if kw["BLOCK_M"] > max(64, triton.next_power_of_2(m)) or kw["BLOCK_N"] > max(64, triton.next_power_of_2(n)):
+            continue
+        kept.append(cfg)
+    if not kept:  # keep the smallest tile that fits
+        fitting = [c for c in configs if _smem_bytes(c, esize) <= _SMEM_LIMIT] or configs
+        kept = [min(fitting, key=lambda c: c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])]
+    return kept
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Kernels
+# ----------------------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    # Consecutive tiles walk down GROUP_M row-tiles before moving right, so B panels are reused from L2.
+    tiles_per_group = GROUP_M * num_pid_n
+    group_id = tile_id // tiles_per_group
+    first_m = group_id * GROUP_M
+    group_size = tl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (tile_id % tiles_per_group) % group_size
+    pid_n = (tile_id % tiles_per_group) // group_size
+    return pid_m, pid_n
+
+
+@triton.jit
+def _matmul_tma_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_bk,
+    stride_cm,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    EPI_SUBTILE: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
+    FLATTEN: tl.constexpr,
+    NUM_SMS: tl.constexpr,
+    UPCAST: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+):
+    dtype = c_ptr.dtype.element_ty
+    a_desc = tl.make_tensor_descriptor(a_ptr, [M, K], [stride_am, 1], [BLOCK_M, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, [K, N], [stride_bk, 1], [BLOCK_K, BLOCK_N])
+    if EPI_SUBTILE:
+        c_desc = tl.make_tensor_descriptor(c_ptr, [M, N], [stride_cm, 1], [BLOCK_M, BLOCK_N // 2])
+    else:
+        c_desc = tl.make_tensor_descriptor(c_ptr, [M, N], [stride_cm, 1], [BLOCK_M, BLOCK_N])
+
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_tiles = num_pid_m * num_pid_n
+    k_tiles = tl.cdiv(K, BLOCK_K)
+
+    for tile_id in tl.range(
+        tl.program_id(0), num_tiles, NUM_SMS, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE
+    ):
+        pid_m, pid_n = _grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            off_k = ki * BLOCK_K
+            a = a_desc.load([off_m, off_k])
+            b = b_desc.load([off_k, off_n])
+            if UPCAST:  # interpreter only: its bf16 dot is wrong
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
+            acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+
+        if EPI_SUBTILE:
+            acc = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+            acc0, acc1 = tl.split(acc)
+            c_desc.store([off_m, off_n], acc0.to(dtype))
+            c_desc.store([off_m, off_n + BLOCK_N // 2], acc1.to(dtype))
+        else:
+            c_desc.store([off_m, off_n], acc.to(dtype))
+
+
+@triton.jit
+def _matmul_ptr_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    EPI_SUBTILE: tl.constexpr,  # unused here; shares the config schema of the TMA kernel
+    WARP_SPECIALIZE: tl.constexpr,
+    FLATTEN: tl.constexpr,
+    UPCAST: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+):
+    dtype = c_ptr.dtype.element_ty
+    pid_m, pid_n = _grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    # Rows/cols past the edge wrap onto valid ones: loads stay unmasked in M and N, the store is masked.
+    rows = (offs_m % M).to(tl.int64)
+    cols = (offs_n % N).to(tl.int64)
+    a_ptrs = a_ptr + rows[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + cols[None, :] * stride_bn
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for ki in range(tl.cdiv(K, BLOCK_K)):
+        k_left = K - ki * BLOCK_K
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        if UPCAST:  # interpreter only: its bf16 dot is wrong
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    c_ptrs = c_ptr + offs_m.to(tl.int64)[:, None] * stride_cm + offs_n.to(tl.int64)[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(dtype), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+_matmul_tma_tuned = triton.autotune(
+    configs=matmul_tma_configs(),
+    key=["M", "N", "K"],
+    prune_configs_by={"early_config_prune": prune_matmul_configs},
+)(_matmul_tma_kernel)
+
+_matmul_ptr_tuned = triton.autotune(
+    configs=matmul_ptr_configs(),
+    key=["M", "N", "K"],
+    prune_configs_by={"early_config_prune": prune_matmul_configs},
+)(_matmul_ptr_kernel)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Launcher
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _tma_supported(a: torch.Tensor, b: torch.Tensor, c_stride_bytes: int) -> bool:
+    if not INTERPRET and torch.cuda.get_device_capability(a.device)[0] < 9:
+        return False
+    for t in (a, b):
+        if t.stride(1) != 1 or (t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16:
+            return False
+    return c_stride_bytes % 16 == 0
+
+
+def _check_matmul(a: torch.Tensor, b: torch.Tensor) -> None:
+    check_tensor("matmul", "a", a, dtypes=FLOAT_DTYPES, ndim=2, ndim_hint="(M, K)")
+    check_tensor("matmul", "b", b, dtypes=FLOAT_DTYPES, ndim=2, ndim_hint="(K, N)")
+    if a.dtype != b.dtype:
+        raise TypeError(f"matmul: b must have the dtype of a ({a.dtype}), got {b.dtype}")
+    check_same_device("matmul", a=a, b=b)
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(
+            f"matmul: b must have shape (K, N) with K = a.shape[1] = {a.shape[1]}, got shape {tuple(b.shape)}"
+        )
+
+
+def _matmul_forward(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    path: str | None = None,
+    config: triton.Config | None = None,
+) -> torch.Tensor:
+    """Launch without validation. `path` forces "tma" or "ptr"; `config` bypasses the autotuner."""
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
+    if M == 0 or N == 0:
+        return c
+    if K == 0:
+        return c.zero_()
+    if path is None:
+        path = "tma" if _tma_supported(a, b, c.stride(0) * c.element_size()) else "ptr"
+    precision = "tf32" if a.dtype == torch.float32 and torch.get_float32_matmul_precision() != "highest" else "ieee"
+    common = {"UPCAST": INTERPRET and a.dtype == torch.bfloat16, "INPUT_PRECISION": precision}
+    if path == "tma":
+        ensure_allocator()
+        sms = num_sms(a.device)
+
+        def grid(meta):
+            return (min(sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
+
+        args = (a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0))
+        if config is None:
+            _matmul_tma_tuned[grid](*args, NUM_SMS=sms, **common)
+        else:
+            _matmul_tma_kernel[grid(config.kwargs)](*args, NUM_SMS=sms, **common, **config.all_kwargs())
+    elif path == "ptr":
+
+        def grid(meta):
+            return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+
+        args = (a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride())
+        if config is None:
+            _matmul_ptr_tuned[grid](*args, **common)
+        else:
+            _matmul_ptr_kernel[grid(config.kwargs)](*args, **common, **config.all_kwargs())
+    else:
+        raise ValueError(f"matmul: path must be 'tma', 'ptr' or None, got {path!r}")
+    return c
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Return a @ b for 2-D a (M, K) and b (K, N) of one dtype (fp16, bf16, fp32); fp32 accumulation."""
+    _check_matmul(a, b)
+    return _matmul_forward(a, b)

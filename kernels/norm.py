@@ -1,0 +1,329 @@
+"""Row normalizations over the last dim: layer_norm, rms_norm, and the fused bias + GELU + LayerNorm.
+
+All three share two kernels, specialised by constexpr flags:
+- `_norm_row_kernel`: ROWS rows per program, each whole row held in registers (hidden <= 16384), so x is
+  read once and y written once; fp32 statistics with the centred two-pass variance done in registers.
+- `_norm_looped_kernel`: one row per program in BLOCK_N chunks for wider rows: a first loop accumulates
+  shifted sums (shift = mean of the first chunk, which keeps E[x^2] - E[x]^2 from cancelling), a second
+  loop re-reads the row (from L2) to normalise it.
+These are memory bound: the tuning knobs are rows per program (for short rows) and warps per row.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import FLOAT_DTYPES, INTERPRET, check_eps, check_same_device, check_tensor, next_pow2
+
+# ----------------------------------------------------------------------------------------------------------
+# Configs
+# ----------------------------------------------------------------------------------------------------------
+
+# Widest row (elements, a power of two) held whole in registers; wider rows take the looped kernel.
+MAX_FUSED_BLOCK = 16384
+
+
+def norm_row_configs() -> list[triton.Config]:
+    """Candidates of the whole-row kernel: rows per program x warps (one small config under the interpreter)."""
+    if INTERPRET:
+        return [triton.Config({"ROWS": 2}, num_warps=4)]
+    return [
+        triton.Config({"ROWS": rows}, num_warps=warps)
+        for rows in (1, 2, 4, 8)
+        for warps in (1, 2, 4, 8, 16, 32)
+    ]
+
+
+def norm_looped_configs() -> list[triton.Config]:
+    """Candidates of the chunked kernel: chunk width x warps."""
+    if INTERPRET:
+        return [triton.Config({"BLOCK_N": 64}, num_warps=4)]
+    return [
+        triton.Config({"BLOCK_N": block}, num_warps=warps)
+        for block in (2048, 4096, 8192)
+        for warps in (4, 8, 16)
+    ]
+
+
+def prune_norm_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
+    """Keep configs giving each thread 8..64 elements of the tile (16-byte loads, no register spills)."""
+    if len(configs) <= 1:
+        return configs
+    n_rows = named_args["n_rows"]
+    block_n = kwargs.get("BLOCK_N")
+    kept = []
+    for cfg in configs:
+        rows = cfg.kwargs.get("ROWS", 1)
+        width = cfg.kwargs.get("BLOCK_N", block_n)
+        per_thread = rows * width // (32 * cfg.num_warps)
+        if not 8 <= per_thread <= 64:
+            continue
+        # Several rows per program only pay for short rows; never more rows than exist.
+        if rows > 1 and (width > 1024 or rows > n_rows):
+            continue
+        if "BLOCK_N" in cfg.kwargs and width > next_pow2(named_args["N"]):
+            continue
+        kept.append(cfg)
+    if not kept:  # tiny rows: the smallest tile
+        kept = [min(configs, key=lambda c: c.kwargs.get("ROWS", 1) * c.kwargs.get("BLOCK_N", 1) * c.num_warps)]
+    return kept
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Kernels
+# ----------------------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _gelu_erf(x):
+    return 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
+
+
+@triton.jit
+def _norm_row_kernel(
+    X,
+    Y,
+    W,
+    B,
+    XB,
+    n_rows,
+    N,
+    stride_x,
+    stride_y,
+    eps,
+    IS_RMS: tl.constexpr,
+    HAS_W: tl.constexpr,
+    HAS_B: tl.constexpr,
+    HAS_GELU: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    ROWS: tl.constexpr,
+):
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    mask = (rows < n_rows)[:, None] & col_ok[None, :]
+    rows64 = rows.to(tl.int64)[:, None]
+    x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    if HAS_GELU:
+        xb = tl.load(XB + cols, mask=col_ok, other=0.0).to(tl.float32)
+        x = _gelu_erf(x + xb[None, :])  # padded lanes stay 0: gelu(0) = 0
+    if IS_RMS:
+        rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
+        y = x * rstd[:, None]
+    else:
+        mean = tl.sum(x, axis=1) / N
+        xc = tl.where(mask, x - mean[:, None], 0.0)
+        rstd = tl.rsqrt(tl.sum(xc * xc, axis=1) / N + eps)
+        y = xc * rstd[:, None]
+    if HAS_W:
+        y = y * tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+    if HAS_B:
+        y = y + tl.load(B + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+    tl.store(Y + rows64 * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _load_chunk(X, XB, cols, N, HAS_GELU: tl.constexpr):
+    ok = cols < N
+    x = tl.load(X + cols, mask=ok, other=0.0).to(tl.float32)
+    if HAS_GELU:
+        x = _gelu_erf(x + tl.load(XB + cols, mask=ok, other=0.0).to(tl.float32))
+    return x, ok
+
+
+@triton.jit
+def _norm_looped_kernel(
+    X,
+    Y,
+    W,
+    B,
+    XB,
+    n_rows,
+    N,
+    stride_x,
+    stride_y,
+    eps,
+    IS_RMS: tl.constexpr,
+    HAS_W: tl.constexpr,
+    HAS_B: tl.constexpr,
+    HAS_GELU: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    x_row = X + row * stride_x
+    y_row = Y + row * stride_y
+    offs = tl.arange(0, BLOCK_N)
+
+    if IS_RMS:
+        shift = 0.0
+    else:
+        x0, ok0 = _load_chunk(x_row, XB, offs, N, HAS_GELU)
+        shift = tl.sum(x0, axis=0) / tl.minimum(N, BLOCK_N)
+    acc_s = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    acc_q = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    for start in tl.range(0, N, BLOCK_N):
+        x, ok = _load_chunk(x_row, XB, start + offs, N, HAS_GELU)
+        d = tl.where(ok, x - shift, 0.0)
+        acc_s += d
+        acc_q += d * d
+    mean_d = tl.sum(acc_s, axis=0) / N
+    if IS_RMS:
+        mean = 0.0
+        rstd = tl.rsqrt(tl.sum(acc_q, axis=0) / N + eps)
+    else:
+        mean = shift + mean_d
+        var = tl.maximum(tl.sum(acc_q, axis=0) / N - mean_d * mean_d, 0.0)
+        rstd = tl.rsqrt(var + eps)
+
+    for start in tl.range(0, N, BLOCK_N):
+        cols = start + offs
+        x, ok = _load_chunk(x_row, XB, cols, N, HAS_GELU)
+        y = (x - mean) * rstd
+        if HAS_W:
+            y = y * tl.load(W + cols, mask=ok, other=0.0).to(tl.float32)
+        if HAS_B:
+            y = y + tl.load(B + cols, mask=ok, other=0.0).to(tl.float32)
+        tl.store(y_row + cols, y.to(Y.dtype.element_ty), mask=ok)
+
+
+_norm_row_tuned = triton.autotune(
+    configs=norm_row_configs(),
+    key=["N"],
+    prune_configs_by={"early_config_prune": prune_norm_configs},
+)(_norm_row_kernel)
+
+_norm_looped_tuned = triton.autotune(
+    configs=norm_looped_configs(),
+    key=["N"],
+    prune_configs_by={"early_config_prune": prune_norm_configs},
+)(_norm_looped_kernel)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Launcher
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _check_rows(fn: str, x: object) -> int:
+    """x: N-d float tensor whose leading dims merge into rows of a unit-stride last dim; returns hidden size."""
+    check_tensor(fn, "x", x, min_ndim=1)
+    n = x.shape[-1]
+    if n == 0:
+        raise ValueError(f"{fn}: x must have a non-empty last dim, got shape {tuple(x.shape)}")
+    if x.stride(-1) != 1 and n > 1:
+        raise ValueError(f"{fn}: x must be contiguous in its last dim, got strides {tuple(x.stride())}")
+    try:
+        x.view(-1, n)
+    except RuntimeError:
+        raise ValueError(
+            f"{fn}: x must be viewable as (rows, {n}) without a copy, got shape {tuple(x.shape)} "
+            f"and strides {tuple(x.stride())}"
+        ) from None
+    return n
+
+
+def _check_vector(fn: str, name: str, t: object, x: torch.Tensor, optional: bool = True) -> None:
+    if t is None and optional:
+        return
+    check_tensor(fn, name, t, dtypes=(x.dtype, torch.float32) if x.dtype != torch.float32 else (x.dtype,))
+    n = x.shape[-1]
+    if tuple(t.shape) != (n,):
+        raise ValueError(f"{fn}: {name} must have shape ({n},) to match x's last dim, got shape {tuple(t.shape)}")
+    if t.stride(0) != 1 and n > 1:
+        raise ValueError(f"{fn}: {name} must be contiguous, got stride {t.stride(0)}")
+
+
+def _norm_forward(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    gelu_bias: torch.Tensor | None,
+    eps: float,
+    is_rms: bool,
+    *,
+    looped: bool | None = None,
+    config: triton.Config | None = None,
+) -> torch.Tensor:
+    """Launch without validation. `looped` forces the chunked kernel on/off; `config` bypasses the autotuner."""
+    n = x.shape[-1]
+    x2 = x.view(-1, n)
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    n_rows = x2.shape[0]
+    if n_rows == 0:
+        return y
+    y2 = y.view(-1, n)
+    if looped is None:
+        looped = next_pow2(n) > MAX_FUSED_BLOCK
+    # Absent operands become x itself: never read, since the matching HAS_* flag is off.
+    args = (
+        x2,
+        y2,
+        x2 if weight is None else weight,
+        x2 if bias is None else bias,
+        x2 if gelu_bias is None else gelu_bias,
+        n_rows,
+        n,
+        x2.stride(0),
+        y2.stride(0),
+        eps,
+    )
+    flags = {
+        "IS_RMS": is_rms,
+        "HAS_W": weight is not None,
+        "HAS_B": bias is not None,
+        "HAS_GELU": gelu_bias is not None,
+    }
+    if looped:
+        grid = (n_rows,)
+        if config is None:
+            _norm_looped_tuned[grid](*args, **flags)
+        else:
+            _norm_looped_kernel[grid](*args, **flags, **config.all_kwargs())
+    else:
+        block_n = next_pow2(n)
+        if config is None:
+            _norm_row_tuned[lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)](*args, **flags, BLOCK_N=block_n)
+        else:
+            grid = (triton.cdiv(n_rows, config.kwargs["ROWS"]),)
+            _norm_row_kernel[grid](*args, **flags, BLOCK_N=block_n, **config.all_kwargs())
+    return y
+
+
+def layer_norm(
+    x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float = 1e-5
+) -> torch.Tensor:
+    """LayerNorm over the last dim of x (fp32 statistics); weight/bias of shape (hidden,), or None."""
+    _check_rows("layer_norm", x)
+    _check_vector("layer_norm", "weight", weight, x)
+    _check_vector("layer_norm", "bias", bias, x)
+    check_same_device("layer_norm", x=x, weight=weight, bias=bias)
+    eps = check_eps("layer_norm", eps)
+    return _norm_forward(x, weight, bias, None, eps, is_rms=False)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float = 1e-6) -> torch.Tensor:
+    """RMSNorm over the last dim of x: x / sqrt(mean(x^2) + eps) * weight (fp32 statistics)."""
+    _check_rows("rms_norm", x)
+    _check_vector("rms_norm", "weight", weight, x)
+    check_same_device("rms_norm", x=x, weight=weight)
+    eps = check_eps("rms_norm", eps)
+    return _norm_forward(x, weight, None, None, eps, is_rms=True)
+
+
+def bias_gelu_layer_norm(
+    x: torch.Tensor,
+    bias: torch.Tensor,
+    weight: torch.Tensor | None,
+    ln_bias: torch.Tensor | None,
+    eps: float = 1e-5,
+) -> torch.Tensor:
+    """LayerNorm(GELU(x + bias)) with exact (erf) GELU, in one kernel: x read once, the result written once."""
+    _check_rows("bias_gelu_layer_norm", x)
+    _check_vector("bias_gelu_layer_norm", "bias", bias, x, optional=False)
+    _check_vector("bias_gelu_layer_norm", "weight", weight, x)
+    _check_vector("bias_gelu_layer_norm", "ln_bias", ln_bias, x)
+    check_same_device("bias_gelu_layer_norm", x=x, bias=bias, weight=weight, ln_bias=ln_bias)
+    eps = check_eps("bias_gelu_layer_norm", eps)
+    return _norm_forward(x, weight, ln_bias, bias, eps, is_rms=False)
