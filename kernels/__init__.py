@@ -1,4 +1,4 @@
-"""In-house Triton kernels of tierbench (forward passes): matmul, norms, fused bias-GELU-LayerNorm, attention."""
+"""In-house Triton kernels of tierbench (forward passes): matmul, norms, fused bias-GELU-LN, attention."""
 
 from .attention import attention
 from .matmul import matmul

@@ -86,7 +86,7 @@ def tma_compatible(t: torch.Tensor) -> bool:
     return all((s * esize) % 16 == 0 for s in t.stride()[:-1])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 

@@ -187,21 +187,77 @@ def _attn_fwd_kernel(
     if CAUSAL:
         # Keys left of this query block: every one visible, no mask (needs BLOCK_M % BLOCK_N == 0).
         acc, l_i, m_i = _attn_inner(
-            acc, l_i, m_i, q, k_desc, v_desc, 0, off_m, offs_m, SK, qk_scale, 0, BLOCK_N, WARP_SPECIALIZE, UPCAST
+            acc,
+            l_i,
+            m_i,
+            q,
+            k_desc,
+            v_desc,
+            0,
+            off_m,
+            offs_m,
+            SK,
+            qk_scale,
+            0,
+            BLOCK_N,
+            WARP_SPECIALIZE,
+            UPCAST,
         )
         # Diagonal blocks, masked; keys past SK fall right of the diagonal for every real query row.
         hi = tl.minimum(off_m + BLOCK_M, SK)
         acc, l_i, m_i = _attn_inner(
-            acc, l_i, m_i, q, k_desc, v_desc, off_m, hi, offs_m, SK, qk_scale, 1, BLOCK_N, WARP_SPECIALIZE, UPCAST
+            acc,
+            l_i,
+            m_i,
+            q,
+            k_desc,
+            v_desc,
+            off_m,
+            hi,
+            offs_m,
+            SK,
+            qk_scale,
+            1,
+            BLOCK_N,
+            WARP_SPECIALIZE,
+            UPCAST,
         )
     else:
         full = (SK // BLOCK_N) * BLOCK_N
         acc, l_i, m_i = _attn_inner(
-            acc, l_i, m_i, q, k_desc, v_desc, 0, full, offs_m, SK, qk_scale, 0, BLOCK_N, WARP_SPECIALIZE, UPCAST
+            acc,
+            l_i,
+            m_i,
+            q,
+            k_desc,
+            v_desc,
+            0,
+            full,
+            offs_m,
+            SK,
+            qk_scale,
+            0,
+            BLOCK_N,
+            WARP_SPECIALIZE,
+            UPCAST,
         )
         # Ragged last K/V block (zero iterations when SK % BLOCK_N == 0).
         acc, l_i, m_i = _attn_inner(
-            acc, l_i, m_i, q, k_desc, v_desc, full, SK, offs_m, SK, qk_scale, 2, BLOCK_N, WARP_SPECIALIZE, UPCAST
+            acc,
+            l_i,
+            m_i,
+            q,
+            k_desc,
+            v_desc,
+            full,
+            SK,
+            offs_m,
+            SK,
+            qk_scale,
+            2,
+            BLOCK_N,
+            WARP_SPECIALIZE,
+            UPCAST,
         )
 
     acc = acc / l_i[:, None]
@@ -237,10 +293,13 @@ def _check_attention(q: object, k: object, v: object, causal: object, scale: obj
             f"got shape {tuple(k.shape)}"
         )
     if tuple(v.shape) != tuple(k.shape):
-        raise ValueError(f"attention: v must have the shape of k {tuple(k.shape)}, got shape {tuple(v.shape)}")
+        raise ValueError(
+            f"attention: v must have the shape of k {tuple(k.shape)}, got shape {tuple(v.shape)}"
+        )
     if sq == 0 or k.shape[2] == 0:
         raise ValueError(
-            f"attention: sequence lengths must be >= 1, got q shape {tuple(q.shape)}, k shape {tuple(k.shape)}"
+            "attention: sequence lengths must be >= 1, "
+            f"got q shape {tuple(q.shape)}, k shape {tuple(k.shape)}"
         )
     if not isinstance(causal, bool):
         raise TypeError(f"attention: causal must be a bool, got {type(causal).__name__}")

@@ -78,7 +78,7 @@ def _smem_bytes(cfg: triton.Config, esize: int) -> int:
 
 
 def prune_matmul_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
-    """Drop configs that overflow shared memory, that don't suit the dtype, or whose tiles dwarf the problem."""
+    """Drop configs that overflow shared memory, don't suit the dtype, or whose tiles dwarf the problem."""
     if len(configs) <= 1:
         return configs
     a = named_args["a_ptr"]
@@ -92,7 +92,9 @@ def prune_matmul_configs(configs: list[triton.Config], named_args: dict, **kwarg
         # 16-bit operands: a K tile under 64 only lengthens the loop.
         if esize == 2 and kw["BLOCK_K"] < 64:
             continue
-        if kw["BLOCK_M"] > max(64, triton.next_power_of_2(m)) or kw["BLOCK_N"] > max(64, triton.next_power_of_2(n)):
+        if kw["BLOCK_M"] > max(64, triton.next_power_of_2(m)) or kw["BLOCK_N"] > max(
+            64, triton.next_power_of_2(n)
+        ):
             continue
         kept.append(cfg)
     if not kept:  # keep the smallest tile that fits
@@ -285,7 +287,9 @@ def _matmul_forward(
         return c.zero_()
     if path is None:
         path = "tma" if _tma_supported(a, b, c.stride(0) * c.element_size()) else "ptr"
-    precision = "tf32" if a.dtype == torch.float32 and torch.get_float32_matmul_precision() != "highest" else "ieee"
+    precision = (
+        "tf32" if a.dtype == torch.float32 and torch.get_float32_matmul_precision() != "highest" else "ieee"
+    )
     common = {"UPCAST": INTERPRET and a.dtype == torch.bfloat16, "INPUT_PRECISION": precision}
     if path == "tma":
         ensure_allocator()

@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import FLOAT_DTYPES, INTERPRET, check_eps, check_same_device, check_tensor, next_pow2
+from ._common import INTERPRET, check_eps, check_same_device, check_tensor, next_pow2
 
 # ----------------------------------------------------------------------------------------------------------
 # Configs
@@ -26,7 +26,7 @@ MAX_FUSED_BLOCK = 16384
 
 
 def norm_row_configs() -> list[triton.Config]:
-    """Candidates of the whole-row kernel: rows per program x warps (one small config under the interpreter)."""
+    """Candidates of the whole-row kernel: rows per program x warps (one small config if interpreted)."""
     if INTERPRET:
         return [triton.Config({"ROWS": 2}, num_warps=4)]
     return [
@@ -67,7 +67,9 @@ def prune_norm_configs(configs: list[triton.Config], named_args: dict, **kwargs)
             continue
         kept.append(cfg)
     if not kept:  # tiny rows: the smallest tile
-        kept = [min(configs, key=lambda c: c.kwargs.get("ROWS", 1) * c.kwargs.get("BLOCK_N", 1) * c.num_warps)]
+        kept = [
+            min(configs, key=lambda c: c.kwargs.get("ROWS", 1) * c.kwargs.get("BLOCK_N", 1) * c.num_warps)
+        ]
     return kept
 
 
@@ -207,7 +209,7 @@ _norm_looped_tuned = triton.autotune(
 
 
 def _check_rows(fn: str, x: object) -> int:
-    """x: N-d float tensor whose leading dims merge into rows of a unit-stride last dim; returns hidden size."""
+    """x: N-d float tensor whose leading dims merge into rows of a unit-stride last dim; returns hidden."""
     check_tensor(fn, "x", x, min_ndim=1)
     n = x.shape[-1]
     if n == 0:
@@ -230,7 +232,9 @@ def _check_vector(fn: str, name: str, t: object, x: torch.Tensor, optional: bool
     check_tensor(fn, name, t, dtypes=(x.dtype, torch.float32) if x.dtype != torch.float32 else (x.dtype,))
     n = x.shape[-1]
     if tuple(t.shape) != (n,):
-        raise ValueError(f"{fn}: {name} must have shape ({n},) to match x's last dim, got shape {tuple(t.shape)}")
+        raise ValueError(
+            f"{fn}: {name} must have shape ({n},) to match x's last dim, got shape {tuple(t.shape)}"
+        )
     if t.stride(0) != 1 and n > 1:
         raise ValueError(f"{fn}: {name} must be contiguous, got stride {t.stride(0)}")
 
@@ -246,7 +250,7 @@ def _norm_forward(
     looped: bool | None = None,
     config: triton.Config | None = None,
 ) -> torch.Tensor:
-    """Launch without validation. `looped` forces the chunked kernel on/off; `config` bypasses the autotuner."""
+    """Launch without validation. `looped` forces the chunked kernel on/off; `config` skips the autotuner."""
     n = x.shape[-1]
     x2 = x.view(-1, n)
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
@@ -284,7 +288,9 @@ def _norm_forward(
     else:
         block_n = next_pow2(n)
         if config is None:
-            _norm_row_tuned[lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)](*args, **flags, BLOCK_N=block_n)
+            _norm_row_tuned[lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)](
+                *args, **flags, BLOCK_N=block_n
+            )
         else:
             grid = (triton.cdiv(n_rows, config.kwargs["ROWS"]),)
             _norm_row_kernel[grid](*args, **flags, BLOCK_N=block_n, **config.all_kwargs())
@@ -319,7 +325,7 @@ def bias_gelu_layer_norm(
     ln_bias: torch.Tensor | None,
     eps: float = 1e-5,
 ) -> torch.Tensor:
-    """LayerNorm(GELU(x + bias)) with exact (erf) GELU, in one kernel: x read once, the result written once."""
+    """LayerNorm(GELU(x + bias)) with exact (erf) GELU in one kernel: x read once, the result written once."""
     _check_rows("bias_gelu_layer_norm", x)
     _check_vector("bias_gelu_layer_norm", "bias", bias, x, optional=False)
     _check_vector("bias_gelu_layer_norm", "weight", weight, x)
