@@ -1,0 +1,1 @@
+"""Hydra config tree of tierbench (installed as tierbench.conf so the CLI finds it from anywhere)."""

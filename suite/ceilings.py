@@ -1,0 +1,100 @@
+"""The device's measured limits: copy bandwidth and the best matmul rate per dtype.
+
+Measured on the device itself (a large device-to-device copy; a large product through the vendor
+library), never taken from a datasheet, and cached per device under `ceilings_dir`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from .timing import TimingSettings, make_timer
+
+CEILINGS_VERSION = 1
+
+
+@dataclass
+class Ceilings:
+    device_name: str
+    copy_gbps: float  # bytes read + bytes written per second, in GB/s
+    matmul_tflops: dict[str, float] = field(default_factory=dict)  # dtype name -> TFLOP/s
+    method: str = ""
+    version: int = CEILINGS_VERSION
+
+    def peak_tflops(self, dtype: str) -> float:
+        return self.matmul_tflops.get(dtype) or max(self.matmul_tflops.values())
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    import platform
+
+    return f"cpu {platform.machine()} x{torch.get_num_threads()} threads"
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def _median_ms(fn, device: torch.device) -> float:
+    settings = TimingSettings(warmup_ms=50, rep_ms=200, rounds=3, min_reps=5, max_reps=200, flush_l2=False)
+    samples = make_timer(settings, device).measure({"x": fn})["x"]
+    if isinstance(samples, BaseException):
+        raise samples
+    return statistics.median(samples)
+
+
+def measure(device: torch.device) -> Ceilings:
+    on_gpu = device.type == "cuda"
+    # Big enough to dwarf any cache: 2 GiB on a GPU, 256 MiB on a CPU.
+    n_bytes = (2 << 30) if on_gpu else (256 << 20)
+    src = torch.randn(n_bytes // 4, device=device)
+    dst = torch.empty_like(src)
+    copy_ms = _median_ms(lambda: dst.copy_(src), device)
+    copy_gbps = 2 * n_bytes / (copy_ms * 1e-3) / 1e9
+    del src, dst
+
+    rates: dict[str, float] = {}
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32} if on_gpu \
+        else {"fp32": torch.float32}
+    for name, dtype in dtypes.items():
+        n = 8192 if on_gpu and dtype != torch.float32 else (4096 if on_gpu else 1024)
+        a = torch.randn(n, n, device=device).to(dtype)  # random, never zeros: zeros run faster
+        b = torch.randn(n, n, device=device).to(dtype)
+        prev = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = False
+        try:
+            ms = _median_ms(lambda a=a, b=b: torch.matmul(a, b), device)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = prev
+        rates[name] = 2 * n**3 / (ms * 1e-3) / 1e12
+        del a, b
+    method = (f"copy: median of {n_bytes >> 20} MiB device copies (read + write counted); "
+              f"matmul: median of square products through torch.matmul, random inputs, TF32 off")
+    return Ceilings(device_name(device), copy_gbps, rates, method)
+
+
+def load_or_measure(device: torch.device, folder: str | Path, remeasure: bool = False) -> Ceilings:
+    """The cached ceilings of this device, measured now if absent, stale or asked for."""
+    path = Path(folder) / f"{_slug(device_name(device))}.json"
+    if path.exists() and not remeasure:
+        try:
+            data = json.loads(path.read_text())
+            if data.get("version") == CEILINGS_VERSION:
+                return Ceilings(**data)
+        except (json.JSONDecodeError, TypeError):
+            pass  # a damaged cache is measured again
+    ceilings = measure(device)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # two runs may measure at once
+    tmp.write_text(json.dumps(asdict(ceilings), indent=2) + "\n")
+    tmp.replace(path)
+    return ceilings

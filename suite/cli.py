@@ -1,0 +1,32 @@
+"""The `tierbench` command: one subcommand per job."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# subcommand -> (module with main(argv) -> int, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("tierbench.suite.run_command", "measure a suite (Hydra app: overrides, --multirun sweeps)"),
+}
+
+USAGE = "usage: tierbench {" + ",".join(COMMANDS) + "} [args...]\n\n" + "\n".join(
+    f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        print(f"tierbench: unknown command {name!r}; valid choices: {', '.join(COMMANDS)}\n\n{USAGE}",
+              file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""Attention forward: softmax(q k^T * scale [+ causal mask]) v, layout (batch, heads, seq, head_dim)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from .base import Case, Op, WorkModel, choice_name, element_size, randn
+
+# Query rows per chunk of the reference, so its score matrix stays a few hundred MiB at any length.
+_REFERENCE_SCORE_ELEMENTS = 1 << 26
+
+
+def cases(conf: Any) -> list[Case]:
+    causal_values = [False, True] if conf.causal is None else [bool(conf.causal)]
+    out: list[Case] = []
+    for dtype in conf.dtypes:
+        for mode in conf.modes:
+            for head_dim in conf.head_dims:
+                if conf.model_dim % head_dim:
+                    raise ValueError(f"attention.model_dim={conf.model_dim} is not a multiple of "
+                                     f"head_dim={head_dim}")
+                heads = conf.model_dim // head_dim
+                for causal in causal_values:
+                    for seq in conf.seq_lens:
+                        batch = max(1, conf.tokens // seq)
+                        params = {"batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim,
+                                  "causal": causal, "dtype": choice_name(dtype), "mode": choice_name(mode)}
+                        label = f"B{batch} H{heads} S{seq} D{head_dim}" + (" causal" if causal else "")
+                        out.append(Case("attention", "attention", params, label, x=float(seq)))
+    return out
+
+
+def make_inputs(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    p = case.params
+    shape = (p["batch"], p["heads"], p["seq"], p["head_dim"])
+    return {name: randn(shape, case.dtype, device, gen) for name in ("q", "k", "v")}
+
+
+def options(case: Case) -> dict[str, Any]:
+    return {"causal": case.params["causal"], "scale": 1.0 / math.sqrt(case.params["head_dim"])}
+
+
+def reference(inputs: dict[str, torch.Tensor], case: Case) -> torch.Tensor:
+    """Exact softmax attention in float64 (CPU) or float32 (GPU), chunked over query rows."""
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    hi = torch.float64 if q.device.type == "cpu" else torch.float32
+    opts = options(case)
+    batch, heads, seq, _ = q.shape
+    out = torch.empty(q.shape, dtype=hi, device=q.device)
+    kt = k.to(hi).transpose(-1, -2)
+    vh = v.to(hi)
+    rows = max(1, _REFERENCE_SCORE_ELEMENTS // (batch * heads * seq))
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        for start in range(0, seq, rows):
+            stop = min(seq, start + rows)
+            scores = (q[:, :, start:stop].to(hi) @ kt) * opts["scale"]
+            if opts["causal"]:
+                qi = torch.arange(start, stop, device=q.device)[:, None]
+                kj = torch.arange(seq, device=q.device)[None, :]
+                scores.masked_fill_(kj > qi, float("-inf"))
+            out[:, :, start:stop] = torch.softmax(scores, dim=-1) @ vh
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+    return out
+
+
+def work(case: Case) -> WorkModel:
+    p = case.params
+    b, h, s, d = p["batch"], p["heads"], p["seq"], p["head_dim"]
+    flops = 4.0 * b * h * s * s * d
+    if p["causal"]:
+        flops /= 2
+    # q, k, v read once and o written once: the score matrix never needs to reach memory.
+    return WorkModel(flops=flops, min_bytes=float(4 * b * h * s * d * element_size(case)))
+
+
+OP = Op(name="attention", family="attention", make_inputs=make_inputs, reference=reference, work=work,
+        options=options)

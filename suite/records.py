@@ -1,0 +1,154 @@
+"""Run records: one JSON object per measurement, appended to measurements.jsonl as each one finishes.
+
+A record once written is never rewritten. A kill in mid-write can leave a truncated last line: readers
+drop it with a warning, and a resumed run cuts it off before appending.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+RECORDS_FILE = "measurements.jsonl"
+CONFIG_FILE = "config.yaml"
+STATUSES = ("ok", "skipped", "incorrect", "oom", "error")
+
+
+@dataclass
+class Measurement:
+    run_id: str
+    op: str
+    family: str
+    case: dict[str, Any]
+    case_id: str
+    label: str
+    x: float
+    provider: str
+    tier: str
+    status: str
+    reason: str = ""
+    median_ms: float | None = None
+    min_ms: float | None = None
+    quantiles_ms: dict[str, float] = field(default_factory=dict)
+    samples_ms: list[float] = field(default_factory=list)
+    timer: str | None = None
+    flops: float | None = None
+    min_bytes: float | None = None
+    tflops: float | None = None
+    gbps: float | None = None
+    sol: float | None = None  # achieved fraction of the binding ceiling, 0..1
+    bound: str | None = None  # "compute" or "memory": which ceiling binds this case
+    rel_error: float | None = None
+    tolerance: float | None = None
+    peak_mem_bytes: int | None = None
+    prepare_s: float | None = None  # preparation plus first call (compilation lands here, never in timing)
+    provider_version: str | None = None
+    telemetry: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
+    time: float = field(default_factory=time.time)
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status {self.status!r} is not one of {STATUSES}")
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.case_id, self.provider)
+
+    def to_json(self) -> str:
+        return json.dumps(_finite(asdict(self)), separators=(",", ":"), allow_nan=False, default=str)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Measurement:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN or Infinity: a non-finite number is stored as null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+
+
+def create_run_dir(results_dir: str | Path, run_id: str | None = None) -> tuple[str, Path]:
+    """Make a fresh run folder; mkdir without exist_ok means two runs can never share one."""
+    root = Path(results_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    for _ in range(100):
+        rid = run_id or new_run_id()
+        path = root / rid
+        try:
+            path.mkdir()
+            return rid, path
+        except FileExistsError:
+            if run_id:
+                raise FileExistsError(f"run folder {path} exists already: choose another run_id, "
+                                      f"or finish that run with resume={run_id}") from None
+    raise RuntimeError(f"could not create a new run folder under {root}")
+
+
+def read_records(path: str | Path) -> list[Measurement]:
+    """All complete records of a run folder (or file); damaged lines are dropped with a warning."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / RECORDS_FILE
+    if not path.exists():
+        return []
+    out: list[Measurement] = []
+    lines = path.read_bytes().split(b"\n")
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(Measurement.from_dict(json.loads(line)))
+        except (json.JSONDecodeError, UnicodeDecodeError, TypeError, ValueError):
+            where = "truncated last line" if number == len(lines) else f"damaged line {number}"
+            warnings.warn(f"{path}: dropped a {where} (an interrupted write)", stacklevel=2)
+    return out
+
+
+def _cut_partial_tail(path: Path) -> None:
+    """Drop bytes after the last newline: the remains of a write that a kill interrupted."""
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        keep = data.rfind(b"\n") + 1
+        warnings.warn(f"{path}: cut a truncated last record ({len(data) - keep} bytes) before resuming",
+                      stacklevel=2)
+        with path.open("r+b") as f:
+            f.truncate(keep)
+
+
+class RecordWriter:
+    """Appends records to a run's measurements.jsonl, each one flushed to disk before the next starts."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / RECORDS_FILE
+        _cut_partial_tail(self.path)
+
+    def append(self, record: Measurement) -> None:
+        line = record.to_json() + "\n"
+        # One write of a whole line in append mode: concurrent writers of one file never interleave lines.
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -1,0 +1,312 @@
+"""GPU check-and-time script for the Triton kernels' configs and variants (not collected by pytest).
+
+    python tests/kernels/gpu_variants.py [--family matmul,norm,attention] [--quick]
+
+For each family and target shape: checks every variant against an fp32 torch reference, times it with
+triton.testing.do_bench (median) next to its torch peer (torch.matmul, F.layer_norm, F.rms_norm, SDPA's
+flash backend), and prints one row per variant: shape, variant, ms, TFLOP/s or GB/s, ratio to the peer,
+relative error. A failing variant prints its error and the run goes on. Meant to finish in about four
+minutes on an H200; the winners are what the autotune lists in kernels/*.py should hold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import traceback
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+import triton
+from tierbench.kernels import attention as attn_mod
+from tierbench.kernels import matmul as mm_mod
+from tierbench.kernels import norm as norm_mod
+from triton.testing import do_bench
+
+ROWS: list[str] = []
+T0 = time.time()
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def row(family: str, shape: str, variant: str, ms: float, rate: str, ratio: str, err: str) -> None:
+    line = f"{family:9s} {shape:28s} {variant:34s} {ms:9.4f} {rate:>14s} {ratio:>7s} {err:>9s}"
+    ROWS.append(line)
+    log(f"[{time.time() - T0:6.1f}s] {line}")
+
+
+def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    out = out.float()
+    if not torch.isfinite(out).all():
+        return float("nan")
+    return ((out - ref).norm() / ref.norm()).item()
+
+
+def bench(fn: Callable[[], object]) -> float:
+    return do_bench(fn, warmup=10, rep=50, return_mode="median")
+
+
+def run_variants(
+    family: str,
+    shape: str,
+    variants: list[tuple[str, Callable[[], torch.Tensor]]],
+    ref: torch.Tensor,
+    tol: float,
+    work: float,
+    unit: str,
+    peer_ms: float,
+) -> None:
+    """Time each variant; `work` is FLOPs (unit TFLOP/s) or bytes (unit GB/s)."""
+    for name, fn in variants:
+        try:
+            err = rel_err(fn(), ref)
+            ok = err <= tol
+            ms = bench(fn)
+            scale = 1e-12 if unit == "TFLOP/s" else 1e-9
+            rate = f"{work * scale / (ms * 1e-3):.1f} {unit}"
+            row(family, shape, name, ms, rate, f"{peer_ms / ms:.3f}", f"{err:.1e}" + ("" if ok else " BAD"))
+        except Exception as e:  # one broken variant must not stop the sweep
+            msg = f"{type(e).__name__}: {str(e)[:300]}"
+            log(f"[{time.time() - T0:6.1f}s] {family} {shape} {name} FAILED: {msg}")
+            traceback.print_exc(limit=2, file=sys.stdout)
+        torch.cuda.empty_cache()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# matmul
+# ----------------------------------------------------------------------------------------------------------
+
+
+def matmul_variants(a: torch.Tensor, b: torch.Tensor) -> list[tuple[str, Callable[[], torch.Tensor]]]:
+    cfg = mm_mod._cfg
+
+    def forced(path: str, c: triton.Config) -> Callable[[], torch.Tensor]:
+        return lambda: mm_mod._matmul_forward(a, b, path=path, config=c)
+
+    out = [("auto (autotuned)", lambda: mm_mod.matmul(a, b))]
+    for name, path, c in [
+        ("tma 128x256x64 w8 s3 sub", "tma", cfg(128, 256, 64, 8, 3, subtile=True)),
+        ("tma 128x256x64 w8 s4 sub", "tma", cfg(128, 256, 64, 8, 4, subtile=True)),
+        ("tma 128x256x64 w8 s3", "tma", cfg(128, 256, 64, 8, 3)),
+        ("tma 128x128x64 w8 s4", "tma", cfg(128, 128, 64, 8, 4)),
+        ("tma 128x128x64 w4 s4", "tma", cfg(128, 128, 64, 4, 4)),
+        ("tma 128x256x64 w8 s3 sub ws", "tma", cfg(128, 256, 64, 8, 3, subtile=True, ws=True, flatten=False)),
+        ("tma 128x128x64 w8 s4 ws", "tma", cfg(128, 128, 64, 8, 4, ws=True, flatten=False)),
+        ("tma 128x256x64 w8 s3 sub noflat", "tma", cfg(128, 256, 64, 8, 3, subtile=True, flatten=False)),
+        ("ptr 128x256x64 w8 s3", "ptr", cfg(128, 256, 64, 8, 3)),
+    ]:
+        out.append((name, forced(path, c)))
+    return out
+
+
+def bench_matmul(quick: bool) -> None:
+    shapes = [(4096, 4096, 4096), (8192, 8192, 8192)]
+    llm = [(4096, 4096), (4096, 14336), (14336, 4096), (8192, 8192), (8192, 28672), (28672, 8192)]
+    shapes += [(16384, n, k) for k, n in llm]
+    if quick:
+        shapes = shapes[:1] + shapes[3:4]
+    for dtype in (torch.bfloat16,):
+        for m, n, k in shapes:
+            a = torch.randn(m, k, device="cuda", dtype=dtype)
+            b = torch.randn(k, n, device="cuda", dtype=dtype)
+            ref = a.float() @ b.float()
+            peer = bench(lambda a=a, b=b: torch.matmul(a, b))
+            shape = f"{m}x{n}x{k} {str(dtype)[6:]}"
+            flops = 2.0 * m * n * k
+            row(
+                "matmul",
+                shape,
+                "torch.matmul (peer)",
+                peer,
+                f"{flops / peer * 1e-9:.1f} TFLOP/s",
+                "1.000",
+                "-",
+            )
+            run_variants("matmul", shape, matmul_variants(a, b), ref, 1e-2, flops, "TFLOP/s", peer)
+            del a, b, ref
+    # fp16 at one shape, and the pointer path at a ragged shape
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+    b = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+    peer = bench(lambda: torch.matmul(a, b))
+    run_variants(
+        "matmul",
+        "4096^3 fp16",
+        matmul_variants(a, b)[:4],
+        a.float() @ b.float(),
+        5e-3,
+        2.0 * 4096**3,
+        "TFLOP/s",
+        peer,
+    )
+    a = torch.randn(4095, 4097, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(4097, 4093, device="cuda", dtype=torch.bfloat16)
+    peer = bench(lambda: torch.matmul(a, b))
+    run_variants(
+        "matmul",
+        "4095x4093x4097 bf16 (ptr)",
+        [("auto (ptr path)", lambda: mm_mod.matmul(a, b))],
+        a.float() @ b.float(),
+        1e-2,
+        2.0 * 4095 * 4093 * 4097,
+        "TFLOP/s",
+        peer,
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------
+# norms
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _norm_shape(rows: int, n: int) -> None:
+    dtype = torch.bfloat16
+    x = torch.randn(rows, n, device="cuda", dtype=dtype)
+    w = torch.randn(n, device="cuda", dtype=dtype)
+    bias = torch.randn(n, device="cuda", dtype=dtype)
+    xb = torch.randn(n, device="cuda", dtype=dtype)
+    nbytes = 2.0 * x.numel() * x.element_size()
+    shape = f"{rows}x{n} bf16"
+    looped = triton.next_power_of_2(n) > norm_mod.MAX_FUSED_BLOCK
+    if looped:
+        forced = [triton.Config({"BLOCK_N": c}, num_warps=nw) for c in (2048, 4096, 8192) for nw in (8, 16)]
+    else:
+        forced = [triton.Config({"ROWS": 1}, num_warps=nw) for nw in (4, 8, 16, 32)]
+    xf, wf, bf, xbf = x.float(), w.float(), bias.float(), xb.float()
+    ops = [
+        (
+            "layer_norm",
+            lambda: F.layer_norm(x, (n,), w, bias, 1e-5),
+            lambda: F.layer_norm(xf, (n,), wf, bf, 1e-5),
+            (w, bias, None, False),
+            lambda: norm_mod.layer_norm(x, w, bias),
+        ),
+        (
+            "rms_norm",
+            lambda: F.rms_norm(x, (n,), w, 1e-6),
+            lambda: F.rms_norm(xf, (n,), wf, 1e-6),
+            (w, None, None, True),
+            lambda: norm_mod.rms_norm(x, w),
+        ),
+        (
+            "bias_gelu_ln",
+            lambda: F.layer_norm(F.gelu(x + xb), (n,), w, bias, 1e-5),
+            lambda: F.layer_norm(F.gelu(xf + xbf), (n,), wf, bf, 1e-5),
+            (w, bias, xb, False),
+            lambda: norm_mod.bias_gelu_layer_norm(x, xb, w, bias),
+        ),
+    ]
+    for name, peer_fn, ref_fn, (ww, bb, gb, is_rms), auto in ops:
+        peer = bench(peer_fn)
+        row(name, shape, "torch (peer)", peer, f"{nbytes / peer * 1e-6:.0f} GB/s", "1.000", "-")
+        eps = 1e-6 if is_rms else 1e-5
+        variants = [("auto (autotuned)", auto)]
+        for c in forced:
+            label = f"looped {c.kwargs['BLOCK_N']}" if looped else "rows 1"
+
+            def fn(c=c, ww=ww, bb=bb, gb=gb, is_rms=is_rms, eps=eps):
+                return norm_mod._norm_forward(x, ww, bb, gb, eps, is_rms, looped=looped, config=c)
+
+            variants.append((f"{label} w{c.num_warps}", fn))
+        run_variants(name, shape, variants, ref_fn(), 1e-2, nbytes, "GB/s", peer)
+
+
+def bench_norm(quick: bool) -> None:
+    shapes = [(16384, 4096), (16384, 8192), (16384, 16384), (4096, 65536)]
+    for rows, n in shapes[:1] if quick else shapes:
+        _norm_shape(rows, n)
+        torch.cuda.empty_cache()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# attention
+# ----------------------------------------------------------------------------------------------------------
+
+
+def attention_variants(q, k, v, causal) -> list[tuple[str, Callable[[], torch.Tensor]]]:
+    cfg = attn_mod._cfg
+    out = [("auto (autotuned)", lambda: attn_mod.attention(q, k, v, causal=causal))]
+    for bm, bn, w, s, ws in [
+        (128, 128, 8, 3, False),
+        (128, 128, 8, 4, False),
+        (128, 128, 8, 2, False),
+        (128, 64, 8, 3, False),
+        (128, 64, 8, 4, False),
+        (128, 64, 8, 2, False),
+        (128, 128, 8, 3, True),
+        (128, 64, 8, 3, True),
+        (64, 64, 4, 3, False),
+    ]:
+        c = cfg(bm, bn, w, s, ws)
+        name = f"{bm}x{bn} w{w} s{s}" + (" ws" if ws else "")
+        out.append((name, lambda c=c: attn_mod._attention_forward(q, k, v, causal, None, config=c)))
+    return out
+
+
+def bench_attention(quick: bool) -> None:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    shapes = [(4, 16, 4096, 128), (2, 16, 8192, 128), (4, 16, 4096, 64)]
+    if quick:
+        shapes = shapes[:1]
+    for dtype in (torch.bfloat16, torch.float16):
+        for b, h, s, d in shapes:
+            if dtype == torch.float16 and s != 4096:
+                continue
+            q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=dtype) for _ in range(3))
+            for causal in (False, True):
+                with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                    peer = bench(
+                        lambda q=q, k=k, v=v, c=causal: F.scaled_dot_product_attention(q, k, v, is_causal=c)
+                    )
+                ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+                flops = 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
+                shape = f"{b}x{h}x{s}x{d} {str(dtype)[6:]}{' causal' if causal else ''}"
+                row(
+                    "attention",
+                    shape,
+                    "SDPA flash (peer)",
+                    peer,
+                    f"{flops / peer * 1e-9:.1f} TFLOP/s",
+                    "1.000",
+                    "-",
+                )
+                variants = attention_variants(q, k, v, causal)
+                if d != 128 or dtype == torch.float16:
+                    variants = variants[:4]
+                run_variants("attention", shape, variants, ref, 1e-2, flops, "TFLOP/s", peer)
+                del ref
+            del q, k, v
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--family", default="matmul,norm,attention")
+    p.add_argument("--quick", action="store_true", help="one shape per family")
+    args = p.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("gpu_variants.py needs a CUDA GPU")
+    props = torch.cuda.get_device_properties(0)
+    log(f"{props.name}, {props.multi_processor_count} SMs")
+    log(f"torch {torch.__version__}, triton {triton.__version__}")
+    torch.manual_seed(0)
+    fams = {"matmul": bench_matmul, "norm": bench_norm, "attention": bench_attention}
+    for fam in args.family.split(","):
+        log(f"== {fam}")
+        try:
+            fams[fam](args.quick)
+        except Exception:
+            traceback.print_exc(file=sys.stdout)
+    log(f"\n== summary ({time.time() - T0:.0f}s)")
+    log(
+        f"{'family':9s} {'shape':28s} {'variant':34s} {'ms':>9s} {'rate':>14s} {'x peer':>7s} {'rel err':>9s}"
+    )
+    for line in ROWS:
+        log(line)
+
+
+if __name__ == "__main__":
+    main()
