@@ -144,4 +144,3 @@ class RunConfig:
 def register_configs() -> None:
     cs = ConfigStore.instance()
     cs.store(name="run_schema", node=RunConfig)
-    cs.store(group="timing", name="timing_schema", node=TimingConf)

@@ -1,0 +1,94 @@
+"""Config composition: every suite composes, overrides are typed, bad values name the valid choices."""
+
+from __future__ import annotations
+
+import pytest
+
+from cli_runner import tierbench_cli
+from tierbench.suite.ops import cases_from_config
+from tierbench.suite.plan import PlanError, make_plan, resolve_device, select_providers
+
+
+@pytest.mark.parametrize("suite", ["smoke", "matmul", "norm", "attention", "all"])
+def test_every_suite_composes_and_plans(compose, suite):
+    cfg = compose([f"suite={suite}"])
+    cases = cases_from_config(cfg)
+    assert cases, suite
+    families = {c.family for c in cases}
+    expected = {"smoke": {"matmul", "norm", "attention"}, "all": {"matmul", "norm", "attention"}}
+    assert families == expected.get(suite, {suite})
+
+
+def test_all_suite_covers_the_shapes_kernel_engineers_ask_for(compose):
+    cases = cases_from_config(compose(["suite=all"]))
+    squares = {c.params["m"] for c in cases if c.op == "matmul" and c.params["m"] == c.params["n"] == c.params["k"]}
+    assert squares == {512, 1024, 2048, 4096, 8192}
+    llm = {c.label for c in cases if c.op == "matmul" and "llama" in c.label}
+    assert {"llama3-8b.up T=16384", "llama3-70b.down T=16384"} <= llm
+    hidden = {c.params["hidden"] for c in cases if c.family == "norm"}
+    assert min(hidden) == 1024 and max(hidden) == 16384
+    att = [c for c in cases if c.op == "attention"]
+    assert {c.params["seq"] for c in att} == {512, 1024, 2048, 4096, 8192, 16384}
+    assert all(c.params["batch"] * c.params["seq"] == 16384 for c in att)
+    assert {c.params["head_dim"] for c in att} == {64, 128}
+    assert {c.params["causal"] for c in att} == {True, False}
+    assert {c.params["dtype"] for c in att} == {"fp16", "bf16"}
+    assert len({c.case_id for c in cases}) == len(cases), "case ids must be unique"
+
+
+def test_causal_override_selects_one_variant(compose):
+    cases = cases_from_config(compose(["suite=attention", "attention.causal=true"]))
+    assert cases and all(c.params["causal"] for c in cases)
+
+
+def test_timing_presets(compose):
+    quick, precise = compose(["timing=quick"]).timing, compose(["timing=precise"]).timing
+    assert quick.rounds < precise.rounds and quick.rep_ms < precise.rep_ms
+
+
+def test_tiers_and_provider_filters(compose):
+    names = {(p.tier, p.name) for p in select_providers(compose(["tiers=[vendor]"]))}
+    assert names and all(t == "vendor" for t, _ in names)
+    only = select_providers(compose(["providers=[sdpa-math]"]))
+    assert {p.name for p in only} == {"sdpa-math"}
+    with pytest.raises(PlanError, match="valid choices: .*sdpa-flash"):
+        select_providers(compose(["providers=[sdpa-flashy]"]))
+
+
+def test_compile_modes_add_providers(compose):
+    cfg = compose(["compiler.modes=[default,max_autotune]", "tiers=[compiler]"])
+    assert {p.name for p in select_providers(cfg)} == {"compile", "compile-max-autotune"}
+
+
+def test_plan_gives_each_case_the_providers_of_its_op(compose):
+    for planned in make_plan(compose(["suite=smoke"])):
+        assert planned.providers
+        assert all(p.op == planned.case.op for p in planned.providers)
+
+
+def test_device_resolution():
+    assert resolve_device("cpu").type == "cpu"
+    assert resolve_device("auto").type in ("cpu", "cuda")
+
+
+@pytest.mark.parametrize("override, expected", [
+    ("suite=nope", ["Could not find 'suite/nope'", "smoke", "attention"]),
+    ("device=tpu", ["Invalid value 'tpu'", "auto, cuda, cpu"]),
+    ("timing=fast", ["Could not find 'timing/fast'", "quick", "precise"]),
+    ("atention.causal=true", ["Key 'atention' not in"]),
+    ("tiers=[gpu]", ["Invalid value 'gpu'", "vendor, compiler, triton, cuda"]),
+    ("providers=[nope]", ["valid choices:", "sdpa-math"]),
+])
+def test_bad_overrides_exit_nonzero_and_name_the_choices(tmp_path, override, expected):
+    result = tierbench_cli("run", override, f"results_dir={tmp_path}/runs", cwd=tmp_path, timeout=120)
+    assert result.returncode != 0
+    for text in expected:
+        assert text in result.stderr + result.stdout
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir()), "no run folder on error"
+
+
+def test_unknown_subcommand_names_the_valid_ones(tmp_path):
+    result = tierbench_cli("benchmark", cwd=tmp_path, timeout=60)
+    assert result.returncode == 2
+    assert "valid choices: run" in result.stderr

@@ -1,0 +1,75 @@
+"""The runner on the CPU with real providers and small test providers: every outcome becomes a record."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tierbench.suite.ceilings import Ceilings
+from tierbench.suite.ops.base import Case
+from tierbench.suite.providers import vendor
+from tierbench.suite.providers.base import Provider, Unavailable
+from tierbench.suite.records import read_records
+from tierbench.suite.runner import RunContext, measure_case, run_plan
+from tierbench.suite.plan import PlannedCase
+from tierbench.suite.timing import CpuTimer, TimingSettings
+
+CASE = Case("matmul", "matmul", {"m": 48, "n": 40, "k": 24, "dtype": "fp32", "mode": "fwd"}, "48x40x24", 40.0)
+FAST = TimingSettings(warmup_ms=1, rep_ms=2, rounds=2, min_reps=2, max_reps=10, flush_l2=False)
+
+
+def _ctx(tmp_path) -> RunContext:
+    ceilings = Ceilings(device_name="cpu", copy_gbps=10.0, matmul_tflops={"fp32": 0.1})
+    return RunContext(run_id="t", run_dir=tmp_path, device=torch.device("cpu"), timer=CpuTimer(FAST),
+                      ceilings=ceilings, env={"device_name": "cpu"})
+
+
+def _provider(name: str, prepare, why=None) -> Provider:
+    kwargs = {"why_unavailable": why} if why else {}
+    return Provider(name, "triton" if name != "eager" else "vendor", "matmul", prepare, **kwargs)
+
+
+def _eager() -> Provider:
+    return next(p for p in vendor.providers() if p.op == "matmul")
+
+
+def test_each_outcome_is_recorded_and_only_correct_providers_are_timed(tmp_path):
+    def raises(i, o, c):
+        def call():
+            raise RuntimeError("illegal memory access\nmore detail")
+        return call
+
+    def oom(i, o, c):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 80 GiB")
+
+    def wrong(i, o, c):
+        return lambda: i["a"] @ i["b"] * 1.01
+
+    def unsupported(i, o, c):
+        raise Unavailable("head_dim 96 unsupported")
+
+    providers = [_eager(), _provider("raises", raises), _provider("oom", oom), _provider("wrong", wrong),
+                 _provider("late-skip", unsupported),
+                 _provider("absent", wrong, why=lambda case, device: "package not installed: pip install x")]
+    records = {r.provider: r for r in measure_case(CASE, providers, _ctx(tmp_path))}
+    assert records["eager"].status == "ok" and records["eager"].median_ms > 0
+    assert len(records["eager"].samples_ms) >= 4 and records["eager"].timer == "cpu-clock"
+    assert records["eager"].rel_error < 1e-6 and 0 < records["eager"].sol
+    assert records["eager"].tflops == pytest.approx(2 * 48 * 40 * 24 / records["eager"].median_ms / 1e9)
+    assert records["raises"].status == "error" and records["raises"].reason == "RuntimeError: illegal memory access"
+    assert records["oom"].status == "oom"
+    assert records["wrong"].status == "incorrect" and records["wrong"].median_ms is None
+    assert "exceeds the float32 tolerance" in records["wrong"].reason
+    assert records["late-skip"].status == "skipped" and "head_dim 96" in records["late-skip"].reason
+    assert records["absent"].status == "skipped" and "pip install x" in records["absent"].reason
+    assert all(r.provider_version is None or isinstance(r.provider_version, str) for r in records.values())
+
+
+def test_run_plan_skips_what_is_done_and_appends_the_rest(tmp_path):
+    ctx = _ctx(tmp_path)
+    plan = [PlannedCase(CASE, (_eager(),))]
+    first = run_plan(plan, ctx)
+    assert [r.status for r in first] == ["ok"]
+    again = run_plan(plan, ctx)  # everything done: nothing measured twice
+    assert again == []
+    assert len(read_records(tmp_path)) == 1

@@ -1,0 +1,39 @@
+"""The CPU timer: samples per provider in rounds, interleaved, and durations that match reality."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+from tierbench.suite.timing import CpuTimer, TimingSettings
+
+
+def _sleeper(ms: float, log: list[str], name: str):
+    def fn():
+        log.append(name)
+        time.sleep(ms / 1e3)
+
+    return fn
+
+
+def test_cpu_timer_measures_known_durations_interleaved():
+    calls: list[str] = []
+    settings = TimingSettings(warmup_ms=5, rep_ms=12, rounds=3, min_reps=2, max_reps=50, flush_l2=False)
+    samples = CpuTimer(settings).measure({"fast": _sleeper(2, calls, "fast"), "slow": _sleeper(6, calls, "slow")})
+    assert 1.9 < statistics.median(samples["fast"]) < 4.0
+    assert 5.9 < statistics.median(samples["slow"]) < 9.0
+    assert len(samples["slow"]) >= 3 * 2
+    # After warm-up, providers take turns: the timed calls alternate in blocks, starting order rotates.
+    timed = calls[calls.index("slow", calls.index("slow") + 1):]
+    blocks = [timed[0]] + [b for a, b in zip(timed, timed[1:]) if a != b]
+    assert len(blocks) >= 3
+
+
+def test_a_failing_provider_is_reported_and_others_continue():
+    def boom():
+        raise RuntimeError("kernel launch failed")
+
+    settings = TimingSettings(warmup_ms=1, rep_ms=2, rounds=2, min_reps=2, max_reps=5, flush_l2=False)
+    samples = CpuTimer(settings).measure({"bad": boom, "good": lambda: sum(range(100))})
+    assert isinstance(samples["bad"], RuntimeError)
+    assert isinstance(samples["good"], list) and len(samples["good"]) >= 4
