@@ -1,0 +1,106 @@
+"""The whole product on the CPU through the real console command: run, records, report, resume, sweeps."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cli_runner import tierbench_cli
+from tierbench.suite.records import RECORDS_FILE, read_records
+
+
+def _run_dirs(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if p.is_dir()) if root.exists() else []
+
+
+@pytest.mark.slow
+def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
+    runs = tmp_path / "runs"
+    result = tierbench_cli("run", "suite=smoke", "timing=quick", f"results_dir={runs}",
+                           f"ceilings_dir={tmp_path}/ceilings", cwd=tmp_path, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run_dir,) = _run_dirs(runs)
+    records = read_records(run_dir)
+    by_key = {(r.op, r.case_id, r.provider): r for r in records}
+    assert len(by_key) == len(records), "one record per (case, provider)"
+    ops = {r.op for r in records}
+    assert ops == {"matmul", "layer_norm", "rms_norm", "bias_gelu_layer_norm", "attention"}
+    for r in records:
+        assert r.status in ("ok", "skipped"), (r.provider, r.op, r.status, r.reason)
+        if r.status == "ok":
+            assert r.median_ms > 0 and r.samples_ms and r.sol > 0 and r.rel_error <= r.tolerance
+        assert r.env["git_commit"] is None or len(r.env["git_commit"]) == 40
+    tiers_timed = {r.tier for r in records if r.status == "ok"}
+    assert tiers_timed == {"vendor", "compiler"}
+    triton = [r for r in records if r.tier == "triton"]
+    assert len(triton) == 6 and all("correct, not timed" in r.reason and r.rel_error is not None for r in triton)
+    cuda = [r for r in records if r.tier == "cuda"]
+    assert cuda and all(r.status == "skipped" and r.reason for r in cuda)
+    html = (run_dir / "report.html").read_text()
+    assert "<svg" in html and "sdpa-flash" in html and "http://" not in html.replace(
+        "http://www.w3.org/2000/svg", "")
+    assert "speedup" in html
+    # The terminal table ranks providers per case with their speedup over the vendor baseline.
+    assert "matmul  256^3" in result.stdout and "1.00x" in result.stdout
+    saved = (run_dir / "config.yaml").read_text()
+    assert "suite: smoke" in saved
+
+
+def test_interrupted_run_keeps_its_records_and_resume_finishes_it(tmp_path):
+    runs = tmp_path / "runs"
+    args = ["run", "suite=smoke", "tiers=[vendor]", "timing=quick", "timing.rounds=40", f"results_dir={runs}",
+            f"ceilings_dir={tmp_path}/ceilings", "run_id=first"]
+    exe = Path(sys.executable).parent / "tierbench"
+    proc = subprocess.Popen([str(exe), *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    records_file = runs / "first" / RECORDS_FILE
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (records_file.exists() and records_file.read_text().count("\n") >= 2):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "resume=first" in err
+    before = read_records(runs / "first")
+    assert 2 <= len(before) < 12
+    # A kill in mid-write leaves half a line: resume must cut it, not crash or keep it.
+    with records_file.open("a") as f:
+        f.write('{"run_id": "first", "op": "matm')
+
+    result = tierbench_cli("run", "resume=first", f"results_dir={runs}", f"ceilings_dir={tmp_path}/ceilings",
+                           cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    after = read_records(runs / "first")
+    keys = [r.key for r in after]
+    assert len(keys) == len(set(keys)) == 12  # 4 single-provider cases + 2 attention cases x 4 SDPA backends
+    assert [r.to_json() for r in after[: len(before)]] == [r.to_json() for r in before], "old records intact"
+    for line in records_file.read_text().splitlines():
+        json.loads(line)
+
+
+def test_resume_of_an_unknown_run_names_the_known_ones(tmp_path):
+    runs = tmp_path / "runs"
+    (runs / "20260101-000000-abcdef").mkdir(parents=True)
+    (runs / "20260101-000000-abcdef" / "config.yaml").write_text("suite: smoke\n")
+    result = tierbench_cli("run", "resume=nope", f"results_dir={runs}", cwd=tmp_path, timeout=120)
+    assert result.returncode == 2
+    assert "20260101-000000-abcdef" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_multirun_sweep_writes_one_run_per_job(tmp_path):
+    runs = tmp_path / "runs"
+    result = tierbench_cli("run", "--multirun", "suite=smoke", "tiers=[vendor]", "timing=quick",
+                           "matmul.enabled=false", "norm.enabled=false", "providers=[sdpa-math]",
+                           "attention.causal=true,false", f"results_dir={runs}",
+                           f"ceilings_dir={tmp_path}/ceilings", cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    dirs = _run_dirs(runs)
+    assert len(dirs) == 2
+    causal = sorted(read_records(d)[0].case["causal"] for d in dirs)
+    assert causal == [False, True]
