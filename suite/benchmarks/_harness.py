@@ -1,0 +1,287 @@
+"""Builds asv benchmarks from the same Hydra config, plan, runner and timer as `tierbench run`.
+
+One class per op family. Its `setup_cache` (one process per family) measures every runnable
+(case, provider) pair through `runner.measure_case`, providers interleaved as in `tierbench run`, and
+hands asv the per-repetition timer samples in seconds. Each provider is one `track_<provider>` method
+whose params are only the cases it can run here, so asv never starts a process for a combination that
+does not apply.
+
+Why a table file: with launch_method "spawn", asv starts one process per parameter combination and each
+imports this module to learn the params. Working them out needs torch and the plan (seconds per process),
+so `setup_cache` leaves the table in asv's cache folder, the working folder of those processes, and they
+read it instead of importing torch.
+
+Environment (read at import, so discovery and every run agree):
+  TIERBENCH_ASV_SUITE      suite to benchmark: a conf/suite name or `nightly` (default: nightly with a
+                           GPU, smoke without)
+  TIERBENCH_ASV_TIMING     conf/timing name (default: default with a GPU, quick without)
+  TIERBENCH_ASV_OVERRIDES  extra Hydra overrides, shell-quoted, e.g. "providers=[eager] matmul.square=[128]"
+  TIERBENCH_ASV_MAX_SAMPLES  samples kept per benchmark and run, evenly over the rounds (default 200)
+  TIERBENCH_CEILINGS_DIR   where measured device ceilings are cached (default <asv conf dir>/results/ceilings)
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import hashlib
+import json
+import os
+import re
+import shlex
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+# Bump when what a stored sample means changes (unit, thinning, timer semantics): asv then starts a new
+# history series instead of mixing old and new numbers.
+SCHEMA = "tierbench-asv-1"
+SUITE_ENV = "TIERBENCH_ASV_SUITE"
+TIMING_ENV = "TIERBENCH_ASV_TIMING"
+OVERRIDES_ENV = "TIERBENCH_ASV_OVERRIDES"
+MAX_SAMPLES_ENV = "TIERBENCH_ASV_MAX_SAMPLES"
+CEILINGS_ENV = "TIERBENCH_CEILINGS_DIR"
+DEFAULT_MAX_SAMPLES = 200
+# asv's cap on one setup_cache (a whole family) and on each benchmark process.
+TIMEOUT_S = 900
+
+# The nightly GPU selection while conf/suite/nightly.yaml does not exist: a few shapes per family that
+# cover compute-bound, memory-bound and launch-bound work, small enough for 10 minutes on one H200.
+NIGHTLY_OVERRIDES = (
+    "suite=all",
+    "matmul.dtypes=[bf16]",
+    "matmul.square=[4096]",
+    "matmul.tokens=[16384]",
+    "matmul.models=[{name:llama3-8b,hidden:4096,ffn:14336}]",
+    "norm.dtypes=[bf16]",
+    "norm.rows=[16384]",
+    "norm.hidden=[4096]",
+    "attention.dtypes=[bf16]",
+    "attention.seq_lens=[2048,8192]",
+    "attention.head_dims=[128]",
+    "attention.causal=true",
+)
+
+TABLE_FILE = "tierbench-asv-{family}.json"
+
+
+@dataclass
+class FamilyTable:
+    """What asv needs at import: per provider, the labels of the cases it runs here; the version."""
+
+    family: str
+    version: str
+    labels: dict[str, list[str]]
+    fingerprint: str
+
+
+def _fingerprint() -> str:
+    """Identifies the settings a table was computed under (interpreter, tierbench variables, PYTHONPATH)."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("TIERBENCH_") or k == "PYTHONPATH"}
+    return hashlib.sha256(json.dumps([sys.executable, sorted(env.items())]).encode()).hexdigest()[:16]
+
+
+def method_name(provider: str) -> str:
+    """asv benchmark method of a provider: `track_` plus the name with every non-identifier char as `_`."""
+    return "track_" + re.sub(r"\W", "_", provider)
+
+
+def case_label(case: Any) -> str:
+    """A case's asv parameter value: op (when the family has several), shape label, dtype and mode."""
+    parts = [] if case.op == case.family else [case.op]
+    return " ".join([*parts, case.label, case.params["dtype"], case.params.get("mode", "fwd")])
+
+
+@functools.lru_cache(maxsize=1)
+def _on_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def conf_dir() -> str:
+    """The installed build's config tree (package tierbench.conf): its YAML defines the cases."""
+    import tierbench.conf
+
+    return str(Path(tierbench.conf.__file__).resolve().parent)
+
+
+def overrides() -> list[str]:
+    """Hydra overrides of the asv suite: suite and timing from the environment, then the extra ones."""
+    suite = os.environ.get(SUITE_ENV) or ("nightly" if _on_gpu() else "smoke")
+    timing = os.environ.get(TIMING_ENV) or ("default" if _on_gpu() else "quick")
+    if suite == "nightly" and not (Path(conf_dir()) / "suite" / "nightly.yaml").exists():
+        chosen = list(NIGHTLY_OVERRIDES)
+    else:
+        chosen = [f"suite={suite}"]
+    return [*chosen, f"timing={timing}", *shlex.split(os.environ.get(OVERRIDES_ENV, ""))]
+
+
+@functools.lru_cache(maxsize=1)
+def compose_config() -> Any:
+    """The run config, composed by Hydra's compose API as `tierbench run` would with these overrides."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from tierbench.suite.config import register_configs
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=conf_dir(), version_base="1.3"):
+        return compose(config_name="config", overrides=overrides())
+
+
+@functools.lru_cache(maxsize=1)
+def _plan() -> tuple[Any, Any, list[tuple[Any, str, tuple[Any, ...]]]]:
+    """(config, device, [(case, label, runnable providers)]) of the whole asv suite on this machine."""
+    from tierbench.suite.plan import make_plan, resolve_device
+
+    cfg = compose_config()
+    device = resolve_device(cfg.device)
+    entries = []
+    seen: dict[str, str] = {}
+    for planned in make_plan(cfg):
+        case = planned.case
+        label = case_label(case)
+        if label in seen and seen[label] != case.case_id:
+            raise ValueError(f"two cases share the asv label {label!r}: {seen[label]} and {case.case_id}")
+        seen[label] = case.case_id
+        runnable = tuple(p for p in planned.providers if p.why_unavailable(case, device) is None)
+        entries.append((case, label, runnable))
+    return cfg, device, entries
+
+
+def _family_entries(family: str) -> list[tuple[Any, str, tuple[Any, ...]]]:
+    return [entry for entry in _plan()[2] if entry[0].family == family]
+
+
+def max_samples() -> int:
+    raw = os.environ.get(MAX_SAMPLES_ENV, str(DEFAULT_MAX_SAMPLES))
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{MAX_SAMPLES_ENV}={raw!r} is not a whole number") from None
+    return max(3, value)
+
+
+def compute_table(family: str) -> FamilyTable:
+    cfg, device, _ = _plan()
+    entries = _family_entries(family)
+    labels: dict[str, list[str]] = {}
+    for _, label, providers in entries:
+        for provider in providers:
+            labels.setdefault(provider.name, []).append(label)
+    # The version covers what the source hash cannot see: the cases (YAML), timing settings, seed, device.
+    identity = {
+        "schema": SCHEMA,
+        "cases": sorted(case.case_id for case, _, _ in entries),
+        "timing": {k: v for k, v in dict(cfg.timing).items() if k != "name"},
+        "seed": int(cfg.seed),
+        "device": device.type,
+        "max_samples": max_samples(),
+    }
+    version = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return FamilyTable(family, version, labels, _fingerprint())
+
+
+def family_table(family: str) -> FamilyTable:
+    """The table, from asv's cache folder in a benchmark process, else computed from the plan."""
+    path = Path.cwd() / TABLE_FILE.format(family=family)
+    if path.exists() and (Path.cwd() / "cache.pickle").exists():
+        try:
+            table = FamilyTable(**json.loads(path.read_text()))
+            if table.fingerprint == _fingerprint() and table.family == family:
+                return table
+        except (json.JSONDecodeError, TypeError):
+            pass  # a damaged table is computed again
+    return compute_table(family)
+
+
+def _thin(values: list[float], keep: int) -> list[float]:
+    """At most `keep` values, evenly spaced over the time-ordered list, so every round stays represented."""
+    if len(values) <= keep:
+        return list(values)
+    step = (len(values) - 1) / (keep - 1)
+    return [values[round(i * step)] for i in range(keep)]
+
+
+def _ceilings_dir() -> Path:
+    if os.environ.get(CEILINGS_ENV):
+        return Path(os.environ[CEILINGS_ENV])
+    if os.environ.get("ASV_CONF_DIR"):
+        return Path(os.environ["ASV_CONF_DIR"]) / "results" / "ceilings"
+    return Path(compose_config().ceilings_dir).resolve()
+
+
+def measure_family(family: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """Measure every runnable (case, provider) of a family: {(label, provider): status, reason, samples_s}."""
+    import torch
+    from tierbench.suite.ceilings import load_or_measure
+    from tierbench.suite.runner import RunContext, measure_case
+    from tierbench.suite.timing import TimingSettings, bring_to_steady_state, make_timer
+
+    cfg, device, _ = _plan()
+    table = compute_table(family)
+    (Path.cwd() / TABLE_FILE.format(family=family)).write_text(json.dumps(asdict(table)))
+    entries = [(case, label, providers) for case, label, providers in _family_entries(family) if providers]
+    if not entries:
+        return {}
+    settings = TimingSettings.from_config(cfg.timing)
+    ceilings = load_or_measure(device, _ceilings_dir())
+    bring_to_steady_state(device, settings.steady_state_s)
+    ctx = RunContext(run_id="asv", run_dir=Path.cwd(), device=device, timer=make_timer(settings, device),
+                     ceilings=ceilings, env={}, seed=int(cfg.seed))
+    keep = max_samples()
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for case, label, providers in entries:
+        for record in measure_case(case, list(providers), ctx):
+            out[(label, record.provider)] = {
+                "status": record.status,
+                "reason": record.reason,
+                "samples_s": _thin([ms * 1e-3 for ms in record.samples_ms], keep),
+            }
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return out
+
+
+class FamilyBenchmark:
+    """Base of the per-family classes; `finish_class` adds one track method per provider."""
+
+    family = ""
+    unit = "seconds"
+    param_names = ["case"]
+    timeout = TIMEOUT_S
+    version = ""
+
+
+def _track(provider: str, labels: list[str]):
+    def track(self: FamilyBenchmark, cache: dict[tuple[str, str], dict[str, Any]], label: str) -> dict:
+        from asv_runner.benchmarks.mark import SkipNotImplemented
+
+        entry = cache.get((label, provider))
+        if entry is None:
+            raise RuntimeError(f"{provider} on {label}: not measured (the setup_cache plan differs)")
+        if entry["status"] == "skipped":
+            raise SkipNotImplemented(entry["reason"])
+        if entry["status"] != "ok":
+            raise RuntimeError(f"{provider} on {label}: {entry['status']}: {entry['reason']}")
+        return {"samples": entry["samples_s"], "number": 1}
+
+    track.__name__ = method_name(provider)
+    track.params = [labels]
+    track.param_names = ["case"]
+    return track
+
+
+def finish_class(cls: type[FamilyBenchmark]) -> type[FamilyBenchmark]:
+    """Set the version and add `track_<provider>` for each provider with runnable cases in this family."""
+    table = family_table(cls.family)
+    cls.version = table.version
+    for provider, labels in table.labels.items():
+        name = method_name(provider)
+        if hasattr(cls, name):
+            raise ValueError(f"{cls.__name__}: two providers map to the method {name}")
+        setattr(cls, name, _track(provider, labels))
+    return cls

@@ -1,0 +1,14 @@
+"""asv: LayerNorm, RMSNorm and fused bias-GELU-LayerNorm, one track method per provider."""
+
+from ._harness import FamilyBenchmark, finish_class, measure_family
+
+
+class Norm(FamilyBenchmark):
+    family = "norm"
+
+    # Defined in each family's class: asv keys a setup_cache by its source line, one cache per family.
+    def setup_cache(self):
+        return measure_family(self.family)
+
+
+finish_class(Norm)
