@@ -52,15 +52,18 @@ def _median_ms(fn, device: torch.device) -> float:
     return statistics.median(samples)
 
 
+def _copy_ms(n_bytes: int, device: torch.device) -> float:
+    src = torch.randn(n_bytes // 4, device=device)
+    dst = torch.empty_like(src)
+    return _median_ms(lambda: dst.copy_(src), device)
+
+
 def measure(device: torch.device) -> Ceilings:
     on_gpu = device.type == "cuda"
     # Big enough to dwarf any cache: 2 GiB on a GPU, 256 MiB on a CPU.
     n_bytes = (2 << 30) if on_gpu else (256 << 20)
-    src = torch.randn(n_bytes // 4, device=device)
-    dst = torch.empty_like(src)
-    copy_ms = _median_ms(lambda: dst.copy_(src), device)
+    copy_ms = _copy_ms(n_bytes, device)
     copy_gbps = 2 * n_bytes / (copy_ms * 1e-3) / 1e9
-    del src, dst
 
     rates: dict[str, float] = {}
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32} if on_gpu \

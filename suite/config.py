@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Optional
 
 from hydra.core.config_store import ConfigStore
 
@@ -90,7 +89,7 @@ class AttentionConf:
     # heads x head_dim: the model width, held fixed across head_dims.
     model_dim: int = 2048
     # null runs both causal and non-causal; true or false runs one.
-    causal: Optional[bool] = None
+    causal: bool | None = None
 
 
 @dataclass
@@ -133,9 +132,9 @@ class RunConfig:
     ceilings_dir: str = "results/ceilings"
     remeasure_ceilings: bool = False
     # Finish an interrupted run: the id of its folder under results_dir.
-    resume: Optional[str] = None
+    resume: str | None = None
     # Name the run folder yourself (must not exist yet); default: time stamp plus a random suffix.
-    run_id: Optional[str] = None
+    run_id: str | None = None
     # Write report.html and print the terminal table at the end of the run.
     html: bool = True
     table: bool = True

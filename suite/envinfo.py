@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import platform
 import subprocess
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ def git_commit(start: Path | None = None) -> str | None:
     return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _nvml():
     try:
         import pynvml

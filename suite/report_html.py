@@ -28,7 +28,8 @@ td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .status-ok{color:#006d4f}.status-incorrect,.status-error,.status-oom{color:#b4380f;font-weight:600}
 .status-skipped{color:#666}.chart .grid{stroke:#eee}.chart .axis{stroke:#888}
-.chart .tick{font-size:11px;fill:#444}.chart .label{font-size:12px;fill:#222}.chart .title{font-size:13px;font-weight:600}
+.chart .tick{font-size:11px;fill:#444}.chart .label{font-size:12px;fill:#222}
+.chart .title{font-size:13px;font-weight:600}
 .meta td{border:none;padding:1px 10px 1px 0}.empty{color:#666}
 """
 

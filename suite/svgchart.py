@@ -33,9 +33,11 @@ def _marker(kind: str, x: float, y: float, color: str) -> str:
     if kind == "square":
         return f'<rect x="{x - 3.5:.1f}" y="{y - 3.5:.1f}" width="7" height="7" fill="{color}"'
     if kind == "diamond":
-        return f'<path d="M{x:.1f} {y - 4.5:.1f}L{x + 4.5:.1f} {y:.1f}L{x:.1f} {y + 4.5:.1f}L{x - 4.5:.1f} {y:.1f}Z" fill="{color}"'
+        d = f"M{x:.1f} {y - 4.5:.1f}L{x + 4.5:.1f} {y:.1f}L{x:.1f} {y + 4.5:.1f}L{x - 4.5:.1f} {y:.1f}Z"
+        return f'<path d="{d}" fill="{color}"'
     if kind == "triangle":
-        return f'<path d="M{x:.1f} {y - 4.5:.1f}L{x + 4.5:.1f} {y + 3.5:.1f}L{x - 4.5:.1f} {y + 3.5:.1f}Z" fill="{color}"'
+        d = f"M{x:.1f} {y - 4.5:.1f}L{x + 4.5:.1f} {y + 3.5:.1f}L{x - 4.5:.1f} {y + 3.5:.1f}Z"
+        return f'<path d="{d}" fill="{color}"'
     return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.8" fill="{color}"'
 
 

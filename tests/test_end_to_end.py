@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from cli_runner import tierbench_cli
 from tierbench.suite.records import RECORDS_FILE, read_records
 

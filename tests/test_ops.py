@@ -7,7 +7,6 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-
 from tierbench.suite.ops import OPS
 from tierbench.suite.ops.base import Case
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops.base import Case
+from tierbench.suite.plan import PlannedCase
 from tierbench.suite.providers import vendor
 from tierbench.suite.providers.base import Provider, Unavailable
 from tierbench.suite.records import read_records
 from tierbench.suite.runner import RunContext, measure_case, run_plan
-from tierbench.suite.plan import PlannedCase
 from tierbench.suite.timing import CpuTimer, TimingSettings
 
 CASE = Case("matmul", "matmul", {"m": 48, "n": 40, "k": 24, "dtype": "fp32", "mode": "fwd"}, "48x40x24", 40.0)

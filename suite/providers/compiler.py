@@ -31,7 +31,17 @@ FORMULATIONS: dict[str, Callable[[Inputs, dict[str, Any]], torch.Tensor]] = {
     "attention": lambda i, o: attention_math(i["q"], i["k"], i["v"], o["causal"], o["scale"]),
 }
 
-# One compiled callable per (op, mode, dynamic): Dynamo recompiles it per new shape (or shape family).
+# With dynamic=True, the dims that vary along a suite are symbolic (tokens, sequence), the feature dims stay
+# static: one graph per shape family, as a serving stack with varying batches would see it.
+DYNAMIC_DIMS: dict[str, dict[str, tuple[int, ...]]] = {
+    "matmul": {"a": (0,)},
+    "layer_norm": {"x": (0,)},
+    "rms_norm": {"x": (0,)},
+    "bias_gelu_layer_norm": {"x": (0,)},
+    "attention": {"q": (0, 2), "k": (0, 2), "v": (0, 2)},
+}
+
+# One compiled callable per (op, mode): Dynamo recompiles it per new shape, or per shape family.
 _COMPILED: dict[tuple[str, str, bool], Callable[..., torch.Tensor]] = {}
 
 
@@ -44,12 +54,16 @@ def _compiled(op: str, mode: str, dynamic: bool) -> Callable[..., torch.Tensor]:
         if hasattr(torch._dynamo.config, "accumulated_cache_size_limit"):
             torch._dynamo.config.accumulated_cache_size_limit = max(
                 torch._dynamo.config.accumulated_cache_size_limit, 4096)
-        _COMPILED[key] = torch.compile(FORMULATIONS[op], mode=mode, dynamic=dynamic or None, fullgraph=True)
+        _COMPILED[key] = torch.compile(FORMULATIONS[op], mode=mode, fullgraph=True,
+                                       dynamic=None if dynamic else False)
     return _COMPILED[key]
 
 
 def _prepare(op: str, mode: str, dynamic: bool):
     def prepare(inputs: Inputs, options: dict[str, Any], case: Case) -> Prepared:
+        if dynamic:
+            for name, dims in DYNAMIC_DIMS[op].items():
+                torch._dynamo.mark_dynamic(inputs[name], dims)
         fn = _compiled(op, mode, dynamic)
         return lambda: fn(inputs, options)
 
