@@ -1,0 +1,59 @@
+"""`tierbench spread RUN_A RUN_B`: how far the medians of two runs of one suite lie apart (an A/A check).
+
+For every (case, provider) timed in both runs: the relative difference of the medians. Reported overall and
+for kernels of at least --min-us microseconds, where launch jitter no longer dominates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+from .records import Measurement, read_records
+
+
+def pair_spreads(a: list[Measurement], b: list[Measurement]) -> list[tuple[Measurement, Measurement, float]]:
+    """(record A, record B, |median A - median B| / mean of both) for every pair timed in both runs."""
+    ok_b = {r.key: r for r in b if r.status == "ok" and r.median_ms}
+    out = []
+    for ra in a:
+        rb = ok_b.get(ra.key)
+        if ra.status == "ok" and ra.median_ms and rb:
+            out.append((ra, rb, abs(ra.median_ms - rb.median_ms) / ((ra.median_ms + rb.median_ms) / 2)))
+    return out
+
+
+def _summary(values: list[float]) -> str:
+    if not values:
+        return "none"
+    ordered = sorted(values)
+    p = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
+    return (f"n={len(values)} median {100 * statistics.median(values):.2f}%  p90 {100 * p(0.9):.2f}%  "
+            f"max {100 * ordered[-1]:.2f}%")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="tierbench spread", description=__doc__.splitlines()[0])
+    parser.add_argument("run_a", type=Path, help="run folder (results/runs/<id>)")
+    parser.add_argument("run_b", type=Path)
+    parser.add_argument("--min-us", type=float, default=50.0, help="kernel duration for the second summary")
+    parser.add_argument("--top", type=int, default=10, help="list this many of the widest spreads")
+    args = parser.parse_args(argv)
+    for path in (args.run_a, args.run_b):
+        if not path.is_dir():
+            print(f"tierbench spread: {path} is not a run folder", file=sys.stderr)
+            return 2
+    pairs = pair_spreads(read_records(args.run_a), read_records(args.run_b))
+    if not pairs:
+        print("tierbench spread: the two runs have no timed (case, provider) in common", file=sys.stderr)
+        return 2
+    long = [s for ra, rb, s in pairs if min(ra.median_ms, rb.median_ms) * 1e3 >= args.min_us]
+    print(f"all pairs:            {_summary([s for _, _, s in pairs])}")
+    print(f"kernels >= {args.min_us:g} us:    {_summary(long)}")
+    print("widest:")
+    for ra, rb, s in sorted(pairs, key=lambda t: -t[2])[: args.top]:
+        print(f"  {100 * s:6.2f}%  {ra.op} {ra.label} {ra.case.get('dtype', '')} {ra.provider}: "
+              f"{ra.median_ms:.4f} vs {rb.median_ms:.4f} ms")
+    return 0

@@ -1,0 +1,31 @@
+"""`tierbench spread`: the A/A summary of two runs."""
+
+from __future__ import annotations
+
+from cli_runner import tierbench_cli
+from tierbench.suite.records import Measurement, RecordWriter
+
+
+def _rec(provider: str, median: float, status: str = "ok") -> Measurement:
+    return Measurement(run_id="r", op="matmul", family="matmul", case={"dtype": "bf16"}, case_id="matmul/x",
+                       label="x", x=1.0, provider=provider, tier="vendor", status=status, median_ms=median)
+
+
+def test_spread_of_two_runs(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder, medians in ((a, (1.00, 0.010, 2.0)), (b, (1.02, 0.012, None))):
+        folder.mkdir()
+        writer = RecordWriter(folder)
+        writer.append(_rec("p1", medians[0]))
+        writer.append(_rec("p2", medians[1]))
+        writer.append(_rec("p3", medians[2] or 0.0, status="ok" if medians[2] else "error"))
+    result = tierbench_cli("spread", str(a), str(b), cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "all pairs:            n=2" in result.stdout
+    assert "kernels >= 50 us:    n=1 median 1.98%" in result.stdout
+    assert "p2" in result.stdout.splitlines()[3]  # the widest first: 18% on the 10 us kernel
+
+
+def test_spread_rejects_a_missing_run(tmp_path):
+    result = tierbench_cli("spread", str(tmp_path / "nope"), str(tmp_path), cwd=tmp_path, timeout=120)
+    assert result.returncode == 2 and "is not a run folder" in result.stderr
