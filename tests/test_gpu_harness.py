@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops.base import Case
 from tierbench.suite.providers import vendor
