@@ -44,9 +44,7 @@ def check_tensor(
         if t.device.type not in ("cpu", "cuda"):
             raise ValueError(f"{fn}: {name} must be on a CPU or CUDA device, got device {t.device}")
     elif t.device.type != "cuda":
-        raise ValueError(
-            f"{fn}: {name} must be a CUDA tensor (or CPU with TRITON_INTERPRET=1), got device {t.device}"
-        )
+        raise ValueError(f"{fn}: {name} must be a CUDA tensor (or CPU with TRITON_INTERPRET=1), got device {t.device}")
     if t.dtype not in dtypes:
         raise TypeError(f"{fn}: {name} must have dtype in ({_dtype_names(dtypes)}), got {t.dtype}")
     if ndim is not None and t.dim() != ndim:

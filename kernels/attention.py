@@ -31,9 +31,7 @@ HEAD_DIMS = (16, 32, 64, 128, 256)
 
 
 def _cfg(bm: int, bn: int, warps: int, stages: int, ws: bool = False) -> triton.Config:
-    return triton.Config(
-        {"BLOCK_M": bm, "BLOCK_N": bn, "WARP_SPECIALIZE": ws}, num_warps=warps, num_stages=stages
-    )
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "WARP_SPECIALIZE": ws}, num_warps=warps, num_stages=stages)
 
 
 def attention_configs() -> list[triton.Config]:
@@ -98,6 +96,7 @@ def _attn_inner(
 ):
     offs_n = tl.arange(0, BLOCK_N)
     for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
         k = k_desc.load([start_n, 0])
         if UPCAST:  # interpreter only: its bf16 dot is wrong
             k = k.to(tl.float32)
@@ -151,6 +150,7 @@ def _attn_fwd_kernel(
     HEAD_DIM: tl.constexpr,
     CAUSAL: tl.constexpr,
     UPCAST: tl.constexpr,
+    EVEN_N: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     WARP_SPECIALIZE: tl.constexpr,
@@ -222,53 +222,34 @@ def _attn_fwd_kernel(
             WARP_SPECIALIZE,
             UPCAST,
         )
+    elif EVEN_N:
+        # SK % BLOCK_N == 0: one unmasked loop over all keys.
+        acc, l_i, m_i = _attn_inner(
+            acc, l_i, m_i, q, k_desc, v_desc, 0, SK, offs_m, SK, qk_scale, 0, BLOCK_N, WARP_SPECIALIZE, UPCAST
+        )
     else:
         full = (SK // BLOCK_N) * BLOCK_N
         acc, l_i, m_i = _attn_inner(
-            acc,
-            l_i,
-            m_i,
-            q,
-            k_desc,
-            v_desc,
-            0,
-            full,
-            offs_m,
-            SK,
-            qk_scale,
-            0,
-            BLOCK_N,
-            WARP_SPECIALIZE,
-            UPCAST,
+            acc, l_i, m_i, q, k_desc, v_desc, 0, full, offs_m, SK, qk_scale, 0, BLOCK_N, WARP_SPECIALIZE, UPCAST
         )
-        # Ragged last K/V block (zero iterations when SK % BLOCK_N == 0).
+        # The ragged last K/V block, masked.
         acc, l_i, m_i = _attn_inner(
-            acc,
-            l_i,
-            m_i,
-            q,
-            k_desc,
-            v_desc,
-            full,
-            SK,
-            offs_m,
-            SK,
-            qk_scale,
-            2,
-            BLOCK_N,
-            WARP_SPECIALIZE,
-            UPCAST,
+            acc, l_i, m_i, q, k_desc, v_desc, full, SK, offs_m, SK, qk_scale, 2, BLOCK_N, WARP_SPECIALIZE, UPCAST
         )
 
     acc = acc / l_i[:, None]
     o_desc.store([off_m, 0], acc.to(o_ptr.dtype.element_ty))
 
 
+def _even_n(args: dict) -> bool:
+    return args["SK"] % args["BLOCK_N"] == 0
+
+
 _attn_fwd_tuned = triton.autotune(
     configs=attention_configs(),
     key=["SQ", "SK", "HEAD_DIM", "CAUSAL"],
     prune_configs_by={"early_config_prune": prune_attention_configs},
-)(_attn_fwd_kernel)
+)(triton.heuristics({"EVEN_N": _even_n})(_attn_fwd_kernel))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -293,13 +274,10 @@ def _check_attention(q: object, k: object, v: object, causal: object, scale: obj
             f"got shape {tuple(k.shape)}"
         )
     if tuple(v.shape) != tuple(k.shape):
-        raise ValueError(
-            f"attention: v must have the shape of k {tuple(k.shape)}, got shape {tuple(v.shape)}"
-        )
+        raise ValueError(f"attention: v must have the shape of k {tuple(k.shape)}, got shape {tuple(v.shape)}")
     if sq == 0 or k.shape[2] == 0:
         raise ValueError(
-            "attention: sequence lengths must be >= 1, "
-            f"got q shape {tuple(q.shape)}, k shape {tuple(k.shape)}"
+            f"attention: sequence lengths must be >= 1, got q shape {tuple(q.shape)}, k shape {tuple(k.shape)}"
         )
     if not isinstance(causal, bool):
         raise TypeError(f"attention: causal must be a bool, got {type(causal).__name__}")
@@ -348,7 +326,8 @@ def _attention_forward(
         _attn_fwd_tuned[lambda meta: (triton.cdiv(sq, meta["BLOCK_M"]), b * h)](*args, **consts)
     else:
         grid = (triton.cdiv(sq, config.kwargs["BLOCK_M"]), b * h)
-        _attn_fwd_kernel[grid](*args, **consts, **config.all_kwargs())
+        even = sk % config.kwargs["BLOCK_N"] == 0
+        _attn_fwd_kernel[grid](*args, **consts, EVEN_N=even, **config.all_kwargs())
     return o
 
 

@@ -32,22 +32,14 @@ def norm_row_configs() -> list[triton.Config]:
     """Candidates of the whole-row kernel: rows per program x warps (one small config if interpreted)."""
     if INTERPRET:
         return [triton.Config({"ROWS": 2}, num_warps=4)]
-    return [
-        triton.Config({"ROWS": rows}, num_warps=warps)
-        for rows in (1, 2, 4, 8)
-        for warps in (1, 2, 4, 8, 16, 32)
-    ]
+    return [triton.Config({"ROWS": rows}, num_warps=warps) for rows in (1, 2, 4, 8) for warps in (1, 2, 4, 8, 16, 32)]
 
 
 def norm_looped_configs() -> list[triton.Config]:
     """Candidates of the chunked kernel: chunk width x warps."""
     if INTERPRET:
         return [triton.Config({"BLOCK_N": 64}, num_warps=4)]
-    return [
-        triton.Config({"BLOCK_N": block}, num_warps=warps)
-        for block in (2048, 4096, 8192)
-        for warps in (4, 8, 16)
-    ]
+    return [triton.Config({"BLOCK_N": block}, num_warps=warps) for block in (2048, 4096, 8192) for warps in (4, 8, 16)]
 
 
 def prune_norm_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
@@ -70,9 +62,7 @@ def prune_norm_configs(configs: list[triton.Config], named_args: dict, **kwargs)
             continue
         kept.append(cfg)
     if not kept:  # tiny rows: the smallest tile
-        kept = [
-            min(configs, key=lambda c: c.kwargs.get("ROWS", 1) * c.kwargs.get("BLOCK_N", 1) * c.num_warps)
-        ]
+        kept = [min(configs, key=lambda c: c.kwargs.get("ROWS", 1) * c.kwargs.get("BLOCK_N", 1) * c.num_warps)]
     return kept
 
 
@@ -262,9 +252,7 @@ def _check_vector(fn: str, name: str, t: object, x: torch.Tensor, optional: bool
     check_tensor(fn, name, t, dtypes=(x.dtype, torch.float32) if x.dtype != torch.float32 else (x.dtype,))
     n = x.shape[-1]
     if tuple(t.shape) != (n,):
-        raise ValueError(
-            f"{fn}: {name} must have shape ({n},) to match x's last dim, got shape {tuple(t.shape)}"
-        )
+        raise ValueError(f"{fn}: {name} must have shape ({n},) to match x's last dim, got shape {tuple(t.shape)}")
     if t.stride(0) != 1 and n > 1:
         raise ValueError(f"{fn}: {name} must be contiguous, got stride {t.stride(0)}")
 
@@ -320,9 +308,7 @@ def _norm_forward(
     else:
         block_n = next_pow2(n)
         if config is None:
-            _norm_row_tuned[lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)](
-                *args, **flags, BLOCK_N=block_n
-            )
+            _norm_row_tuned[lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)](*args, **flags, BLOCK_N=block_n)
         else:
             grid = (triton.cdiv(n_rows, config.kwargs["ROWS"]),)
             _norm_row_kernel[grid](*args, **flags, BLOCK_N=block_n, **config.all_kwargs())

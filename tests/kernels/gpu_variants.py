@@ -241,14 +241,15 @@ def attention_variants(q, k, v, causal) -> list[tuple[str, Callable[[], torch.Te
     out = [("auto (autotuned)", lambda: attn_mod.attention(q, k, v, causal=causal))]
     for bm, bn, w, s, ws in [
         (128, 128, 8, 3, False),
-        (128, 128, 8, 4, False),
-        (128, 128, 8, 2, False),
+        (128, 128, 8, 3, True),
         (128, 64, 8, 3, False),
         (128, 64, 8, 4, False),
-        (128, 64, 8, 2, False),
-        (128, 128, 8, 3, True),
-        (128, 64, 8, 3, True),
+        (64, 64, 4, 2, False),
         (64, 64, 4, 3, False),
+        (64, 64, 4, 4, False),
+        (64, 64, 4, 3, True),
+        (64, 128, 4, 2, False),
+        (64, 128, 4, 3, False),
     ]:
         c = cfg(bm, bn, w, s, ws)
         name = f"{bm}x{bn} w{w} s{s}" + (" ws" if ws else "")
@@ -269,9 +270,7 @@ def bench_attention(quick: bool) -> None:
             q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=dtype) for _ in range(3))
             for causal in (False, True):
                 with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-                    peer = bench(
-                        lambda q=q, k=k, v=v, c=causal: F.scaled_dot_product_attention(q, k, v, is_causal=c)
-                    )
+                    peer = bench(lambda q=q, k=k, v=v, c=causal: F.scaled_dot_product_attention(q, k, v, is_causal=c))
                 ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
                 flops = 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
                 shape = f"{b}x{h}x{s}x{d} {str(dtype)[6:]}{' causal' if causal else ''}"
@@ -311,11 +310,19 @@ def main() -> None:
         except Exception:
             traceback.print_exc(file=sys.stdout)
     log(f"\n== summary ({time.time() - T0:.0f}s)")
-    log(
-        f"{'family':9s} {'shape':28s} {'variant':34s} {'ms':>9s} {'rate':>14s} {'x peer':>7s} {'rel err':>9s}"
-    )
+    log(f"{'family':9s} {'shape':28s} {'variant':34s} {'ms':>9s} {'rate':>14s} {'x peer':>7s} {'rel err':>9s}")
     for line in ROWS:
         log(line)
+    log("\n== autotuner choices (key -> config)")
+    for mod, name in [
+        (mm_mod, "_matmul_tma_tuned"),
+        (mm_mod, "_matmul_ptr_tuned"),
+        (norm_mod, "_norm_row_tuned"),
+        (norm_mod, "_norm_looped_tuned"),
+        (attn_mod, "_attn_fwd_tuned"),
+    ]:
+        for key, cfg in getattr(mod, name).cache.items():
+            log(f"{name} {key}: {cfg}")
 
 
 if __name__ == "__main__":
