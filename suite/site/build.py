@@ -1,0 +1,104 @@
+"""Writes the whole site: index, per-device family pages, runs and their reports, history.
+
+Every page is written to a temporary file beside it and renamed into place, so a reader (or a web server)
+never sees half a page. Nothing is ever deleted, and nothing is written under <out>/history/, which is
+asv's own published site.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import report_html
+from . import history, model, pages
+
+ASV_SITE = "history"
+
+
+@dataclass
+class SiteResult:
+    out: Path
+    written: list[Path] = field(default_factory=list)
+    devices: list[model.DeviceView] = field(default_factory=list)
+    benchmarks: int = 0
+
+    @property
+    def index(self) -> Path:
+        return self.out / "index.html"
+
+
+def write_atomic(path: Path, data: str | bytes, out: Path) -> Path:
+    """Write by rename; refuses anything inside asv's site."""
+    if (out / ASV_SITE) in path.parents:
+        raise ValueError(f"refusing to write {path}: {out / ASV_SITE} belongs to asv")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    if isinstance(data, str):
+        tmp.write_text(data, encoding="utf-8")
+    else:
+        tmp.write_bytes(data)
+    tmp.replace(path)
+    return path
+
+
+def device_views(selected: list[model.Run], explicit: bool, ceilings_dir: Path) -> list[model.DeviceView]:
+    """One view per device: the runs named on the command line, or else its newest run of each suite."""
+    if explicit:
+        per_device: dict[model.Device, list[model.Run]] = {}
+        for run in selected:
+            per_device.setdefault(run.device, []).append(run)
+    else:
+        per_device = model.latest_per_device(selected)
+    views = []
+    for device, runs in per_device.items():
+        records = model.merge(runs)
+        newest = max(records, key=lambda r: r.time).env
+        views.append(model.DeviceView(device, runs, records, model.find_ceilings(ceilings_dir, newest)))
+    return views
+
+
+def _copy_report(run: model.Run, ceilings_dir: Path, out: Path) -> Path:
+    """The run's own report.html, rendered now if the run wrote none (html=false)."""
+    target = out / "runs" / run.run_id / "report.html"
+    source = run.path / "report.html"
+    if source.is_file():
+        tmp = target.with_name(f".report.html.{os.getpid()}.tmp")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, tmp)
+        tmp.replace(target)
+        return target
+    ceilings = model.find_ceilings(ceilings_dir, run.env)
+    return write_atomic(target, report_html.render(run.records, run.run_id, ceilings), out)
+
+
+def build(runs_dir: Path, out: Path, asv_dir: Path, ceilings_dir: Path,
+          run_ids: list[str] | None = None) -> SiteResult:
+    """Build the site; raises model.SelectionError for no runs or unknown run ids."""
+    runs = model.load_runs(runs_dir)
+    selected = model.select_runs(runs, run_ids, runs_dir)
+    views = device_views(selected, bool(run_ids), ceilings_dir)
+    asv_site = (out / ASV_SITE / "index.html").is_file()
+    result = SiteResult(out, devices=views)
+    w = result.written
+
+    w.append(write_atomic(out / "index.html", pages.index_page(views, asv_site), out))
+    for view in views:
+        styles = model.provider_styles(view.records)
+        for family, records in view.families().items():
+            html = pages.family_page(view, family, records, styles, asv_site)
+            w.append(write_atomic(out / pages.family_href(view, family), html, out))
+    shown = {r.run_id for v in views for r in v.runs}
+    w.append(write_atomic(out / "runs.html", pages.runs_page(runs, shown, asv_site), out))
+    for run in runs:
+        w.append(_copy_report(run, ceilings_dir, out))
+
+    benches = history.read_asv(asv_dir)
+    result.benchmarks = len(benches)
+    trends_index, trend_pages = pages.trend_pages(benches, asv_site, str(asv_dir))
+    w.append(write_atomic(out / "trends" / "index.html", trends_index, out))
+    for name, html in trend_pages.items():
+        w.append(write_atomic(out / "trends" / name, html, out))
+    return result

@@ -1,0 +1,255 @@
+"""Inline SVG charts for the site: lines against size, history series, and the roofline.
+
+Pages define the marker shapes once (`marker_defs`) and charts `<use>` them, so a point costs a few
+dozen bytes plus its hover text (an SVG <title>). Each provider's marks sit in one
+`<g data-s="provider">`, which is what the legend's inline script shows and hides.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from html import escape
+
+from .model import MARKERS, Point, Style
+
+# Marker shapes centred on the origin: filled, with a white edge so overlapping points stay apart.
+_SHAPES = {
+    "circle": '<circle id="mk{i}" r="4"/>',
+    "square": '<rect id="mk{i}" x="-3.5" y="-3.5" width="7" height="7"/>',
+    "diamond": '<path id="mk{i}" d="M0-5L5 0L0 5L-5 0Z"/>',
+    "triangle": '<path id="mk{i}" d="M0-5L5 4H-5Z"/>',
+    "down": '<path id="mk{i}" d="M0 5L5-4H-5Z"/>',
+    "cross": '<path id="mk{i}" d="M-1.6-5h3.2v3.4h3.4v3.2h-3.4v3.4h-3.2v-3.4h-3.4v-3.2h3.4Z"/>',
+}
+
+
+def marker_defs() -> str:
+    """The page-wide marker symbols (a hidden SVG); every chart on the page refers to them."""
+    shapes = "".join(_SHAPES[m].format(i=i) for i, m in enumerate(MARKERS))
+    return ('<svg class="defs" width="0" height="0" aria-hidden="true"><defs>'
+            f'<g stroke="#fff" stroke-width="1">{shapes}</g></defs></svg>')
+
+
+def marker_icon(style: Style) -> str:
+    """A legend swatch: the provider's marker in its color."""
+    return (f'<svg width="14" height="14" aria-hidden="true"><use href="#mk{style.index}" x="7" y="7" '
+            f'fill="{style.color}" stroke="#fff"/></svg>')
+
+
+@dataclass
+class Axis:
+    label: str
+    log: bool = False
+    at_data: bool = False  # ticks at the data's own values (sizes, sequence lengths)
+    zero: bool = True  # a linear axis starts at 0
+
+
+class Frame:
+    """Scales and axes of one chart; pixel positions of data values."""
+
+    left, right, top, bottom = 56, 12, 26, 40
+
+    def __init__(self, width: int, height: int, xs: list[float], ys: list[float], x: Axis, y: Axis) -> None:
+        self.width, self.height, self.x, self.y = width, height, x, y
+        self.pw = width - self.left - self.right
+        self.ph = height - self.top - self.bottom
+        self.x_lo, self.x_hi = _range(xs, x, pad=0.0 if x.at_data else 0.05)
+        self.y_lo, self.y_hi = _range(ys, y, pad=0.08)
+        self.xs_data = sorted(set(xs))
+
+    def _t(self, v: float, lo: float, hi: float, log: bool) -> float:
+        if log:
+            v, lo, hi = math.log(max(v, 1e-300)), math.log(lo), math.log(hi)
+        return (v - lo) / (hi - lo) if hi > lo else 0.5
+
+    def px(self, v: float) -> float:
+        return self.left + self._t(v, self.x_lo, self.x_hi, self.x.log) * self.pw
+
+    def py(self, v: float) -> float:
+        return self.top + self.ph - self._t(v, self.y_lo, self.y_hi, self.y.log) * self.ph
+
+    def axes(self, title: str) -> list[str]:
+        out = [f'<text x="{self.left}" y="15" class="title">{escape(title)}</text>']
+        for t in _ticks(self.y_lo, self.y_hi, self.y.log):
+            y = self.py(t)
+            out.append(f'<path class="grid" d="M{self.left} {y:.0f}h{self.pw}"/>'
+                       f'<text x="{self.left - 5}" y="{y + 4:.0f}" class="tick" text-anchor="end">{_num(t)}</text>')
+        xticks = self.xs_data if self.x.at_data else _ticks(self.x_lo, self.x_hi, self.x.log)
+        last = -1e9
+        for t in xticks:
+            x = self.px(t)
+            if x - last < 30:  # labels closer than this would overlap
+                continue
+            last = x
+            out.append(f'<text x="{x:.0f}" y="{self.top + self.ph + 14}" class="tick" text-anchor="middle">'
+                       f'{_num(t)}</text>')
+            if not self.x.at_data:
+                out.append(f'<path class="grid" d="M{x:.0f} {self.top}v{self.ph}"/>')
+        bottom = self.top + self.ph
+        out.append(f'<path class="axis" d="M{self.left} {self.top}V{bottom}H{self.left + self.pw}"/>'
+                   f'<text x="{self.left + self.pw / 2:.0f}" y="{self.height - 6}" class="label" '
+                   f'text-anchor="middle">{escape(self.x.label)}</text>'
+                   f'<text transform="translate(13 {self.top + self.ph / 2:.0f}) rotate(-90)" class="label" '
+                   f'text-anchor="middle">{escape(self.y.label)}</text>')
+        return out
+
+
+def _range(values: list[float], axis: Axis, pad: float) -> tuple[float, float]:
+    vals = [v for v in values if v is not None and math.isfinite(v) and (v > 0 or not axis.log)]
+    if not vals:
+        return (1.0, 10.0) if axis.log else (0.0, 1.0)
+    lo, hi = min(vals), max(vals)
+    if axis.log:
+        if hi <= lo:
+            lo, hi = lo / 2, hi * 2
+        span = math.log(hi / lo)
+        return lo * math.exp(-pad * span), hi * math.exp(pad * span)
+    if axis.zero:
+        lo = min(lo, 0.0)
+    if hi <= lo:
+        hi = lo + (abs(lo) or 1.0)
+    return lo, hi + pad * (hi - lo)
+
+
+def _ticks(lo: float, hi: float, log: bool, n: int = 5) -> list[float]:
+    if log:
+        out = [10.0**e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)]
+        out = [t for t in out if lo <= t <= hi]
+        if len(out) < 3:  # a short span: 1-2-5 steps
+            out = [m * 10.0**e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+                   for m in (1, 2, 5) if lo <= m * 10.0**e <= hi]
+        return out
+    step = 10 ** math.floor(math.log10((hi - lo) / n)) if hi > lo else 1.0
+    for mult in (1, 2, 5, 10):
+        if (hi - lo) / (step * mult) <= n:
+            step *= mult
+            break
+    start = math.ceil(lo / step) * step
+    return [start + i * step for i in range(int((hi - start) / step) + 1)]
+
+
+def _num(v: float) -> str:
+    """Short tick labels: 1k, 16k, 2M for sizes in powers of two; 0.01, 250 otherwise."""
+    for unit, size in (("G", 1 << 30), ("M", 1 << 20), ("k", 1 << 10)):
+        if v >= size and abs(v / size - round(v / size)) < 1e-3 * v / size:
+            return f"{round(v / size)}{unit}"
+    if v == 0:
+        return "0"
+    if abs(v) >= 1e4:
+        return f"{v:.0e}".replace("e+0", "e")
+    return f"{v:.3g}"
+
+
+def _series(frame: Frame, name: str, style: Style, points: list[Point], connect: bool) -> str:
+    pts = sorted((p for p in points if p.y is not None and math.isfinite(p.y)), key=lambda p: p.x)
+    if frame.y.log:
+        pts = [p for p in pts if p.y > 0]
+    if not pts:
+        return ""
+    out = [f'<g class="s" data-s="{escape(name)}" fill="{style.color}" stroke="{style.color}">']
+    if connect and len(pts) > 1:
+        d = "".join(f"{'M' if i == 0 else 'L'}{frame.px(p.x):.0f} {frame.py(p.y):.0f}" for i, p in enumerate(pts))
+        out.append(f'<path class="ln" d="{d}"/>')
+    bars = "".join(f"M{frame.px(p.x):.0f} {frame.py(p.lo):.0f}V{frame.py(p.hi):.0f}"
+                   for p in pts if p.lo is not None and p.hi is not None and abs(frame.py(p.lo) - frame.py(p.hi)) >= 2)
+    if bars:
+        out.append(f'<path class="eb" d="{bars}"/>')
+    out += [f'<use href="#mk{style.index}" x="{frame.px(p.x):.0f}" y="{frame.py(p.y):.0f}">'
+            f'<title>{escape(p.hover)}</title></use>' for p in pts]
+    out.append("</g>")
+    return "".join(out)
+
+
+def _svg(frame: Frame, title: str, body: Iterable[str]) -> str:
+    return (f'<svg class="chart" viewBox="0 0 {frame.width} {frame.height}" width="{frame.width}" '
+            f'height="{frame.height}" role="img" aria-label="{escape(title)}">'
+            + "".join(frame.axes(title)) + "".join(body) + "</svg>")
+
+
+def line_chart(series: dict[str, list[Point]], styles: dict[str, Style], title: str, x: Axis, y: Axis,
+               width: int = 440, height: int = 270, ref: tuple[float, str] | None = None,
+               connect: bool = True) -> str:
+    """One line per provider (the points joined in x order); ref draws a labelled horizontal line."""
+    pts = [p for ps in series.values() for p in ps]
+    if not pts:
+        return f'<p class="empty">{escape(title)}: nothing recorded to draw.</p>'
+    ys = [p.y for p in pts] + [v for p in pts for v in (p.lo, p.hi) if v is not None]
+    if ref:
+        ys.append(ref[0])
+    frame = Frame(width, height, [p.x for p in pts], ys, x, y)
+    body = []
+    if ref:
+        yr = frame.py(ref[0])
+        body.append(f'<path class="ref" d="M{frame.left} {yr:.0f}h{frame.pw}"/>'
+                    f'<text x="{frame.left + frame.pw - 2}" y="{yr - 3:.0f}" class="tick" text-anchor="end">'
+                    f'{escape(ref[1])}</text>')
+    body += [_series(frame, name, styles[name], ps, connect) for name, ps in series.items()]
+    return _svg(frame, title, body)
+
+
+def roofline(series: dict[str, list[Point]], styles: dict[str, Style], title: str, copy_gbps: float | None,
+             peaks: dict[str, float], width: int = 560, height: int = 340) -> str:
+    """Arithmetic intensity against achieved TFLOP/s, log-log, under the measured roofs.
+
+    The memory roof is copy bandwidth × intensity; each dtype's compute roof is its measured matmul
+    rate. Left of the ridge point (highest roof / bandwidth) a kernel can at best be memory-bound, right
+    of it compute-bound: the two regions are shaded and named.
+    """
+    pts = [p for ps in series.values() for p in ps if p.x > 0 and p.y > 0]
+    if not pts:
+        return f'<p class="empty">{escape(title)}: nothing timed with a work model to draw.</p>'
+    peak = max(peaks.values()) if peaks else None
+    ridge = peak * 1e3 / copy_gbps if peak and copy_gbps else None
+    xs = [p.x for p in pts] + ([ridge / 4, ridge * 4] if ridge else [])
+    ys = [p.y for p in pts] + ([peak * 1.5] if peak else [])
+    frame = Frame(width, height, xs, ys, Axis("arithmetic intensity (FLOP / byte)", log=True),
+                  Axis("achieved TFLOP/s", log=True))
+    body = []
+    if ridge and copy_gbps and peak:
+        xr = min(max(frame.px(ridge), frame.left), frame.left + frame.pw)
+        top, right = frame.top, frame.left + frame.pw
+        body.append(f'<rect class="mem" x="{frame.left}" y="{top}" width="{xr - frame.left:.0f}" height="{frame.ph}"/>'
+                    f'<rect class="cmp" x="{xr:.0f}" y="{top}" width="{right - xr:.0f}" height="{frame.ph}"/>'
+                    f'<text x="{frame.left + 4}" y="{top + 12}" class="region">memory-bound</text>'
+                    f'<text x="{right - 4}" y="{top + 12}" class="region" text-anchor="end">compute-bound</text>')
+        # The roof: bandwidth-limited up to the ridge, flat at the peak after it; the sloped part
+        # starts where it enters the chart.
+        x0 = max(frame.x_lo, frame.y_lo * 1e3 / copy_gbps)
+        body.append(f'<path class="roof" d="M{frame.px(x0):.0f} {frame.py(copy_gbps * x0 / 1e3):.0f}'
+                    f'L{frame.px(ridge):.0f} {frame.py(peak):.0f}H{right}"><title>memory roof: copy '
+                    f'{copy_gbps:.4g} GB/s; compute roof {peak:.4g} TFLOP/s; ridge at {ridge:.3g} FLOP/B'
+                    '</title></path>')
+        body.append(f'<text x="{frame.px(ridge) - 6:.0f}" y="{frame.py(peak) + 14:.0f}" class="tick" '
+                    f'text-anchor="end">{copy_gbps:.4g} GB/s</text>')
+        for dtype, tf in sorted(peaks.items(), key=lambda kv: -kv[1]):
+            y = frame.py(tf)
+            dashed = "" if tf == peak else " dash"
+            body.append(f'<path class="roof{dashed}" d="M{frame.px(tf * 1e3 / copy_gbps):.0f} {y:.0f}H{right}"/>'
+                        f'<text x="{right - 4}" y="{y - 4:.0f}" class="tick" text-anchor="end">'
+                        f'{escape(dtype)} {tf:.4g} TFLOP/s</text>')
+    body += [_series(frame, name, styles[name], ps, connect=False) for name, ps in series.items()]
+    return _svg(frame, title, body)
+
+
+def history_chart(series: dict[str, list[Point]], styles: dict[str, Style], title: str, y_label: str,
+                  tick_labels: dict[int, str], steps: list[tuple[float, str]], width: int = 640,
+                  height: int = 240) -> str:
+    """Values over commits (x is the commit's position in date order); steps are dashed verticals."""
+    pts = [p for ps in series.values() for p in ps]
+    if not pts:
+        return f'<p class="empty">{escape(title)}: no results.</p>'
+    frame = Frame(width, height, [p.x for p in pts], [p.y for p in pts],
+                  Axis("commits, oldest to newest"), Axis(y_label))
+    frame.x.at_data = True
+    frame.xs_data = []
+    body = []
+    for x, text in steps:
+        body.append(f'<path class="step" d="M{frame.px(x):.0f} {frame.top}v{frame.ph}"><title>{escape(text)}'
+                    '</title></path>')
+    for x, text in tick_labels.items():
+        body.append(f'<text x="{frame.px(x):.0f}" y="{frame.top + frame.ph + 14}" class="tick" '
+                    f'text-anchor="middle">{escape(text)}</text>')
+    body += [_series(frame, name, styles[name], ps, connect=True) for name, ps in series.items()]
+    return _svg(frame, title, body)

@@ -1,0 +1,391 @@
+"""Data shaping for the site: runs on disk, the runs each device's view merges, matrices and chart data.
+
+Nothing here writes HTML: pages.py turns these views into pages.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..ceilings import Ceilings
+from ..providers import TIERS
+from ..records import CONFIG_FILE, RECORDS_FILE, Measurement, read_records
+from ..report_html import FAMILY_VIEW
+from ..summary import baseline
+from ..svgchart import PALETTE
+
+# Worst first: the status a matrix cell names when a tier has nothing timed.
+STATUS_ORDER = ("error", "incorrect", "oom", "skipped")
+MARKERS = ("circle", "square", "diamond", "triangle", "down", "cross")
+DEFAULT_VIEW: dict[str, Any] = {"metric": "tflops", "unit": "TFLOP/s", "x": "size", "split": ("dtype",)}
+
+
+class SelectionError(ValueError):
+    """Bad input from the command line: the message names the valid choices."""
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "x"
+
+
+@dataclass(frozen=True)
+class Device:
+    key: str  # slug, used in paths
+    name: str  # for people
+
+
+def device_of(env: dict[str, Any]) -> Device:
+    name = str(env.get("device_name") or "unknown device")
+    if env.get("device_type") == "cpu":
+        name = f"CPU {name} ×{env.get('threads', '?')} threads"
+    return Device(slug(name), name)
+
+
+@dataclass
+class Run:
+    run_id: str
+    path: Path
+    records: list[Measurement]
+    suite: str
+    device: Device
+    started: float
+    finished: float
+
+    @property
+    def env(self) -> dict[str, Any]:
+        return self.records[-1].env if self.records else {}
+
+    def status_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for r in self.records:
+            counts[r.status] = counts.get(r.status, 0) + 1
+        return counts
+
+
+def _suite_of(run_dir: Path) -> str:
+    try:
+        cfg = yaml.safe_load((run_dir / CONFIG_FILE).read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return ""
+    return str(cfg.get("suite") or "") if isinstance(cfg, dict) else ""
+
+
+def load_runs(runs_dir: Path) -> list[Run]:
+    """Every run folder holding records, oldest first (by its first record's time)."""
+    runs = []
+    for path in sorted(p for p in runs_dir.iterdir() if (p / RECORDS_FILE).is_file()) \
+            if runs_dir.is_dir() else []:
+        records = read_records(path)
+        if not records:
+            continue
+        times = [r.time for r in records]
+        runs.append(Run(path.name, path, records, _suite_of(path), device_of(records[-1].env),
+                        min(times), max(times)))
+    return sorted(runs, key=lambda r: (r.started, r.run_id))
+
+
+def select_runs(runs: list[Run], run_ids: list[str] | None, runs_dir: Path) -> list[Run]:
+    """The runs named on the command line, or all of them; a clear error for names that are not runs."""
+    if not runs:
+        raise SelectionError(f"no runs with records under {runs_dir} (make one with `tierbench run`)")
+    if not run_ids:
+        return runs
+    by_id = {r.run_id: r for r in runs}
+    unknown = [i for i in run_ids if i not in by_id]
+    if unknown:
+        valid = ", ".join(r.run_id for r in runs[-20:])
+        raise SelectionError(f"unknown run {', '.join(map(repr, unknown))}; runs under {runs_dir}: {valid}")
+    return [by_id[i] for i in dict.fromkeys(run_ids)]
+
+
+def latest_per_device(runs: list[Run]) -> OrderedDict[Device, list[Run]]:
+    """Per device, the newest run of each suite: those are the runs its view merges."""
+    newest: dict[tuple[Device, str], Run] = {}
+    for run in runs:  # oldest first, so a later run replaces an earlier one
+        newest[(run.device, run.suite)] = run
+    out: OrderedDict[Device, list[Run]] = OrderedDict()
+    for (device, _), run in sorted(newest.items(), key=lambda kv: -kv[1].finished):
+        out.setdefault(device, []).append(run)
+    return out
+
+
+def merge(runs: list[Run]) -> list[Measurement]:
+    """Records of several runs of one device: the newest record per (case_id, provider) wins."""
+    latest: dict[tuple[str, str], Measurement] = {}
+    order: dict[tuple[str, str], int] = {}
+    for i, r in enumerate(sorted((r for run in runs for r in run.records), key=lambda r: r.time)):
+        latest[r.key] = r
+        order.setdefault(r.key, i)
+    return sorted(latest.values(), key=lambda r: order[r.key])
+
+
+def find_ceilings(folder: Path, env: dict[str, Any]) -> Ceilings | None:
+    """The measured ceilings of the device that records' env describes, if results/ceilings has them."""
+    name = str(env.get("device_name") or "")
+    wanted = {slug(name)}
+    if env.get("device_type") == "cpu":  # ceilings.device_name() spells CPUs this way
+        wanted.add(slug(f"cpu {name} x{env.get('threads')} threads"))
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            data = json.loads(path.read_text())
+            if slug(str(data.get("device_name", ""))) in wanted or path.stem in wanted:
+                return Ceilings(**data)
+        except (OSError, json.JSONDecodeError, TypeError):
+            continue
+    return None
+
+
+# -- per device --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Style:
+    color: str
+    marker: str
+    index: int  # which marker symbol a page defines for it
+
+
+@dataclass
+class DeviceView:
+    device: Device
+    runs: list[Run]
+    records: list[Measurement]
+    ceilings: Ceilings | None
+
+    @property
+    def env(self) -> dict[str, Any]:
+        return max(self.records, key=lambda r: r.time).env if self.records else {}
+
+    def families(self) -> OrderedDict[str, list[Measurement]]:
+        out: OrderedDict[str, list[Measurement]] = OrderedDict()
+        for r in self.records:
+            out.setdefault(r.family, []).append(r)
+        return out
+
+    def provider_versions(self) -> dict[str, str]:
+        return {r.provider: r.provider_version for r in self.records if r.provider_version}
+
+
+def tier_rank(tier: str) -> int:
+    return TIERS.index(tier) if tier in TIERS else len(TIERS)
+
+
+def provider_styles(records: list[Measurement]) -> dict[str, Style]:
+    """One color and marker per provider, stable across a device's pages: ordered by tier, then name."""
+    names = sorted({(tier_rank(r.tier), r.provider) for r in records})
+    return {name: Style(PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)], i % len(MARKERS))
+            for i, (_, name) in enumerate(names)}
+
+
+def tiers_of(records: list[Measurement]) -> list[str]:
+    return sorted({r.tier for r in records}, key=lambda t: (tier_rank(t), t))
+
+
+def view_of(family: str) -> dict[str, Any]:
+    return FAMILY_VIEW.get(family, DEFAULT_VIEW)
+
+
+def metric_of(r: Measurement, family: str) -> float | None:
+    return getattr(r, view_of(family)["metric"], None)
+
+
+def group_key(r: Measurement, family: str) -> str:
+    """The chart (and matrix block) a case belongs to: its op and the parameters that split charts."""
+    split = tuple(view_of(family)["split"]) + ("mode",)
+    parts = [r.op]
+    for k in split:
+        if k in r.case:
+            v = r.case[k]
+            parts.append(f"{k}={v}" if isinstance(v, bool) or k in ("head_dim",) else str(v))
+    return " · ".join(parts)
+
+
+def by_group(records: list[Measurement], family: str) -> OrderedDict[str, list[Measurement]]:
+    out: OrderedDict[str, list[Measurement]] = OrderedDict()
+    for r in records:
+        out.setdefault(group_key(r, family), []).append(r)
+    return out
+
+
+def timed(r: Measurement) -> bool:
+    return r.status == "ok" and bool(r.median_ms)
+
+
+# -- the index matrix --------------------------------------------------------------------------------
+
+
+@dataclass
+class Cell:
+    tier: str
+    best: Measurement | None = None  # the fastest correct provider of this tier
+    problems: list[Measurement] = field(default_factory=list)  # this tier's records not timed
+    relative: float | None = None  # winner's median / this median: 1 for the winner, below 1 otherwise
+
+    def status(self) -> str:
+        """The status to name when nothing of this tier was timed: the worst one."""
+        present = {r.status for r in self.problems}
+        return next((s for s in STATUS_ORDER if s in present), "absent")
+
+
+@dataclass
+class Row:
+    case_id: str
+    label: str
+    x: float
+    cells: dict[str, Cell]
+    winner: str | None = None  # tier
+    runner_up: str | None = None
+    margin: float | None = None  # runner-up tier's best median / winner's median
+
+
+def matrix(records: list[Measurement], family: str, tiers: list[str]) -> OrderedDict[str, list[Row]]:
+    """Per chart group, one row per case (by x): per tier its fastest correct provider, and who wins."""
+    out: OrderedDict[str, list[Row]] = OrderedDict()
+    for key, recs in by_group(records, family).items():
+        cases: OrderedDict[str, list[Measurement]] = OrderedDict()
+        for r in recs:
+            cases.setdefault(r.case_id, []).append(r)
+        rows = []
+        for case_id, group in cases.items():
+            cells = {t: Cell(t) for t in tiers}
+            for r in group:
+                cell = cells.setdefault(r.tier, Cell(r.tier))
+                if timed(r):
+                    if cell.best is None or r.median_ms < cell.best.median_ms:
+                        cell.best = r
+                else:
+                    cell.problems.append(r)
+            row = Row(case_id, group[0].label, group[0].x, cells)
+            ranked = sorted((c for c in cells.values() if c.best), key=lambda c: c.best.median_ms)
+            if ranked:
+                row.winner = ranked[0].tier
+                for c in ranked:
+                    c.relative = ranked[0].best.median_ms / c.best.median_ms
+                if len(ranked) > 1:
+                    row.runner_up = ranked[1].tier
+                    row.margin = ranked[1].best.median_ms / ranked[0].best.median_ms
+            rows.append(row)
+        out[key] = sorted(rows, key=lambda r: (r.x, r.label))
+    return out
+
+
+@dataclass
+class Problem:
+    """Records of one provider sharing a status and reason: listed once with the cases they hit."""
+
+    number: int
+    status: str
+    provider: str
+    tier: str
+    reason: str
+    cases: list[str]
+
+
+def problems(records: list[Measurement], family: str) -> tuple[list[Problem], dict[tuple[str, str], int]]:
+    """Every record not timed, grouped by (provider, status, reason), worst status first; and the
+    footnote number of each (case_id, provider)."""
+    groups: OrderedDict[tuple[str, str, str], list[Measurement]] = OrderedDict()
+    for r in records:
+        if not timed(r):
+            groups.setdefault((r.provider, r.status, r.reason or ""), []).append(r)
+    order = sorted(groups.items(), key=lambda kv: (
+        STATUS_ORDER.index(kv[0][1]) if kv[0][1] in STATUS_ORDER else -1, tier_rank(kv[1][0].tier), kv[0][0]))
+    out, numbers = [], {}
+    for i, ((provider, status, reason), recs) in enumerate(order, 1):
+        labels = list(dict.fromkeys(f"{r.label} ({group_key(r, family)})" for r in recs))
+        out.append(Problem(i, status, provider, recs[0].tier, reason or "(no reason recorded)", labels))
+        for r in recs:
+            numbers[r.key] = i
+    return out, numbers
+
+
+# -- chart data --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Point:
+    x: float
+    y: float
+    hover: str
+    lo: float | None = None  # spread of the samples, in y units
+    hi: float | None = None
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.{digits}g}"
+
+
+def throughput_points(recs: list[Measurement], family: str) -> OrderedDict[str, list[Point]]:
+    """Achieved TFLOP/s or GB/s per provider, with the p10–p90 spread of the times as an error bar."""
+    unit = view_of(family)["unit"]
+    out: OrderedDict[str, list[Point]] = OrderedDict()
+    for r in recs:
+        value = metric_of(r, family)
+        if not timed(r) or not value:
+            continue
+        q = r.quantiles_ms or {}
+        # Throughput is work / time: the slow tail of times is the low end of throughput.
+        lo = value * r.median_ms / q["p90"] if q.get("p90") else None
+        hi = value * r.median_ms / q["p10"] if q.get("p10") else None
+        spread = f", p10–p90 {fmt(q.get('p10'))}–{fmt(q.get('p90'))} ms" if q else ""
+        hover = (f"{r.provider} ({r.tier}) · {r.label}: {fmt(value, 4)} {unit}; median {fmt(r.median_ms, 4)} ms"
+                 f"{spread}; rel. error {fmt(r.rel_error, 2)}")
+        if r.sol is not None:
+            hover += f"; {100 * r.sol:.0f}% of the {r.bound or 'binding'} ceiling"
+        out.setdefault(r.provider, []).append(Point(r.x, value, hover, lo, hi))
+    return out
+
+
+def speedup_points(recs: list[Measurement]) -> tuple[OrderedDict[str, list[Point]], str | None]:
+    """Speedup of each provider over the case's vendor baseline (baseline median / median)."""
+    cases: OrderedDict[str, list[Measurement]] = OrderedDict()
+    for r in recs:
+        cases.setdefault(r.case_id, []).append(r)
+    out: OrderedDict[str, list[Point]] = OrderedDict()
+    names = set()
+    for group in cases.values():
+        base = baseline(group)
+        if base is None:
+            continue
+        names.add(base.provider)
+        for r in group:
+            if timed(r):
+                s = base.median_ms / r.median_ms
+                out.setdefault(r.provider, []).append(
+                    Point(r.x, s, f"{r.provider} · {r.label}: {s:.2f}× {base.provider}"))
+    return out, ", ".join(sorted(names)) or None
+
+
+def memory_points(recs: list[Measurement]) -> OrderedDict[str, list[Point]]:
+    out: OrderedDict[str, list[Point]] = OrderedDict()
+    for r in recs:
+        if timed(r) and r.peak_mem_bytes:
+            mib = r.peak_mem_bytes / 2**20
+            out.setdefault(r.provider, []).append(Point(r.x, mib, f"{r.provider} · {r.label}: {fmt(mib, 4)} MiB"))
+    return out
+
+
+def roofline_points(recs: list[Measurement], ceilings: Ceilings | None,
+                    family: str) -> OrderedDict[str, list[Point]]:
+    """Arithmetic intensity (flops / min_bytes) against achieved TFLOP/s, per provider."""
+    out: OrderedDict[str, list[Point]] = OrderedDict()
+    for r in recs:
+        if not (timed(r) and r.flops and r.min_bytes):
+            continue
+        ai = r.flops / r.min_bytes
+        tflops = r.flops / (r.median_ms * 1e-3) / 1e12
+        hover = f"{r.provider} · {r.label} ({group_key(r, family)}): {fmt(ai)} FLOP/B, {fmt(tflops)} TFLOP/s"
+        if ceilings and ceilings.matmul_tflops:
+            roof = min(ceilings.peak_tflops(str(r.case.get("dtype"))), ceilings.copy_gbps * ai / 1e3)
+            hover += f", {100 * tflops / roof:.0f}% of the roof"
+        out.setdefault(r.provider, []).append(Point(ai, tflops, hover))
+    return out

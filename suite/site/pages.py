@@ -1,0 +1,280 @@
+"""HTML of the site's pages, from the views of model.py and history.py.
+
+Templates (assets/*.html.j2) autoescape everything they are given, so a reason, a provider or a case
+name from the records renders as text whatever it holds; the few fragments built here in Python (chart
+SVG, matrix cells) escape their own strings and are then marked safe.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader
+from markupsafe import Markup
+
+from . import charts, history, model
+from .charts import Axis
+from .model import DeviceView, Row, Style
+
+ASSETS = Path(__file__).parent / "assets"
+# Okabe-Ito colors per tier (the index colors cells by tier); an unknown tier is grey.
+TIER_COLORS = {"vendor": "#56B4E9", "compiler": "#E69F00", "triton": "#009E73", "cuda": "#CC79A7"}
+SHORT_UNITS = {"TFLOP/s": "TF/s", "GB/s": "GB/s"}
+MAX_HISTORY_CHARTS = 60  # per benchmark page; asv's own site has the rest
+
+
+@lru_cache(maxsize=1)
+def _env() -> Environment:
+    env = Environment(loader=FileSystemLoader(ASSETS), autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    env.globals.update(css=Markup(_css()), js=Markup((ASSETS / "site.js").read_text()),
+                       tier_class=tier_class, icon=lambda style: Markup(charts.marker_icon(style)))
+    return env
+
+
+def _tint(color: str, amount: float = 0.28) -> str:
+    """color mixed with white: a cell background light enough to read black text on."""
+    rgb = [int(color[i:i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{round(255 - (255 - c) * amount):02x}" for c in rgb)
+
+
+def _css() -> str:
+    tiers = "".join(f".t-{model.slug(t)}{{border-left:5px solid {c};background:{_tint(c)}}}"
+                    for t, c in TIER_COLORS.items())
+    return (ASSETS / "site.css").read_text() + tiers + ".t-other{border-left:5px solid #999;background:#eee}"
+
+
+def tier_class(tier: str) -> str:
+    return f"t-{model.slug(tier)}" if tier in TIER_COLORS else "t-other"
+
+
+def _render(template: str, **context: Any) -> str:
+    context.setdefault("generated", time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    context.setdefault("root", "")
+    return _env().get_template(template).render(**context)
+
+
+# -- index -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class FamilySummary:
+    name: str
+    href: str  # from the site's root
+    unit: str
+    x_label: str
+    tiers: list[str]
+    matrix: dict[str, list[Row]]
+    numbers: dict[tuple[str, str], int]  # (case_id, provider) -> footnote on the family page
+
+
+def family_href(view: DeviceView, family: str) -> str:
+    return f"devices/{view.device.key}/{model.slug(family)}.html"
+
+
+def _cell(row: Row, tier: str, f: FamilySummary) -> Markup:
+    cell = row.cells.get(tier)
+    if cell is None:
+        return Markup('<td class="na">–</td>')
+    refs = "".join(f' <a href="{f.href}#p{f.numbers[r.key]}">[{f.numbers[r.key]}]</a>'
+                   for r in cell.problems if r.key in f.numbers and (cell.best is None or r.status != "skipped"))
+    if cell.best is None:
+        status = cell.status()
+        css = "na" if status in ("skipped", "absent") else "na bad"
+        return Markup(f'<td class="{css}">{escape(status)}{refs}</td>')
+    r = cell.best
+    value = model.metric_of(r, f.name)
+    shown = f"{model.fmt(value)} {SHORT_UNITS.get(f.unit, f.unit)}" if value else f"{model.fmt(r.median_ms)} ms"
+    if row.winner == tier:
+        note = (f"{row.margin:.2f}× over {escape(row.runner_up or '')}" if row.margin
+                else "the only tier timed")
+        return Markup(f'<td class="w {tier_class(tier)}">{escape(r.provider)} {shown}<small>{note}</small>'
+                      f'{refs}</td>')
+    return Markup(f"<td>{escape(r.provider)} {shown}<small>{cell.relative:.2f}× the winner</small>{refs}</td>")
+
+
+def _device_meta(view: DeviceView) -> list[tuple[str, str]]:
+    env = view.env
+    meta: list[tuple[str, str]] = [("device", view.device.name)]
+    c = view.ceilings
+    if c:
+        meta.append(("measured ceilings", f"copy {c.copy_gbps:.4g} GB/s; matmul " + ", ".join(
+            f"{k} {v:.4g} TFLOP/s" for k, v in c.matmul_tflops.items())))
+    else:
+        meta.append(("measured ceilings", "none found for this device under the ceilings folder"))
+    soft = [(k, env.get(k)) for k in ("torch", "triton", "cuda", "cudnn", "driver", "python")]
+    meta.append(("software", ", ".join(f"{k} {v}" for k, v in soft if v)))
+    versions = view.provider_versions()
+    if versions:
+        meta.append(("providers", ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))))
+    if env.get("git_commit"):
+        meta.append(("commit", str(env["git_commit"])[:12]))
+    return meta
+
+
+def family_summary(view: DeviceView, family: str, records: list) -> FamilySummary:
+    v = model.view_of(family)
+    tiers = model.tiers_of(records)
+    _, numbers = model.problems(records, family)
+    return FamilySummary(family, family_href(view, family), v["unit"], v["x"], tiers,
+                         model.matrix(records, family, tiers), numbers)
+
+
+def index_page(views: list[DeviceView], asv_site: bool) -> str:
+    devices = []
+    tiers: set[str] = set()
+    for view in views:
+        families = [family_summary(view, fam, recs) for fam, recs in view.families().items()]
+        for f in families:
+            tiers.update(f.tiers)
+        devices.append({"view": view, "meta": _device_meta(view), "families": families})
+    return _render("index.html.j2", title="tierbench: fastest correct kernel per tier", devices=devices,
+                   tiers=sorted(tiers, key=lambda t: (model.tier_rank(t), t)), cell=_cell, asv_site=asv_site)
+
+
+# -- family pages ------------------------------------------------------------------------------------
+
+
+def family_page(view: DeviceView, family: str, records: list, styles: dict[str, Style],
+                asv_site: bool) -> str:
+    v = model.view_of(family)
+    x_axis = Axis(v["x"], log=True, at_data=True)
+    groups = []
+    for key, recs in model.by_group(records, family).items():
+        speed, base = model.speedup_points(recs)
+        groups.append({
+            "key": key,
+            "throughput": Markup(charts.line_chart(model.throughput_points(recs, family), styles,
+                                                   f"achieved {v['unit']}", x_axis, Axis(v["unit"]))),
+            "speedup": Markup(charts.line_chart(speed, styles, f"speedup over {base}",
+                                                x_axis, Axis("speedup (×)"), ref=(1.0, f"1× = {base}"))
+                              if base else '<p class="empty">speedup: no vendor baseline timed.</p>'),
+            "memory": Markup(charts.line_chart(model.memory_points(recs), styles, "peak device memory",
+                                               x_axis, Axis("MiB"))),
+        })
+    c = view.ceilings
+    dtypes = {str(r.case.get("dtype")) for r in records}
+    peaks = {k: t for k, t in (c.matmul_tflops.items() if c else ()) if k in dtypes} or \
+        (dict(c.matmul_tflops) if c else {})
+    roof = charts.roofline(model.roofline_points(records, c, family), styles, f"{family}: roofline",
+                           c.copy_gbps if c else None, peaks)
+    problems, _ = model.problems(records, family)
+    # The legend names providers with marks; the others are in the list of what was not timed.
+    used = {r.provider for r in records if model.timed(r)}
+    shown = {k: s for k, s in styles.items() if k in used}
+    siblings = [(f, f"{model.slug(f)}.html") for f in view.families() if f != family]
+    return _render("family.html.j2", title=f"{family} on {view.device.name}", root="../../",
+                   device=view.device, runs=view.runs, siblings=siblings, styles=shown,
+                   tiers_of={r.provider: r.tier for r in records}, ceilings=c, roofline=Markup(roof),
+                   groups=groups, problems=problems, defs=Markup(charts.marker_defs()), asv_site=asv_site)
+
+
+# -- runs --------------------------------------------------------------------------------------------
+
+
+def runs_page(runs: list[model.Run], shown: set[str], asv_site: bool) -> str:
+    rows = [{"run": r, "started": time.strftime("%Y-%m-%d %H:%M", time.gmtime(r.started)),
+             "counts": sorted(r.status_counts().items()), "commit": str(r.env.get("git_commit") or "")[:12],
+             "shown": r.run_id in shown} for r in reversed(runs)]
+    return _render("runs.html.j2", title="All runs", runs=rows, asv_site=asv_site)
+
+
+# -- history -----------------------------------------------------------------------------------------
+
+
+def _scale(bench: history.Benchmark) -> tuple[float, str]:
+    """asv times are in seconds: shown in ms or µs when that reads better."""
+    values = [v for s in bench.series for _, v in s.points]
+    if bench.unit == "seconds" and values:
+        typical = sorted(values)[len(values) // 2]
+        if typical < 1e-3:
+            return 1e6, "µs"
+        if typical < 1:
+            return 1e3, "ms"
+        return 1.0, "s"
+    return 1.0, bench.unit or "value"
+
+
+def _date(ms: float) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(ms / 1000)) if ms else ""
+
+
+def _step_css(bench: history.Benchmark, step: history.Step) -> str:
+    better = bench.lower_is_better
+    if better is None:
+        return ""
+    worse = step.after > step.before if better else step.after < step.before
+    return "up" if worse else "down"
+
+
+def _params_text(series: history.Series) -> str:
+    return ", ".join(f"{k}={v}" for k, v in series.params.items()) or "(no parameters)"
+
+
+def trend_pages(benches: list[history.Benchmark], asv_site: bool,
+                asv_dir: str) -> tuple[str, dict[str, str]]:
+    """The history index and one page per benchmark (file name -> HTML)."""
+    commits = sorted({c for b in benches for s in b.series for c, _ in s.points}, key=lambda c: (c.date, c.hash))
+    position = {c: i for i, c in enumerate(commits)}
+    pages: dict[str, str] = {}
+    rows = []
+    used_names: set[str] = set()
+    for bench in benches:
+        name = model.slug(bench.name)
+        while name in used_names:
+            name += "-x"
+        used_names.add(name)
+        html, latest = _trend_page(bench, position, asv_site)
+        pages[f"{name}.html"] = html
+        rows.append({"bench": bench, "href": f"{name}.html", "asv": history.asv_url(bench), "latest": latest,
+                     "commits": len({c for s in bench.series for c, _ in s.points})})
+    index = _render("trends.html.j2", title="History over commits (asv)", root="../", benchmarks=rows,
+                    asv_site=asv_site, asv_dir=asv_dir, threshold=f"{100 * history.STEP_THRESHOLD:.0f}%")
+    return index, pages
+
+
+def _trend_page(bench: history.Benchmark, position: dict[history.Commit, int],
+                asv_site: bool) -> tuple[str, dict[str, str] | None]:
+    scale, unit = _scale(bench)
+    machines = sorted({s.machine for s in bench.series})
+    styles = {m: Style(model.PALETTE[i % len(model.PALETTE)], model.MARKERS[i % len(model.MARKERS)],
+                       i % len(model.MARKERS)) for i, m in enumerate(machines)}
+    combos: dict[str, list[history.Series]] = {}
+    for s in bench.series:
+        combos.setdefault(_params_text(s), []).append(s)
+    chart_html, steps, latest = [], [], None
+    for n, (params, group) in enumerate(combos.items()):
+        lines: dict[str, list[model.Point]] = {}
+        marks: list[tuple[float, str]] = []
+        ticks: dict[int, str] = {}
+        for s in group:
+            pts = [model.Point(position[c], v * scale, f"{s.machine} · {c.short} ({_date(c.date)}): "
+                               f"{model.fmt(v * scale, 4)} {unit}") for c, v in s.points]
+            lines[s.machine] = pts
+            ticks[position[s.points[0][0]]] = s.points[0][0].short
+            ticks[position[s.points[-1][0]]] = s.points[-1][0].short
+            for step in s.steps:
+                c = s.points[step.index][0]
+                text = (f"{100 * step.change:+.1f}% at {c.short} ({_date(c.date)}): {model.fmt(step.before * scale)}"
+                        f" → {model.fmt(step.after * scale)} {unit} on {s.machine}")
+                marks.append((position[c], text))
+                row = {"params": params, "machine": s.machine, "commit": c.short, "date": _date(c.date),
+                       "before": model.fmt(step.before * scale, 4), "after": model.fmt(step.after * scale, 4),
+                       "change": f"{100 * step.change:+.1f}%", "css": _step_css(bench, step),
+                       "asv": history.asv_url(bench, s), "when": (c.date, c.hash)}
+                steps.append(row)
+        if n < MAX_HISTORY_CHARTS:
+            chart_html.append(Markup(charts.history_chart(lines, styles, params, unit, ticks, marks)))
+    steps.sort(key=lambda r: r["when"], reverse=True)
+    if steps:
+        latest = {"text": f"{steps[0]['change']} at {steps[0]['commit']} ({steps[0]['params']})",
+                  "css": steps[0]["css"]}
+    html = _render("trend.html.j2", title=bench.name, root="../", bench=bench, unit=unit,
+                   lower=bench.lower_is_better, styles=styles, charts=chart_html,
+                   hidden=max(0, len(combos) - MAX_HISTORY_CHARTS), steps=steps, asv=history.asv_url(bench),
+                   asv_site=asv_site, defs=Markup(charts.marker_defs()))
+    return html, latest
