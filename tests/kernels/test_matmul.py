@@ -1,0 +1,95 @@
+"""matmul: both kernels (TMA persistent, pointer fallback) against float64, and input validation."""
+
+import importlib
+
+import pytest
+import torch
+from tierbench.kernels import matmul
+
+mm = importlib.import_module("tierbench.kernels.matmul")
+DTYPES = [torch.float16, torch.bfloat16, torch.float32]
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def _inputs(m, n, k, dtype, device, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(m, k, generator=g).to(device=device, dtype=dtype)
+    b = torch.randn(k, n, generator=g).to(device=device, dtype=dtype)
+    return a, b
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "m,n,k,path",
+    [
+        (33, 65, 17, "ptr"),  # odd K and N: strides not 16-byte aligned, TMA impossible
+        (128, 64, 96, "tma"),  # several tiles per persistent program, K not a multiple of BLOCK_K
+        (40, 24, 8, "tma"),  # ragged M and N edges clipped by TMA
+        (1, 7, 3, "ptr"),
+    ],
+)
+def test_matmul(m, n, k, path, dtype, device, assert_close):
+    a, b = _inputs(m, n, k, dtype, device)
+    assert mm._tma_supported(a, b, n * a.element_size()) == (path == "tma")
+    assert_close(matmul(a, b), a.double() @ b.double(), dtype, f"matmul {m}x{n}x{k} {path}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("path", ["tma", "ptr"])
+def test_matmul_forced_paths_and_configs(path, dtype, device, assert_close):
+    a, b = _inputs(96, 80, 64, dtype, device, seed=1)
+    ref = a.double() @ b.double()
+    assert_close(mm._matmul_forward(a, b, path=path), ref, dtype, path)
+    # Another config: 16x32 tiles, whole-tile epilogue (no subtiling), grouped order over 3 row tiles.
+    cfg = mm._cfg(16, 32, 16, 4, 2, group_m=3, subtile=False)
+    assert_close(mm._matmul_forward(a, b, path=path, config=cfg), ref, dtype, f"{path} {cfg}")
+
+
+def test_matmul_strided_inputs(device, assert_close):
+    dtype = torch.float16
+    a, b = _inputs(48, 40, 32, dtype, device, seed=2)
+    at = a.t().contiguous().t()  # column-major A: only the pointer kernel can read it
+    assert not mm._tma_supported(at, b, 40 * 2)
+    assert_close(matmul(at, b), a.double() @ b.double(), dtype, "column-major a")
+    bs = torch.randn(32, 80, dtype=dtype).to(device)[:, ::2]  # column stride 2
+    assert_close(matmul(a, bs), a.double() @ bs.double(), dtype, "strided b")
+
+
+def test_matmul_empty(device):
+    a, b = _inputs(5, 6, 0, torch.float16, device)
+    assert torch.equal(matmul(a, b), torch.zeros(5, 6, dtype=torch.float16, device=device))
+    a, b = _inputs(0, 6, 4, torch.float16, device)
+    assert matmul(a, b).shape == (0, 6)
+
+
+def test_matmul_validation(device, wrong_device):
+    a, b = _inputs(4, 5, 6, torch.float16, device)
+    with pytest.raises(TypeError, match=r"matmul: a must be a torch.Tensor, got list"):
+        matmul([[1.0]], b)
+    with pytest.raises(ValueError, match=r"matmul: a must be 2-D \(M, K\), got shape \(2, 2, 6\)"):
+        matmul(a.reshape(2, 2, 6)[:, :, :], b)
+    with pytest.raises(ValueError, match=r"matmul: b must be 2-D \(K, N\), got shape \(30,\)"):
+        matmul(a, b.reshape(-1))
+    with pytest.raises(
+        TypeError, match=r"matmul: a must have dtype in \(float16, bfloat16, float32\), got torch.int32"
+    ):
+        matmul(a.to(torch.int32), b)
+    with pytest.raises(TypeError, match=r"matmul: b must have the dtype of a \(torch.float16\), got torch.bfloat16"):
+        matmul(a, b.to(torch.bfloat16))
+    with pytest.raises(
+        ValueError, match=r"matmul: b must have shape \(K, N\) with K = a.shape\[1\] = 6, got shape \(5, 6\)"
+    ):
+        matmul(a, b.t())
+    with pytest.raises(ValueError, match=r"matmul: a must be .*, got device meta|matmul: a must be a CUDA tensor"):
+        matmul(a.to(wrong_device), b)
+    with pytest.raises(ValueError, match=r"matmul: path must be 'tma', 'ptr' or None, got 'x'"):
+        mm._matmul_forward(a, b, path="x")
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("m,n,k", [(4096, 4096, 4096), (16384, 14336, 4096), (4095, 4093, 4097)])
+def test_matmul_gpu_full_size(m, n, k, dtype, assert_close):
+    a, b = _inputs(m, n, k, dtype, "cuda", seed=3)
+    assert_close(matmul(a, b), a.double() @ b.double(), dtype, f"matmul {m}x{n}x{k}")

@@ -1,0 +1,142 @@
+"""layer_norm, rms_norm, bias_gelu_layer_norm: both kernels against float64, and input validation."""
+
+import importlib
+
+import pytest
+import torch
+import torch.nn.functional as F
+from tierbench.kernels import bias_gelu_layer_norm, layer_norm, rms_norm
+
+nm = importlib.import_module("tierbench.kernels.norm")
+DTYPES = [torch.float16, torch.bfloat16, torch.float32]
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+# Forced configs: whole rows one per program, and the chunked kernel with 32-wide chunks (hidden 100 -> 4).
+ROW1 = {"looped": False, "config": nm.triton.Config({"ROWS": 1}, num_warps=4)}
+LOOPED = {"looped": True, "config": nm.triton.Config({"BLOCK_N": 32}, num_warps=4)}
+VARIANTS = {"auto": {}, "rows1": ROW1, "looped": LOOPED}
+
+
+def _rand(shape, dtype, device, gen, offset=0.0):
+    return (torch.randn(shape, generator=gen, dtype=torch.float64) + offset).to(device=device, dtype=dtype)
+
+
+def _ref_layer_norm(x, w, b, eps):
+    x = x.double().cpu()
+    return F.layer_norm(
+        x, x.shape[-1:], None if w is None else w.double().cpu(), None if b is None else b.double().cpu(), eps
+    )
+
+
+def _ref_rms_norm(x, w, eps):
+    x = x.double().cpu()
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return y if w is None else y * w.double().cpu()
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(4, 3, 100), (5, 64), (100,)])
+def test_layer_norm(shape, dtype, variant, device, assert_close):
+    g = torch.Generator().manual_seed(0)
+    x = _rand(shape, dtype, device, g, offset=3.0)  # a non-zero mean: the variance must be centred
+    w, b = _rand(shape[-1:], dtype, device, g), _rand(shape[-1:], dtype, device, g)
+    out = nm._norm_forward(x, w, b, None, 1e-5, False, **VARIANTS[variant])
+    assert_close(out, _ref_layer_norm(x, w, b, 1e-5), dtype, f"layer_norm {shape} {variant}")
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rms_norm(dtype, variant, device, assert_close):
+    g = torch.Generator().manual_seed(1)
+    x = _rand((2, 7, 100), dtype, device, g)
+    w = _rand((100,), dtype, device, g)
+    out = nm._norm_forward(x, w, None, None, 1e-6, True, **VARIANTS[variant])
+    assert_close(out, _ref_rms_norm(x, w, 1e-6), dtype, f"rms_norm {variant}")
+
+
+@pytest.mark.parametrize("gelu_impl", [0, 1])
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_bias_gelu_layer_norm(dtype, variant, gelu_impl, device, assert_close):
+    g = torch.Generator().manual_seed(2)
+    x = _rand((3, 5, 100), dtype, device, g) * 3  # spans GELU's curved part and both tails
+    bias, w, lb = (_rand((100,), dtype, device, g) for _ in range(3))
+    out = nm._norm_forward(x, w, lb, bias, 1e-5, False, gelu_impl=gelu_impl, **VARIANTS[variant])
+    h = F.gelu(x.double().cpu() + bias.double().cpu())  # exact erf GELU in float64
+    assert_close(out, _ref_layer_norm(h, w, lb, 1e-5), dtype, f"bias_gelu_layer_norm {variant} impl {gelu_impl}")
+
+
+def test_public_functions_and_optional_params(device, assert_close):
+    g = torch.Generator().manual_seed(3)
+    dtype = torch.bfloat16
+    x = _rand((6, 100), dtype, device, g)
+    w32, b32 = _rand((100,), torch.float32, device, g), _rand((100,), torch.float32, device, g)  # fp32 params
+    assert_close(layer_norm(x, w32, b32, eps=1e-3), _ref_layer_norm(x, w32, b32, 1e-3), dtype, "fp32 weights")
+    assert_close(layer_norm(x, None, None), _ref_layer_norm(x, None, None, 1e-5), dtype, "no affine")
+    assert_close(rms_norm(x, None), _ref_rms_norm(x, None, 1e-6), dtype, "rms no weight")
+    assert_close(rms_norm(x, w32, 1e-2), _ref_rms_norm(x, w32, 1e-2), dtype, "rms eps")
+    xb = _rand((100,), dtype, device, g)
+    ref = _ref_layer_norm(F.gelu(x.double().cpu() + xb.double().cpu()), None, None, 1e-5)
+    assert_close(bias_gelu_layer_norm(x, xb, None, None), ref, dtype, "bias_gelu no affine")
+    # Rows with a stride (a column slice of a wider tensor) need no copy.
+    wide = _rand((6, 160), dtype, device, g)
+    xs = wide[:, 30:130]
+    assert_close(layer_norm(xs, w32, b32), _ref_layer_norm(xs, w32, b32, 1e-5), dtype, "strided rows")
+    assert layer_norm(x[:0], None, None).shape == (0, 100)
+
+
+def test_norm_validation(device, wrong_device):
+    x = torch.randn(4, 8, device=device, dtype=torch.float16)
+    w = torch.randn(8, device=device, dtype=torch.float16)
+    with pytest.raises(TypeError, match=r"layer_norm: x must be a torch.Tensor, got ndarray"):
+        layer_norm(x.cpu().numpy(), w, w)
+    with pytest.raises(
+        TypeError, match=r"rms_norm: x must have dtype in \(float16, bfloat16, float32\), got torch.int64"
+    ):
+        rms_norm(x.long(), w)
+    with pytest.raises(ValueError, match=r"layer_norm: x must have at least 1 dims, got shape \(\)"):
+        layer_norm(x[0, 0], None, None)
+    with pytest.raises(ValueError, match=r"layer_norm: x must have a non-empty last dim, got shape \(4, 0\)"):
+        layer_norm(x[:, :0], None, None)
+    with pytest.raises(ValueError, match=r"rms_norm: x must be contiguous in its last dim, got strides \(8, 2\)"):
+        rms_norm(x[:, ::2], None)
+    with pytest.raises(ValueError, match=r"layer_norm: x must be viewable as \(rows, 8\) without a copy"):
+        layer_norm(x.reshape(2, 2, 8).transpose(0, 1), None, None)
+    with pytest.raises(
+        ValueError, match=r"layer_norm: weight must have shape \(8,\) to match x's last dim, got shape \(7,\)"
+    ):
+        layer_norm(x, w[:7], None)
+    with pytest.raises(
+        TypeError, match=r"layer_norm: bias must have dtype in \(float16, float32\), got torch.bfloat16"
+    ):
+        layer_norm(x, w, w.bfloat16())
+    with pytest.raises(ValueError, match=r"rms_norm: weight must be contiguous, got stride 2"):
+        rms_norm(x, torch.randn(16, device=device, dtype=torch.float16)[::2])
+    with pytest.raises(ValueError, match=r"layer_norm: weight must be on the same device as x"):
+        layer_norm(x, w.to(wrong_device), None)
+    with pytest.raises(ValueError, match=r"rms_norm: x must be .*got device"):
+        rms_norm(x.to(wrong_device), None)
+    with pytest.raises(ValueError, match=r"layer_norm: eps must be >= 0, got -1.0"):
+        layer_norm(x, w, w, eps=-1.0)
+    with pytest.raises(TypeError, match=r"rms_norm: eps must be a float, got str"):
+        rms_norm(x, w, eps="1e-6")
+    with pytest.raises(TypeError, match=r"bias_gelu_layer_norm: bias must be a torch.Tensor, got NoneType"):
+        bias_gelu_layer_norm(x, None, w, w)
+    with pytest.raises(ValueError, match=r"bias_gelu_layer_norm: ln_bias must have shape \(8,\)"):
+        bias_gelu_layer_norm(x, w, w, w[:4])
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("rows,hidden", [(16384, 4096), (2048, 16384), (256, 65536)])
+def test_norms_gpu_full_size(rows, hidden, dtype, assert_close):
+    g = torch.Generator(device="cuda").manual_seed(4)
+    x = torch.randn(rows, hidden, device="cuda", dtype=dtype, generator=g)
+    w, b, xb = (torch.randn(hidden, device="cuda", dtype=dtype, generator=g) for _ in range(3))
+    xd, wd, bd, xbd = x.double(), w.double(), b.double(), xb.double()
+    assert_close(layer_norm(x, w, b), F.layer_norm(xd, (hidden,), wd, bd, 1e-5), dtype, "layer_norm")
+    ref = xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-6) * wd
+    assert_close(rms_norm(x, w), ref, dtype, "rms_norm")
+    ref = F.layer_norm(F.gelu(xd + xbd), (hidden,), wd, bd, 1e-5)
+    assert_close(bias_gelu_layer_norm(x, xb, w, b), ref, dtype, "bias_gelu_layer_norm")
