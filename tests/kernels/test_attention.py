@@ -1,0 +1,127 @@
+"""attention: FlashAttention-style kernel against float64 SDPA, and input validation."""
+
+import importlib
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from tierbench.kernels import attention
+
+at = importlib.import_module("tierbench.kernels.attention")
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def _qkv(b, h, sq, sk, d, dtype, device, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(b, h, sq, d, generator=g).to(device=device, dtype=dtype)
+    k = torch.randn(b, h, sk, d, generator=g).to(device=device, dtype=dtype)
+    v = torch.randn(b, h, sk, d, generator=g).to(device=device, dtype=dtype)
+    return q, k, v
+
+
+def _ref(q, k, v, causal, scale=None):
+    return F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal, scale=scale)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seq", [1, 17, 130])
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_attention(head_dim, seq, causal, dtype, device, assert_close):
+    q, k, v = _qkv(1, 2, seq, seq, head_dim, dtype, device)
+    out = attention(q, k, v, causal=causal)
+    assert_close(out, _ref(q, k, v, causal), dtype, f"attention S={seq} D={head_dim} causal={causal}")
+
+
+@pytest.mark.parametrize("head_dim", [16, 32])
+def test_attention_small_head_dims(head_dim, device, assert_close):
+    q, k, v = _qkv(2, 1, 40, 40, head_dim, torch.float16, device, seed=1)
+    assert_close(attention(q, k, v, causal=True), _ref(q, k, v, True), torch.float16, f"D={head_dim}")
+
+
+@pytest.mark.parametrize("sq,sk", [(17, 130), (130, 33), (48, 64)])
+def test_attention_cross_lengths(sq, sk, device, assert_close):
+    q, k, v = _qkv(1, 2, sq, sk, 64, torch.bfloat16, device, seed=2)
+    assert_close(attention(q, k, v, scale=0.3), _ref(q, k, v, False, 0.3), torch.bfloat16, f"Sq={sq} Sk={sk}")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("block_m,block_n", [(64, 32), (16, 16)])
+def test_attention_forced_configs(block_m, block_n, causal, device, assert_close):
+    # 96 keys: a whole number of 32/16-wide blocks (the unmasked single loop), 70 queries: ragged q blocks.
+    q, k, v = _qkv(1, 2, 96, 96, 64, torch.float16, device, seed=3)
+    cfg = at._cfg(block_m, block_n, 4, 2)
+    out = at._attention_forward(q, k, v, causal, None, config=cfg)
+    assert_close(out, _ref(q, k, v, causal), torch.float16, f"{block_m}x{block_n} causal={causal}")
+    q, k, v = _qkv(1, 1, 70, 70, 64, torch.float16, device, seed=4)
+    out = at._attention_forward(q, k, v, causal, None, config=cfg)
+    assert_close(out, _ref(q, k, v, causal), torch.float16, f"{block_m}x{block_n} S=70 causal={causal}")
+
+
+def test_attention_strided_layout(device, assert_close):
+    # (batch, seq, heads, dim) storage seen as (batch, heads, seq, dim), as attention layers produce it.
+    g = torch.Generator().manual_seed(5)
+    qkv = torch.randn(2, 50, 3, 2, 64, generator=g).to(device=device, dtype=torch.bfloat16)
+    q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
+    assert not q.is_contiguous()
+    assert_close(attention(q, k, v, causal=True), _ref(q, k, v, True), torch.bfloat16, "strided")
+
+
+def test_attention_scale_default(device):
+    q, k, v = _qkv(1, 1, 20, 20, 32, torch.float16, device, seed=6)
+    explicit = attention(q, k, v, scale=1 / math.sqrt(32))
+    assert torch.equal(attention(q, k, v), explicit)
+
+
+def test_attention_validation(device, wrong_device):
+    q, k, v = _qkv(1, 2, 8, 8, 64, torch.float16, device)
+    with pytest.raises(
+        ValueError, match=r"attention: q must be 4-D \(batch, heads, seq, head_dim\), got shape \(2, 3\)"
+    ):
+        attention(torch.randn(2, 3, device=device, dtype=torch.float16), k, v)
+    with pytest.raises(TypeError, match=r"attention: k must be a torch.Tensor, got NoneType"):
+        attention(q, None, v)
+    with pytest.raises(TypeError, match=r"attention: q must have dtype in \(float16, bfloat16\), got torch.float32"):
+        attention(q.float(), k.float(), v.float())
+    with pytest.raises(TypeError, match=r"attention: v must have the dtype of q \(torch.float16\), got torch.bfloat16"):
+        attention(q, k, v.bfloat16())
+    with pytest.raises(ValueError, match=r"attention: q's head_dim must be one of .*, got shape \(1, 2, 8, 48\)"):
+        attention(q[..., :48], k[..., :48], v[..., :48])
+    with pytest.raises(
+        ValueError, match=r"attention: k must have shape \(1, 2, seq_k, 64\) .*got shape \(1, 1, 8, 64\)"
+    ):
+        attention(q, k[:, :1], v[:, :1])
+    with pytest.raises(ValueError, match=r"attention: v must have the shape of k \(1, 2, 8, 64\), got shape"):
+        attention(q, k, v[:, :, :4])
+    with pytest.raises(ValueError, match=r"attention: causal=True needs equal q and k lengths"):
+        attention(q, k[:, :, :4], v[:, :, :4], causal=True)
+    with pytest.raises(ValueError, match=r"attention: sequence lengths must be >= 1"):
+        attention(q[:, :, :0], k, v)
+    with pytest.raises(TypeError, match=r"attention: causal must be a bool, got str"):
+        attention(q, k, v, causal="yes")
+    with pytest.raises(TypeError, match=r"attention: scale must be a float or None, got str"):
+        attention(q, k, v, scale="0.1")
+    with pytest.raises(ValueError, match=r"attention: k must have a unit last stride .*got strides"):
+        attention(q, k.transpose(2, 3).contiguous().transpose(2, 3), v)
+    with pytest.raises(ValueError, match=r"attention: q must .*(device|CUDA)"):
+        attention(q.to(wrong_device), k, v)
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_gpu_full_size(causal, dtype, assert_close):
+    q, k, v = _qkv(2, 16, 4096, 4096, 128, dtype, "cuda", seed=7)
+    ref = torch.cat([_ref(q[i : i + 1], k[i : i + 1], v[i : i + 1], causal) for i in range(2)])
+    assert_close(attention(q, k, v, causal=causal), ref, dtype, f"B=2 H=16 S=4096 D=128 causal={causal}")
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seq,head_dim", [(1000, 64), (4097, 128), (333, 256)])
+def test_attention_gpu_ragged(seq, head_dim, causal, assert_close):
+    q, k, v = _qkv(1, 4, seq, seq, head_dim, torch.bfloat16, "cuda", seed=8)
+    assert_close(attention(q, k, v, causal=causal), _ref(q, k, v, causal), torch.bfloat16, f"S={seq}")
