@@ -17,7 +17,8 @@ Environment (read at import, so discovery and every run agree):
   TIERBENCH_ASV_TIMING     conf/timing name (default: default with a GPU, quick without)
   TIERBENCH_ASV_OVERRIDES  extra Hydra overrides, shell-quoted, e.g. "providers=[eager] matmul.square=[128]"
   TIERBENCH_ASV_MAX_SAMPLES  samples kept per benchmark and run, evenly over the rounds (default 200)
-  TIERBENCH_CEILINGS_DIR   where measured device ceilings are cached (default <asv conf dir>/results/ceilings)
+  TIERBENCH_CEILINGS_DIR   where measured device ceilings are cached (default: this checkout's results/ceilings)
+  TIERBENCH_ASV_BUILD      set by offline history runs: the folder the measured build must be imported from
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ TIMING_ENV = "TIERBENCH_ASV_TIMING"
 OVERRIDES_ENV = "TIERBENCH_ASV_OVERRIDES"
 MAX_SAMPLES_ENV = "TIERBENCH_ASV_MAX_SAMPLES"
 CEILINGS_ENV = "TIERBENCH_CEILINGS_DIR"
+BUILD_ENV = "TIERBENCH_ASV_BUILD"
 DEFAULT_MAX_SAMPLES = 200
 # asv's cap on one setup_cache (a whole family) and on each benchmark process.
 TIMEOUT_S = 900
@@ -138,6 +140,7 @@ def _plan() -> tuple[Any, Any, list[tuple[Any, str, tuple[Any, ...]]]]:
 
     cfg = compose_config()
     device = resolve_device(cfg.device)
+    check_build()
     entries = []
     seen: dict[str, str] = {}
     for planned in make_plan(cfg):
@@ -206,11 +209,29 @@ def _thin(values: list[float], keep: int) -> list[float]:
 
 
 def _ceilings_dir() -> Path:
+    """Cached device ceilings: by default the results/ceilings of the checkout asv loads this suite from."""
     if os.environ.get(CEILINGS_ENV):
         return Path(os.environ[CEILINGS_ENV])
-    if os.environ.get("ASV_CONF_DIR"):
-        return Path(os.environ["ASV_CONF_DIR"]) / "results" / "ceilings"
-    return Path(compose_config().ceilings_dir).resolve()
+    return Path(__file__).resolve().parents[2] / "results" / "ceilings"
+
+
+def check_build() -> None:
+    """With TIERBENCH_ASV_BUILD set (offline history runs), every tierbench module must come from there.
+
+    A build of an old commit lacks newer modules; an editable install elsewhere on the path would then
+    supply them silently and the history would measure a mix of two commits.
+    """
+    build = os.environ.get(BUILD_ENV)
+    if not build:
+        return
+    root = Path(build).resolve()
+    strays = sorted((name, module.__file__) for name, module in list(sys.modules.items())
+                    if name.startswith("tierbench.") and getattr(module, "__file__", None)
+                    and not Path(module.__file__).resolve().is_relative_to(root))
+    if strays:
+        listed = ", ".join(f"{name} ({path})" for name, path in strays[:5])
+        raise ImportError(f"{BUILD_ENV}={build} but tierbench modules come from elsewhere: {listed}"
+                          f"{' ...' if len(strays) > 5 else ''}; the build lacks them or another install shadows it")
 
 
 def measure_family(family: str) -> dict[tuple[str, str], dict[str, Any]]:
@@ -221,6 +242,7 @@ def measure_family(family: str) -> dict[tuple[str, str], dict[str, Any]]:
     from tierbench.suite.timing import TimingSettings, bring_to_steady_state, make_timer
 
     cfg, device, _ = _plan()
+    check_build()
     table = compute_table(family)
     (Path.cwd() / TABLE_FILE.format(family=family)).write_text(json.dumps(asdict(table)))
     entries = [(case, label, providers) for case, label, providers in _family_entries(family) if providers]

@@ -1,0 +1,169 @@
+"""`tierbench nightly`: benchmark new commits with asv, publish asv's site, regenerate the comparison site.
+
+    tierbench nightly                      asv run NEW: asv builds each new commit in its own virtualenv
+    tierbench nightly --head               HEAD, measured in this Python (the installed tierbench)
+    tierbench nightly --commits A..B       those commits through asv's own builds (needs a package index)
+    tierbench nightly --commits A..B --existing-env
+                                           offline: each commit installed with pip --target (no deps, no
+                                           network) into .asv/builds/<sha>/, put first on PYTHONPATH, and
+                                           measured by asv in this Python (--python=same --set-commit-hash)
+    ... --aa N                             then N A/A runs of the last commit, and relearn the noise model
+
+The machine is named after the GPU (h200-<host>) or cpu-<host> unless --machine says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+import tempfile
+from pathlib import Path
+
+from . import asvresults, noise
+from .asvtool import (
+    BUILD_ENV,
+    AsvConfig,
+    AsvError,
+    build_commit,
+    commit_list,
+    env_with_build,
+    find_config,
+    installed_commit,
+    machine_name,
+    register_machine,
+    require_commit,
+    run_asv,
+)
+from .compare_command import record_aa_run
+
+SITE_MODULE = "tierbench.suite.site.command"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tierbench nightly", description=__doc__.split("\n\n")[0],
+                                epilog=__doc__.split("\n\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--head", action="store_true", help="measure HEAD with the installed tierbench")
+    mode.add_argument("--commits", metavar="SPEC", help="a range A..B or a comma-separated list of commits")
+    p.add_argument("--existing-env", action="store_true",
+                   help="with --commits: offline builds measured in this Python (no virtualenvs, no network)")
+    p.add_argument("--aa", type=int, default=0, metavar="N",
+                   help="after --head or --existing-env: N A/A runs of the last commit, then relearn noise")
+    p.add_argument("--skip-existing", action="store_true", help="skip commits that already have results")
+    p.add_argument("--machine", help="asv machine name (default: <gpu model>-<host> or cpu-<host>)")
+    p.add_argument("--config", help="asv config (default: asv.conf.json of this checkout)")
+    p.add_argument("--bench", help="only benchmarks matching this regex (asv --bench)")
+    p.add_argument("--no-publish", action="store_true", help="skip asv publish")
+    p.add_argument("--no-report", action="store_true", help="skip `tierbench report`")
+    return p
+
+
+def _has_result(config: AsvConfig, machine: str, sha: str) -> bool:
+    folder = config.results_dir / machine
+    return any(p.name.startswith(sha[:8]) for p in folder.glob("*.json")) if folder.is_dir() else False
+
+
+def _run_args(machine: str, bench: str | None) -> list[str]:
+    return ["--machine", machine, "--record-samples", *(["--bench", bench] if bench else [])]
+
+
+def run_offline(config: AsvConfig, machine: str, shas: list[str], args: argparse.Namespace) -> tuple[int, str]:
+    """Measure each commit from its own pip --target build; returns (worst asv exit code, last build)."""
+    worst, build = 0, ""
+    for sha in shas:
+        if args.skip_existing and _has_result(config, machine, sha):
+            print(f"tierbench nightly: {sha[:8]} has results on {machine}; skipped")
+            continue
+        print(f"tierbench nightly: building {sha[:8]} (pip --target, no dependencies, no network)", flush=True)
+        folder = build_commit(config.repo, sha, config.root / ".asv" / "builds" / sha[:12])
+        env = env_with_build(folder)
+        env[BUILD_ENV] = str(folder)
+        code = run_asv(["run", "--python=same", "--set-commit-hash", sha, *_run_args(machine, args.bench)],
+                       config.path, env)
+        worst, build = max(worst, code), str(folder)
+    return worst, build
+
+
+def check_installed(sha: str) -> None:
+    have, where = installed_commit()
+    if have != sha:
+        raise AsvError(f"the tierbench this Python imports is at {(have or 'an unknown commit')[:8]} ({where}), "
+                       f"not HEAD {sha[:8]}: install this checkout (pip install -e .) or use "
+                       f"--commits {sha[:8]} --existing-env")
+    if "uncommitted" in where:
+        print(f"tierbench nightly: warning: {where}: results are stored as {sha[:8]}", file=sys.stderr)
+
+
+def regenerate_report() -> int:
+    """`tierbench report` (the comparison site), when its module exists in this build."""
+    try:
+        found = importlib.util.find_spec(SITE_MODULE) is not None
+    except ImportError:
+        found = False
+    if not found:
+        print(f"tierbench nightly: {SITE_MODULE} is not available; comparison report skipped")
+        return 0
+    return int(importlib.import_module(SITE_MODULE).main([]) or 0)
+
+
+def nightly(args: argparse.Namespace, config: AsvConfig) -> int:
+    if args.existing_env and not args.commits:
+        raise AsvError("--existing-env goes with --commits SPEC (use --head for the installed build)")
+    if args.aa and not (args.head or args.existing_env):
+        raise AsvError("--aa needs --head or --commits ... --existing-env (A/A runs use this Python)")
+    machine = args.machine or machine_name()
+    with tempfile.TemporaryDirectory(prefix="tierbench-nightly-") as tmp:
+        register_machine(machine, config.variant(Path(tmp)))
+        if args.head:
+            sha = require_commit(config.repo, "HEAD")
+            check_installed(sha)
+            code = run_asv(["run", "--python=same", "--set-commit-hash", sha, *_run_args(machine, args.bench)],
+                           config.path)
+            aa_env, last = None, sha
+        elif args.commits and args.existing_env:
+            shas = commit_list(config.repo, args.commits)
+            code, build = run_offline(config, machine, shas, args)
+            last = shas[-1]
+            if args.aa and not build:
+                build = str(build_commit(config.repo, last, config.root / ".asv" / "builds" / last[:12]))
+            aa_env = env_with_build(Path(build)) if build else None
+            if aa_env is not None:
+                aa_env[BUILD_ENV] = build
+        else:
+            spec = "NEW"
+            if args.commits:
+                hashes = Path(tmp) / "commits.txt"
+                hashes.write_text("\n".join(commit_list(config.repo, args.commits)) + "\n")
+                spec = f"HASHFILE:{hashes}"
+            skip = ["--skip-existing-commits"] if args.skip_existing else []
+            code = run_asv(["run", spec, *skip, *_run_args(machine, args.bench)], config.path)
+            aa_env, last = None, ""
+        if code not in (0, 2):
+            raise AsvError(f"asv run failed (exit {code})")
+        for _ in range(args.aa):
+            record_aa_run(config, machine, last, args.bench, aa_env)
+    if args.aa:
+        root = config.root / "results" / "noise"
+        model = noise.learn(noise.load_aa_runs(root, machine), machine)
+        print(f"tierbench nightly: noise model {noise.save(model, noise.noise_file(root, machine))} "
+              f"({len(model.noise)} benchmarks)")
+    if not args.no_publish and asvresults.machines(config.results_dir):
+        if run_asv(["publish"], config.path):
+            raise AsvError("asv publish failed")
+        print(f"tierbench nightly: asv site in {config.html_dir}")
+    report = 0 if args.no_report else regenerate_report()
+    if code == 2:
+        print("tierbench nightly: some benchmarks failed (see asv's output above)", file=sys.stderr)
+    return 1 if code or report else 0
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return nightly(args, find_config(args.config))
+    except (AsvError, asvresults.ResultsError) as exc:
+        print(f"tierbench nightly: {exc}", file=sys.stderr)
+        return 2
