@@ -86,9 +86,8 @@ def build(runs_dir: Path, out: Path, asv_dir: Path, ceilings_dir: Path,
 
     w.append(write_atomic(out / "index.html", pages.index_page(views, asv_site), out))
     for view in views:
-        styles = model.provider_styles(view.records)
         for family, records in view.families().items():
-            html = pages.family_page(view, family, records, styles, asv_site)
+            html = pages.family_page(view, family, records, model.provider_styles(records), asv_site)
             w.append(write_atomic(out / pages.family_href(view, family), html, out))
     shown = {r.run_id for v in views for r in v.runs}
     w.append(write_atomic(out / "runs.html", pages.runs_page(runs, shown, asv_site), out))

@@ -1,41 +1,76 @@
 """Inline SVG charts for the site: lines against size, history series, and the roofline.
 
-Pages define the marker shapes once (`marker_defs`) and charts `<use>` them, so a point costs a few
-dozen bytes plus its hover text (an SVG <title>). Each provider's marks sit in one
-`<g data-s="provider">`, which is what the legend's inline script shows and hides.
+A page can hold thousands of points (the full GPU suite puts ~1,300 measurements on one family page,
+each drawn in four charts), so a point costs a few bytes: a series is one <path> whose vertices are
+the points, drawn with an SVG marker (one per provider, defined once per page by `marker_defs`), and
+carrying in data-i the numbers of its points' hover texts. Those texts sit once per page in a JSON
+table (`Hovers`) that the page's small script shows next to the pointer; the script sets textContent
+only, so a text from the records can never become markup. Each provider's marks sit in one
+`<g data-s="provider">`, which is what the legend's script shows and hides.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from html import escape
+from typing import Any
 
-from .model import MARKERS, Point, Style
+from .model import Point, Style
 
-# Marker shapes centred on the origin: filled, with a white edge so overlapping points stay apart.
-_SHAPES = {
-    "circle": '<circle id="mk{i}" r="4"/>',
-    "square": '<rect id="mk{i}" x="-3.5" y="-3.5" width="7" height="7"/>',
-    "diamond": '<path id="mk{i}" d="M0-5L5 0L0 5L-5 0Z"/>',
-    "triangle": '<path id="mk{i}" d="M0-5L5 4H-5Z"/>',
-    "down": '<path id="mk{i}" d="M0 5L5-4H-5Z"/>',
-    "cross": '<path id="mk{i}" d="M-1.6-5h3.2v3.4h3.4v3.2h-3.4v3.4h-3.2v-3.4h-3.4v-3.2h3.4Z"/>',
+# Marker shapes centred on the origin, as path data (markers and legend swatches share them).
+SHAPES = {
+    "circle": "M4 0A4 4 0 1 1-4 0A4 4 0 1 1 4 0Z",
+    "square": "M-3.5-3.5h7v7h-7Z",
+    "diamond": "M0-5L5 0L0 5L-5 0Z",
+    "triangle": "M0-5L5 4H-5Z",
+    "down": "M0 5L5-4H-5Z",
+    "cross": "M-1.6-5h3.2v3.4h3.4v3.2h-3.4v3.4h-3.2v-3.4h-3.4v-3.2h3.4Z",
 }
 
 
-def marker_defs() -> str:
-    """The page-wide marker symbols (a hidden SVG); every chart on the page refers to them."""
-    shapes = "".join(_SHAPES[m].format(i=i) for i, m in enumerate(MARKERS))
-    return ('<svg class="defs" width="0" height="0" aria-hidden="true"><defs>'
-            f'<g stroke="#fff" stroke-width="1">{shapes}</g></defs></svg>')
+class Hovers:
+    """A page's hover texts, each stored once however many charts show its point."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self._index: dict[str, int] = {}
+
+    def add(self, text: str) -> int:
+        if text not in self._index:
+            self._index[text] = len(self.texts)
+            self.texts.append(text)
+        return self._index[text]
+
+    def payload(self) -> dict[str, Any]:
+        return {"T": self.texts}
+
+
+def hover_script(table: Any) -> str:
+    """The page's hover table as JSON in a script element (read by site.js)."""
+    # "<" written as \u003c: no text can close the script element or open a comment.
+    data = json.dumps(table.payload(), ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
+    return f'<script type="application/json" id="hovers">{data}</script>'
+
+
+def marker_defs(styles: dict[str, Style]) -> str:
+    """Per provider its marker (shape and color, white edge so overlapping points stay apart) and the
+    class that puts it on a path's vertices."""
+    markers = "".join(
+        f'<marker id="m{s.index}" viewBox="-6 -6 12 12" markerWidth="12" markerHeight="12" '
+        f'markerUnits="userSpaceOnUse" overflow="visible"><path d="{SHAPES[s.marker]}" fill="{s.color}" '
+        'stroke="#fff"/></marker>' for s in styles.values())
+    rules = "".join(f".k{s.index}{{marker:url(#m{s.index})}}" for s in styles.values())
+    return (f'<svg class="defs" width="0" height="0" aria-hidden="true"><defs>{markers}</defs></svg>'
+            f"<style>{rules}</style>")
 
 
 def marker_icon(style: Style) -> str:
     """A legend swatch: the provider's marker in its color."""
-    return (f'<svg width="14" height="14" aria-hidden="true"><use href="#mk{style.index}" x="7" y="7" '
-            f'fill="{style.color}" stroke="#fff"/></svg>')
+    return (f'<svg viewBox="-7 -7 14 14" width="14" height="14" aria-hidden="true"><path d="{SHAPES[style.marker]}" '
+            f'fill="{style.color}"/></svg>')
 
 
 @dataclass
@@ -74,8 +109,8 @@ class Frame:
         out = [f'<text x="{self.left}" y="15" class="title">{escape(title)}</text>']
         for t in _ticks(self.y_lo, self.y_hi, self.y.log):
             y = self.py(t)
-            out.append(f'<path class="grid" d="M{self.left} {y:.0f}h{self.pw}"/>'
-                       f'<text x="{self.left - 5}" y="{y + 4:.0f}" class="tick" text-anchor="end">{_num(t)}</text>')
+            out.append(f'<path class="grid" d="M{self.left} {y:.0f}h{self.pw}"/><text x="{self.left - 5}" '
+                       f'y="{y + 4:.0f}" class="tick" text-anchor="end">{_num(t, self.y.at_data)}</text>')
         xticks = self.xs_data if self.x.at_data else _ticks(self.x_lo, self.x_hi, self.x.log)
         last = -1e9
         for t in xticks:
@@ -84,7 +119,7 @@ class Frame:
                 continue
             last = x
             out.append(f'<text x="{x:.0f}" y="{self.top + self.ph + 14}" class="tick" text-anchor="middle">'
-                       f'{_num(t)}</text>')
+                       f'{_num(t, self.x.at_data)}</text>')
             if not self.x.at_data:
                 out.append(f'<path class="grid" d="M{x:.0f} {self.top}v{self.ph}"/>')
         bottom = self.top + self.ph
@@ -130,35 +165,36 @@ def _ticks(lo: float, hi: float, log: bool, n: int = 5) -> list[float]:
     return [start + i * step for i in range(int((hi - start) / step) + 1)]
 
 
-def _num(v: float) -> str:
-    """Short tick labels: 1k, 16k, 2M for sizes in powers of two; 0.01, 250 otherwise."""
-    for unit, size in (("G", 1 << 30), ("M", 1 << 20), ("k", 1 << 10)):
-        if v >= size and abs(v / size - round(v / size)) < 1e-3 * v / size:
-            return f"{round(v / size)}{unit}"
+def _num(v: float, sizes: bool = False) -> str:
+    """Short tick labels: sizes in powers of two as 1k, 16k, 2M; other values as 250, 15k, 0.01."""
+    if sizes:
+        for unit, size in (("G", 1 << 30), ("M", 1 << 20), ("k", 1 << 10)):
+            if v >= size and abs(v / size - round(v / size)) < 1e-3 * v / size:
+                return f"{round(v / size)}{unit}"
     if v == 0:
         return "0"
-    if abs(v) >= 1e4:
-        return f"{v:.0e}".replace("e+0", "e")
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= 10 * size:
+            return f"{v / size:.3g}{unit}"
     return f"{v:.3g}"
 
 
-def _series(frame: Frame, name: str, style: Style, points: list[Point], connect: bool) -> str:
+def _series(frame: Frame, name: str, style: Style, points: list[Point], connect: bool, hovers: Any) -> str:
     pts = sorted((p for p in points if p.y is not None and math.isfinite(p.y)), key=lambda p: p.x)
     if frame.y.log:
         pts = [p for p in pts if p.y > 0]
     if not pts:
         return ""
-    out = [f'<g class="s" data-s="{escape(name)}" fill="{style.color}" stroke="{style.color}">']
-    if connect and len(pts) > 1:
-        d = "".join(f"{'M' if i == 0 else 'L'}{frame.px(p.x):.0f} {frame.py(p.y):.0f}" for i, p in enumerate(pts))
-        out.append(f'<path class="ln" d="{d}"/>')
-    bars = "".join(f"M{frame.px(p.x):.0f} {frame.py(p.lo):.0f}V{frame.py(p.hi):.0f}"
-                   for p in pts if p.lo is not None and p.hi is not None and abs(frame.py(p.lo) - frame.py(p.hi)) >= 2)
+    xy = [f"{frame.px(p.x):.0f} {frame.py(p.y):.0f}" for p in pts]
+    # Connected: one move, then implicit line-tos; scattered: a move per point. Markers sit on vertices.
+    d = "M" + " ".join(xy) if connect else "M" + "M".join(xy)
+    ids = " ".join(str(hovers.add(p.hover)) for p in pts)
+    out = [f'<g class="s" data-s="{escape(name)}" stroke="{style.color}">']
+    bars = "".join(f"M{frame.px(p.x):.0f} {frame.py(p.lo):.0f}V{frame.py(p.hi):.0f}" for p in pts
+                   if p.lo is not None and p.hi is not None and abs(frame.py(p.lo) - frame.py(p.hi)) >= 2)
     if bars:
         out.append(f'<path class="eb" d="{bars}"/>')
-    out += [f'<use href="#mk{style.index}" x="{frame.px(p.x):.0f}" y="{frame.py(p.y):.0f}">'
-            f'<title>{escape(p.hover)}</title></use>' for p in pts]
-    out.append("</g>")
+    out.append(f'<path class="pt{" ln" if connect else ""} k{style.index}" d="{d}" data-i="{ids}"/></g>')
     return "".join(out)
 
 
@@ -168,9 +204,8 @@ def _svg(frame: Frame, title: str, body: Iterable[str]) -> str:
             + "".join(frame.axes(title)) + "".join(body) + "</svg>")
 
 
-def line_chart(series: dict[str, list[Point]], styles: dict[str, Style], title: str, x: Axis, y: Axis,
-               width: int = 440, height: int = 270, ref: tuple[float, str] | None = None,
-               connect: bool = True) -> str:
+def line_chart(series: dict[str, list[Point]], styles: dict[str, Style], hovers: Any, title: str, x: Axis,
+               y: Axis, width: int = 440, height: int = 270, ref: tuple[float, str] | None = None) -> str:
     """One line per provider (the points joined in x order); ref draws a labelled horizontal line."""
     pts = [p for ps in series.values() for p in ps]
     if not pts:
@@ -185,12 +220,12 @@ def line_chart(series: dict[str, list[Point]], styles: dict[str, Style], title: 
         body.append(f'<path class="ref" d="M{frame.left} {yr:.0f}h{frame.pw}"/>'
                     f'<text x="{frame.left + frame.pw - 2}" y="{yr - 3:.0f}" class="tick" text-anchor="end">'
                     f'{escape(ref[1])}</text>')
-    body += [_series(frame, name, styles[name], ps, connect) for name, ps in series.items()]
+    body += [_series(frame, name, styles[name], ps, True, hovers) for name, ps in series.items()]
     return _svg(frame, title, body)
 
 
-def roofline(series: dict[str, list[Point]], styles: dict[str, Style], title: str, copy_gbps: float | None,
-             peaks: dict[str, float], width: int = 560, height: int = 340) -> str:
+def roofline(series: dict[str, list[Point]], styles: dict[str, Style], hovers: Any, title: str,
+             copy_gbps: float | None, peaks: dict[str, float], width: int = 560, height: int = 340) -> str:
     """Arithmetic intensity against achieved TFLOP/s, log-log, under the measured roofs.
 
     The memory roof is copy bandwidth × intensity; each dtype's compute roof is its measured matmul
@@ -223,17 +258,20 @@ def roofline(series: dict[str, list[Point]], styles: dict[str, Style], title: st
                     '</title></path>')
         body.append(f'<text x="{frame.px(ridge) - 6:.0f}" y="{frame.py(peak) + 14:.0f}" class="tick" '
                     f'text-anchor="end">{copy_gbps:.4g} GB/s</text>')
+        label_y = -1e9
         for dtype, tf in sorted(peaks.items(), key=lambda kv: -kv[1]):
             y = frame.py(tf)
+            label_y = max(y - 4, label_y + 12)  # roofs close together: their labels stack downwards
             dashed = "" if tf == peak else " dash"
             body.append(f'<path class="roof{dashed}" d="M{frame.px(tf * 1e3 / copy_gbps):.0f} {y:.0f}H{right}"/>'
-                        f'<text x="{right - 4}" y="{y - 4:.0f}" class="tick" text-anchor="end">'
+                        f'<text x="{right - 4}" y="{label_y:.0f}" class="tick" text-anchor="end">'
                         f'{escape(dtype)} {tf:.4g} TFLOP/s</text>')
-    body += [_series(frame, name, styles[name], ps, connect=False) for name, ps in series.items()]
+    body += [_series(frame, name, styles[name], ps, False, hovers) for name, ps in series.items()]
     return _svg(frame, title, body)
 
 
-def history_chart(series: dict[str, list[Point]], styles: dict[str, Style], title: str, y_label: str,
+def history_chart(series: dict[str, list[Point]], styles: dict[str, Style], hovers: Any, title: str,
+                  y_label: str,
                   tick_labels: dict[int, str], steps: list[tuple[float, str]], width: int = 640,
                   height: int = 240) -> str:
     """Values over commits (x is the commit's position in date order); steps are dashed verticals."""
@@ -251,5 +289,5 @@ def history_chart(series: dict[str, list[Point]], styles: dict[str, Style], titl
     for x, text in tick_labels.items():
         body.append(f'<text x="{frame.px(x):.0f}" y="{frame.top + frame.ph + 14}" class="tick" '
                     f'text-anchor="middle">{escape(text)}</text>')
-    body += [_series(frame, name, styles[name], ps, connect=True) for name, ps in series.items()]
+    body += [_series(frame, name, styles[name], ps, True, hovers) for name, ps in series.items()]
     return _svg(frame, title, body)

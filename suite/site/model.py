@@ -6,6 +6,7 @@ Nothing here writes HTML: pages.py turns these views into pages.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -19,11 +20,13 @@ from ..providers import TIERS
 from ..records import CONFIG_FILE, RECORDS_FILE, Measurement, read_records
 from ..report_html import FAMILY_VIEW
 from ..summary import baseline
-from ..svgchart import PALETTE
 
 # Worst first: the status a matrix cell names when a tier has nothing timed.
 STATUS_ORDER = ("error", "incorrect", "oom", "skipped")
+# Okabe-Ito (color-blind safe), yellow last: it is the faintest on white.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#F0E442")
 MARKERS = ("circle", "square", "diamond", "triangle", "down", "cross")
+SHORT_UNITS = {"TFLOP/s": "TF/s"}
 DEFAULT_VIEW: dict[str, Any] = {"metric": "tflops", "unit": "TFLOP/s", "x": "size", "split": ("dtype",)}
 
 
@@ -149,7 +152,7 @@ def find_ceilings(folder: Path, env: dict[str, Any]) -> Ceilings | None:
 class Style:
     color: str
     marker: str
-    index: int  # which marker symbol a page defines for it
+    index: int  # its number on the page: names its SVG marker
 
 
 @dataclass
@@ -178,10 +181,15 @@ def tier_rank(tier: str) -> int:
 
 
 def provider_styles(records: list[Measurement]) -> dict[str, Style]:
-    """One color and marker per provider, stable across a device's pages: ordered by tier, then name."""
+    """One color and marker per provider of these records (a family page's): ordered by tier, then name."""
     names = sorted({(tier_rank(r.tier), r.provider) for r in records})
-    return {name: Style(PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)], i % len(MARKERS))
-            for i, (_, name) in enumerate(names)}
+    return styles_for([name for _, name in names])
+
+
+def styles_for(names: list[str]) -> dict[str, Style]:
+    """Colors cycle through the palette and shapes through the markers: pairs stay unique up to 24 names,
+    so color is never the only cue."""
+    return {name: Style(PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)], i) for i, name in enumerate(names)}
 
 
 def tiers_of(records: list[Measurement]) -> list[str]:
@@ -313,7 +321,7 @@ def problems(records: list[Measurement], family: str) -> tuple[list[Problem], di
 class Point:
     x: float
     y: float
-    hover: str
+    hover: Any  # what the page's hover table knows it by: a text, or a record's key
     lo: float | None = None  # spread of the samples, in y units
     hi: float | None = None
 
@@ -324,9 +332,75 @@ def fmt(value: float | None, digits: int = 3) -> str:
     return f"{value:.{digits}g}"
 
 
+def _short(v: float | None) -> float | int | None:
+    """4 significant digits: enough to read, and short in the page's JSON."""
+    if v is None or not math.isfinite(v):
+        return None
+    v = float(f"{v:.4g}")
+    return int(v) if v.is_integer() and abs(v) < 1e15 else v
+
+
+class RecordHovers:
+    """A page's hover table of timed records: numbers per record, names and cases stored once.
+
+    The page's script spells a row out (see site.js); a chart point refers to its record's row, so a
+    record drawn in four charts is stored once. Rows: [provider, case, value, median ms, p10, p90,
+    speedup, baseline, rel. error, SOL, bound, MiB, FLOP/B, TFLOP/s], names as indexes into P, C, B.
+    """
+
+    def __init__(self, unit: str) -> None:
+        self.unit = unit
+        self.providers: dict[str, int] = {}
+        self.cases: dict[str, int] = {}
+        self.bases: dict[str, int] = {}
+        self.bounds: dict[str, int] = {}
+        self.rows: list[list[Any]] = []
+        self.by_key: dict[tuple[str, str], int] = {}
+
+    @staticmethod
+    def _id(table: dict[str, int], name: str) -> int:
+        return table.setdefault(name, len(table))
+
+    def add_record(self, r: Measurement, family: str, base: Measurement | None) -> None:
+        q = r.quantiles_ms or {}
+        tf = r.flops / (r.median_ms * 1e-3) / 1e12 if r.flops else None
+        row = [self._id(self.providers, f"{r.provider} ({r.tier})"),
+               self._id(self.cases, f"{r.label} · {group_key(r, family)}"),
+               _short(metric_of(r, family)), _short(r.median_ms), _short(q.get("p10")), _short(q.get("p90")),
+               _short(base.median_ms / r.median_ms) if base else None,
+               self._id(self.bases, base.provider) if base else None, _short(r.rel_error), _short(r.sol),
+               self._id(self.bounds, r.bound or "binding"),
+               _short(r.peak_mem_bytes / 2**20) if r.peak_mem_bytes else None,
+               _short(r.flops / r.min_bytes) if r.flops and r.min_bytes else None, _short(tf)]
+        while row and row[-1] is None:
+            row.pop()
+        self.by_key[r.key] = len(self.rows)
+        self.rows.append(row)
+
+    def add(self, key: Any) -> int:
+        return self.by_key[key]
+
+    def payload(self) -> dict[str, Any]:
+        return {"u": SHORT_UNITS.get(self.unit, self.unit), "P": list(self.providers), "C": list(self.cases),
+                "B": list(self.bases), "D": list(self.bounds), "R": self.rows}
+
+
+def describe(records: list[Measurement], family: str) -> RecordHovers:
+    """The hover rows of every timed record of a family page."""
+    table = RecordHovers(view_of(family)["unit"])
+    cases: OrderedDict[str, list[Measurement]] = OrderedDict()
+    for r in records:
+        cases.setdefault(r.case_id, []).append(r)
+    for group in cases.values():
+        base = baseline(group)
+        for r in group:
+            if timed(r):
+                table.add_record(r, family, base)
+    return table
+
+
 def throughput_points(recs: list[Measurement], family: str) -> OrderedDict[str, list[Point]]:
     """Achieved TFLOP/s or GB/s per provider, with the p10–p90 spread of the times as an error bar."""
-    unit = view_of(family)["unit"]
     out: OrderedDict[str, list[Point]] = OrderedDict()
     for r in recs:
         value = metric_of(r, family)
@@ -336,12 +410,7 @@ def throughput_points(recs: list[Measurement], family: str) -> OrderedDict[str, 
         # Throughput is work / time: the slow tail of times is the low end of throughput.
         lo = value * r.median_ms / q["p90"] if q.get("p90") else None
         hi = value * r.median_ms / q["p10"] if q.get("p10") else None
-        spread = f", p10–p90 {fmt(q.get('p10'))}–{fmt(q.get('p90'))} ms" if q else ""
-        hover = (f"{r.provider} ({r.tier}) · {r.label}: {fmt(value, 4)} {unit}; median {fmt(r.median_ms, 4)} ms"
-                 f"{spread}; rel. error {fmt(r.rel_error, 2)}")
-        if r.sol is not None:
-            hover += f"; {100 * r.sol:.0f}% of the {r.bound or 'binding'} ceiling"
-        out.setdefault(r.provider, []).append(Point(r.x, value, hover, lo, hi))
+        out.setdefault(r.provider, []).append(Point(r.x, value, r.key, lo, hi))
     return out
 
 
@@ -359,9 +428,7 @@ def speedup_points(recs: list[Measurement]) -> tuple[OrderedDict[str, list[Point
         names.add(base.provider)
         for r in group:
             if timed(r):
-                s = base.median_ms / r.median_ms
-                out.setdefault(r.provider, []).append(
-                    Point(r.x, s, f"{r.provider} · {r.label}: {s:.2f}× {base.provider}"))
+                out.setdefault(r.provider, []).append(Point(r.x, base.median_ms / r.median_ms, r.key))
     return out, ", ".join(sorted(names)) or None
 
 
@@ -369,23 +436,15 @@ def memory_points(recs: list[Measurement]) -> OrderedDict[str, list[Point]]:
     out: OrderedDict[str, list[Point]] = OrderedDict()
     for r in recs:
         if timed(r) and r.peak_mem_bytes:
-            mib = r.peak_mem_bytes / 2**20
-            out.setdefault(r.provider, []).append(Point(r.x, mib, f"{r.provider} · {r.label}: {fmt(mib, 4)} MiB"))
+            out.setdefault(r.provider, []).append(Point(r.x, r.peak_mem_bytes / 2**20, r.key))
     return out
 
 
-def roofline_points(recs: list[Measurement], ceilings: Ceilings | None,
-                    family: str) -> OrderedDict[str, list[Point]]:
+def roofline_points(recs: list[Measurement]) -> OrderedDict[str, list[Point]]:
     """Arithmetic intensity (flops / min_bytes) against achieved TFLOP/s, per provider."""
     out: OrderedDict[str, list[Point]] = OrderedDict()
     for r in recs:
-        if not (timed(r) and r.flops and r.min_bytes):
-            continue
-        ai = r.flops / r.min_bytes
-        tflops = r.flops / (r.median_ms * 1e-3) / 1e12
-        hover = f"{r.provider} · {r.label} ({group_key(r, family)}): {fmt(ai)} FLOP/B, {fmt(tflops)} TFLOP/s"
-        if ceilings and ceilings.matmul_tflops:
-            roof = min(ceilings.peak_tflops(str(r.case.get("dtype"))), ceilings.copy_gbps * ai / 1e3)
-            hover += f", {100 * tflops / roof:.0f}% of the roof"
-        out.setdefault(r.provider, []).append(Point(ai, tflops, hover))
+        if timed(r) and r.flops and r.min_bytes:
+            tflops = r.flops / (r.median_ms * 1e-3) / 1e12
+            out.setdefault(r.provider, []).append(Point(r.flops / r.min_bytes, tflops, r.key))
     return out

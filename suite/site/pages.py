@@ -24,7 +24,6 @@ from .model import DeviceView, Row, Style
 ASSETS = Path(__file__).parent / "assets"
 # Okabe-Ito colors per tier (the index colors cells by tier); an unknown tier is grey.
 TIER_COLORS = {"vendor": "#56B4E9", "compiler": "#E69F00", "triton": "#009E73", "cuda": "#CC79A7"}
-SHORT_UNITS = {"TFLOP/s": "TF/s", "GB/s": "GB/s"}
 MAX_HISTORY_CHARTS = 60  # per benchmark page; asv's own site has the rest
 
 
@@ -88,7 +87,7 @@ def _cell(row: Row, tier: str, f: FamilySummary) -> Markup:
         return Markup(f'<td class="{css}">{escape(status)}{refs}</td>')
     r = cell.best
     value = model.metric_of(r, f.name)
-    shown = f"{model.fmt(value)} {SHORT_UNITS.get(f.unit, f.unit)}" if value else f"{model.fmt(r.median_ms)} ms"
+    shown = f"{model.fmt(value)} {model.SHORT_UNITS.get(f.unit, f.unit)}" if value else f"{model.fmt(r.median_ms)} ms"
     if row.winner == tier:
         note = (f"{row.margin:.2f}× over {escape(row.runner_up or '')}" if row.margin
                 else "the only tier timed")
@@ -143,34 +142,36 @@ def family_page(view: DeviceView, family: str, records: list, styles: dict[str, 
                 asv_site: bool) -> str:
     v = model.view_of(family)
     x_axis = Axis(v["x"], log=True, at_data=True)
+    # The legend names providers with marks; the others are in the list of what was not timed.
+    used = {r.provider for r in records if model.timed(r)}
+    shown = {k: s for k, s in styles.items() if k in used}
+    hovers = model.describe(records, family)
     groups = []
     for key, recs in model.by_group(records, family).items():
         speed, base = model.speedup_points(recs)
         groups.append({
             "key": key,
-            "throughput": Markup(charts.line_chart(model.throughput_points(recs, family), styles,
+            "throughput": Markup(charts.line_chart(model.throughput_points(recs, family), shown, hovers,
                                                    f"achieved {v['unit']}", x_axis, Axis(v["unit"]))),
-            "speedup": Markup(charts.line_chart(speed, styles, f"speedup over {base}",
-                                                x_axis, Axis("speedup (×)"), ref=(1.0, f"1× = {base}"))
+            "speedup": Markup(charts.line_chart(speed, shown, hovers, f"speedup over {base}", x_axis,
+                                                Axis("speedup (×)"), ref=(1.0, f"1× = {base}"))
                               if base else '<p class="empty">speedup: no vendor baseline timed.</p>'),
-            "memory": Markup(charts.line_chart(model.memory_points(recs), styles, "peak device memory",
-                                               x_axis, Axis("MiB"))),
+            "memory": Markup(charts.line_chart(model.memory_points(recs), shown, hovers,
+                                               "peak device memory", x_axis, Axis("MiB"))),
         })
     c = view.ceilings
     dtypes = {str(r.case.get("dtype")) for r in records}
     peaks = {k: t for k, t in (c.matmul_tflops.items() if c else ()) if k in dtypes} or \
         (dict(c.matmul_tflops) if c else {})
-    roof = charts.roofline(model.roofline_points(records, c, family), styles, f"{family}: roofline",
+    roof = charts.roofline(model.roofline_points(records), shown, hovers, f"{family}: roofline",
                            c.copy_gbps if c else None, peaks)
     problems, _ = model.problems(records, family)
-    # The legend names providers with marks; the others are in the list of what was not timed.
-    used = {r.provider for r in records if model.timed(r)}
-    shown = {k: s for k, s in styles.items() if k in used}
     siblings = [(f, f"{model.slug(f)}.html") for f in view.families() if f != family]
     return _render("family.html.j2", title=f"{family} on {view.device.name}", root="../../",
                    device=view.device, runs=view.runs, siblings=siblings, styles=shown,
                    tiers_of={r.provider: r.tier for r in records}, ceilings=c, roofline=Markup(roof),
-                   groups=groups, problems=problems, defs=Markup(charts.marker_defs()), asv_site=asv_site)
+                   groups=groups, problems=problems, defs=Markup(charts.marker_defs(shown)),
+                   hovers=Markup(charts.hover_script(hovers)), asv_site=asv_site)
 
 
 # -- runs --------------------------------------------------------------------------------------------
@@ -241,8 +242,8 @@ def _trend_page(bench: history.Benchmark, position: dict[history.Commit, int],
                 asv_site: bool) -> tuple[str, dict[str, str] | None]:
     scale, unit = _scale(bench)
     machines = sorted({s.machine for s in bench.series})
-    styles = {m: Style(model.PALETTE[i % len(model.PALETTE)], model.MARKERS[i % len(model.MARKERS)],
-                       i % len(model.MARKERS)) for i, m in enumerate(machines)}
+    styles = model.styles_for(machines)
+    hovers = charts.Hovers()
     combos: dict[str, list[history.Series]] = {}
     for s in bench.series:
         combos.setdefault(_params_text(s), []).append(s)
@@ -268,7 +269,7 @@ def _trend_page(bench: history.Benchmark, position: dict[history.Commit, int],
                        "asv": history.asv_url(bench, s), "when": (c.date, c.hash)}
                 steps.append(row)
         if n < MAX_HISTORY_CHARTS:
-            chart_html.append(Markup(charts.history_chart(lines, styles, params, unit, ticks, marks)))
+            chart_html.append(Markup(charts.history_chart(lines, styles, hovers, params, unit, ticks, marks)))
     steps.sort(key=lambda r: r["when"], reverse=True)
     if steps:
         latest = {"text": f"{steps[0]['change']} at {steps[0]['commit']} ({steps[0]['params']})",
@@ -276,5 +277,5 @@ def _trend_page(bench: history.Benchmark, position: dict[history.Commit, int],
     html = _render("trend.html.j2", title=bench.name, root="../", bench=bench, unit=unit,
                    lower=bench.lower_is_better, styles=styles, charts=chart_html,
                    hidden=max(0, len(combos) - MAX_HISTORY_CHARTS), steps=steps, asv=history.asv_url(bench),
-                   asv_site=asv_site, defs=Markup(charts.marker_defs()))
+                   asv_site=asv_site, defs=Markup(charts.marker_defs(styles)), hovers=Markup(charts.hover_script(hovers)))
     return html, latest
