@@ -79,8 +79,9 @@ class FamilyTable:
 
 
 def _fingerprint() -> str:
-    """Identifies the settings a table was computed under (interpreter, tierbench variables, PYTHONPATH)."""
-    env = {k: v for k, v in os.environ.items() if k.startswith("TIERBENCH_") or k == "PYTHONPATH"}
+    """Identifies the settings a table was computed under (interpreter, variables that change the plan)."""
+    env = {k: v for k, v in os.environ.items()
+           if k.startswith("TIERBENCH_") or k in ("PYTHONPATH", "TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES")}
     return hashlib.sha256(json.dumps([sys.executable, sorted(env.items())]).encode()).hexdigest()[:16]
 
 
@@ -149,9 +150,15 @@ def _plan() -> tuple[Any, Any, list[tuple[Any, str, tuple[Any, ...]]]]:
         if label in seen and seen[label] != case.case_id:
             raise ValueError(f"two cases share the asv label {label!r}: {seen[label]} and {case.case_id}")
         seen[label] = case.case_id
-        runnable = tuple(p for p in planned.providers if p.why_unavailable(case, device) is None)
+        runnable = tuple(p for p in planned.providers if p.why_unavailable(case, device) is None
+                         and not (p.tier == "triton" and _interpreted()))
         entries.append((case, label, runnable))
     return cfg, device, entries
+
+
+def _interpreted() -> bool:
+    """Triton under its CPU interpreter is checked by `tierbench run`, never timed: asv gets no such series."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def _family_entries(family: str) -> list[tuple[Any, str, tuple[Any, ...]]]:
