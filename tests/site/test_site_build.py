@@ -1,0 +1,119 @@
+"""The site on disk: pages, escaping, sizes, asv's folder left alone, the command's errors."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from sitefakes import full_suite_records, record, write_asv, write_run
+
+from tierbench.suite.site import build, command
+
+HOSTILE = {
+    "provider": "<script>alert('provider')</script>",
+    "reason": "<img src=x onerror=alert('reason')> & </code></li><b>",
+    "label": "</script><script>alert('label')</script>",
+}
+
+
+def _build(tree, **kw):
+    return build.build(tree["runs"], tree["html"], tree["asv"], tree["ceilings"], **kw)
+
+
+def _pages(out: Path) -> list[Path]:
+    return sorted(p for p in out.rglob("*.html") if "runs" not in p.relative_to(out).parts[:1])
+
+
+def test_full_gpu_suite_pages_stay_light(tree):
+    """~350 cases x 7 providers: every page of the site (not runs' own reports) stays under 300 KB."""
+    write_run(tree["runs"], "full", full_suite_records(), "all")
+    write_asv(tree["asv"])
+    result = _build(tree)
+    pages = _pages(tree["html"])
+    assert {p.relative_to(tree["html"]).as_posix() for p in pages} >= {
+        "index.html", "runs.html", "trends/index.html", "devices/nvidia-h100-80gb-hbm3/attention.html",
+        "devices/nvidia-h100-80gb-hbm3/matmul.html", "devices/nvidia-h100-80gb-hbm3/norm.html",
+        "trends/matmul-timematmul-time-matmul.html"}
+    sizes = {p.name: p.stat().st_size for p in pages}
+    assert max(sizes.values()) < 300_000, sizes
+    assert result.benchmarks == 2
+    assert not list(tree["html"].rglob("*.tmp"))  # every page went in by rename
+
+
+def test_reasons_of_untimed_measurements_are_shown(tree):
+    recs = [record(provider="eager", tier="vendor"),
+            record(provider="triton", tier="triton", status="incorrect", median_ms=None,
+                   reason="max rel. error 0.4 > tolerance 0.01"),
+            record(provider="cutlass", tier="cuda", status="error", median_ms=None, reason="RuntimeError: boom"),
+            record(provider="flash", tier="cuda", status="skipped", median_ms=None, reason="needs a CUDA GPU")]
+    write_run(tree["runs"], "r1", recs)
+    _build(tree)
+    page = (tree["html"] / "devices/nvidia-h100-80gb-hbm3/matmul.html").read_text()
+    for text in ("max rel. error 0.4 &gt; tolerance 0.01", "RuntimeError: boom", "needs a CUDA GPU"):
+        assert text in page
+    index = (tree["html"] / "index.html").read_text()
+    assert "incorrect" in index or "error" in index
+    assert re.search(r'href="devices/nvidia-h100-80gb-hbm3/matmul.html#p\d"', index)
+
+
+def test_strings_from_records_are_escaped_everywhere(tree):
+    recs = [record(provider=HOSTILE["provider"], label=HOSTILE["label"]),
+            record(provider="eager", status="error", median_ms=None, reason=HOSTILE["reason"])]
+    write_run(tree["runs"], "r1", recs)
+    _build(tree)
+    for page in tree["html"].rglob("*.html"):
+        html = page.read_text()
+        for raw in HOSTILE.values():
+            assert raw not in html, (page, raw)
+        assert "<script>alert" not in html and "<img" not in html
+    family = (tree["html"] / "devices/nvidia-h100-80gb-hbm3/matmul.html").read_text()
+    assert "&lt;img src=x onerror=alert(&#39;reason&#39;)&gt;" in family
+    assert "\\u003c/script>\\u003cscript>alert" in family  # the hover table's copy of the label
+
+
+def test_asv_site_is_never_touched_and_linked_when_present(tree):
+    write_run(tree["runs"], "r1", [record()])
+    asv_site = tree["html"] / "history"
+    asv_site.mkdir(parents=True)
+    (asv_site / "index.html").write_text("asv's own site")
+    write_asv(tree["asv"])
+    _build(tree)
+    assert (asv_site / "index.html").read_text() == "asv's own site"
+    assert sorted(p.name for p in asv_site.iterdir()) == ["index.html"]
+    trends = (tree["html"] / "trends/index.html").read_text()
+    assert 'href="../history/index.html#matmul.TimeMatmul.time_matmul"' in trends
+    with pytest.raises(ValueError, match="belongs to asv"):
+        build.write_atomic(asv_site / "x.html", "no", tree["html"])
+
+
+def test_no_history_yet(tree):
+    write_run(tree["runs"], "r1", [record()])
+    _build(tree)
+    trends = (tree["html"] / "trends/index.html").read_text()
+    assert "No history yet" in trends and "history/index.html" not in trends  # no dead link to asv's site
+
+
+def test_runs_page_lists_every_run_with_its_report(tree):
+    write_run(tree["runs"], "r1", [record(time=1.0)], "smoke")
+    write_run(tree["runs"], "r2", [record(time=2.0)], "smoke")
+    (tree["runs"] / "r2" / "report.html").write_text("<p>r2's own report</p>")
+    _build(tree)
+    runs = (tree["html"] / "runs.html").read_text()
+    assert 'href="runs/r1/report.html"' in runs and 'href="runs/r2/report.html"' in runs
+    assert (tree["html"] / "runs/r2/report.html").read_text() == "<p>r2's own report</p>"  # copied
+    assert "tierbench run r1" in (tree["html"] / "runs/r1/report.html").read_text()  # rendered: r1 had none
+    index = (tree["html"] / "index.html").read_text()
+    assert "runs/r2/report.html" in index and "runs/r1/report.html" not in index  # newest of the suite
+
+
+def test_command_errors_name_the_valid_choices(tree, capsys):
+    args = ["--runs", str(tree["runs"]), "--out", str(tree["html"]), "--asv", str(tree["asv"])]
+    assert command.main(args) == 2
+    assert "no runs with records under" in capsys.readouterr().err
+    write_run(tree["runs"], "20260101-000000-abcdef", [record()])
+    assert command.main([*args, "--run", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown run 'nope'" in err and "20260101-000000-abcdef" in err and "Traceback" not in err
+    assert command.main([*args, "--run", "20260101-000000-abcdef"]) == 0
+    assert "site:" in capsys.readouterr().out
