@@ -277,5 +277,6 @@ def _trend_page(bench: history.Benchmark, position: dict[history.Commit, int],
     html = _render("trend.html.j2", title=bench.name, root="../", bench=bench, unit=unit,
                    lower=bench.lower_is_better, styles=styles, charts=chart_html,
                    hidden=max(0, len(combos) - MAX_HISTORY_CHARTS), steps=steps, asv=history.asv_url(bench),
-                   asv_site=asv_site, defs=Markup(charts.marker_defs(styles)), hovers=Markup(charts.hover_script(hovers)))
+                   asv_site=asv_site, defs=Markup(charts.marker_defs(styles)),
+                   hovers=Markup(charts.hover_script(hovers)))
     return html, latest

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from sitefakes import full_suite_records, record, write_asv, write_run
-
 from tierbench.suite.site import build, command
 
 HOSTILE = {

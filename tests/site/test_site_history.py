@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from sitefakes import write_asv
-
 from tierbench.suite.site import history
 
 

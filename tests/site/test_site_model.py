@@ -6,7 +6,6 @@ import json
 
 import pytest
 from sitefakes import record, write_run
-
 from tierbench.suite.site import model
 
 
