@@ -5,6 +5,7 @@ Validation runs before any allocation, and every error names the offending argum
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Iterable, Sequence
@@ -94,6 +95,11 @@ def num_sms(device: torch.device) -> int:
     if INTERPRET or device.type != "cuda":
         return _INTERPRET_NUM_SMS
     return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def on_device(t: torch.Tensor) -> contextlib.AbstractContextManager:
+    """Make t's GPU current for the launch (Triton launches on the current device), if it is a GPU."""
+    return torch.cuda.device(t.device) if t.device.type == "cuda" else contextlib.nullcontext()
 
 
 def _torch_allocator(size: int, alignment: int, stream: int | None) -> torch.Tensor:

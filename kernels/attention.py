@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import HALF_DTYPES, INTERPRET, check_same_device, check_tensor, ensure_allocator
+from ._common import HALF_DTYPES, INTERPRET, check_same_device, check_tensor, ensure_allocator, on_device
 
 # ----------------------------------------------------------------------------------------------------------
 # Configs
@@ -340,4 +340,5 @@ def attention(
 ) -> torch.Tensor:
     """softmax(q k^T * scale [+ causal mask]) v like SDPA; q (B, H, Sq, D), k/v (B, H, Sk, D), fp16/bf16."""
     _check_attention(q, k, v, causal, scale)
-    return _attention_forward(q, k, v, causal, scale)
+    with on_device(q):
+        return _attention_forward(q, k, v, causal, scale)

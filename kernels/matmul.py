@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import FLOAT_DTYPES, INTERPRET, check_same_device, check_tensor, ensure_allocator, num_sms
+from ._common import FLOAT_DTYPES, INTERPRET, check_same_device, check_tensor, ensure_allocator, num_sms, on_device
 
 # ----------------------------------------------------------------------------------------------------------
 # Configs
@@ -316,4 +316,5 @@ def _matmul_forward(
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Return a @ b for 2-D a (M, K) and b (K, N) of one dtype (fp16, bf16, fp32); fp32 accumulation."""
     _check_matmul(a, b)
-    return _matmul_forward(a, b)
+    with on_device(a):
+        return _matmul_forward(a, b)

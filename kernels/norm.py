@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import INTERPRET, check_eps, check_same_device, check_tensor, next_pow2
+from ._common import INTERPRET, check_eps, check_same_device, check_tensor, next_pow2, on_device
 
 # ----------------------------------------------------------------------------------------------------------
 # Configs
@@ -324,7 +324,8 @@ def layer_norm(
     _check_vector("layer_norm", "bias", bias, x)
     check_same_device("layer_norm", x=x, weight=weight, bias=bias)
     eps = check_eps("layer_norm", eps)
-    return _norm_forward(x, weight, bias, None, eps, is_rms=False)
+    with on_device(x):
+        return _norm_forward(x, weight, bias, None, eps, is_rms=False)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float = 1e-6) -> torch.Tensor:
@@ -333,7 +334,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float = 1e-6) ->
     _check_vector("rms_norm", "weight", weight, x)
     check_same_device("rms_norm", x=x, weight=weight)
     eps = check_eps("rms_norm", eps)
-    return _norm_forward(x, weight, None, None, eps, is_rms=True)
+    with on_device(x):
+        return _norm_forward(x, weight, None, None, eps, is_rms=True)
 
 
 def bias_gelu_layer_norm(
@@ -350,4 +352,5 @@ def bias_gelu_layer_norm(
     _check_vector("bias_gelu_layer_norm", "ln_bias", ln_bias, x)
     check_same_device("bias_gelu_layer_norm", x=x, bias=bias, weight=weight, ln_bias=ln_bias)
     eps = check_eps("bias_gelu_layer_norm", eps)
-    return _norm_forward(x, weight, ln_bias, bias, eps, is_rms=False)
+    with on_device(x):
+        return _norm_forward(x, weight, ln_bias, bias, eps, is_rms=False)
