@@ -1,0 +1,147 @@
+"""The site in a real headless Chromium: pages load without console errors, charts draw marks, hover and
+legend work, links resolve, hostile strings stay text, and the screenshot is a PNG."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+from sitefakes import full_suite_records, record, write_asv, write_run
+from tierbench.suite.site import browser, build, command
+
+pytestmark = pytest.mark.skipif(
+    browser.find_chromium() is None,
+    reason="headless Chromium not installed (apt-get install -y chromium): browser tests skipped")
+
+# Per chart: how many points it draws inside its own box. A series path's vertices are its points (each
+# drawn with the provider's marker); a run's own report.html draws shapes in g.series instead.
+CHARTS = """Array.from(document.querySelectorAll('svg.chart')).map(svg => {
+  const box = svg.viewBox.baseVal;
+  let n = svg.querySelectorAll('g.series > :not(path)').length;
+  svg.querySelectorAll('g.s path[data-i]').forEach(p => {
+    const xy = p.getAttribute('d').match(/-?[\\d.]+/g).map(Number);
+    for (let i = 0; i < xy.length; i += 2)
+      if (xy[i] >= 0 && xy[i] <= box.width && xy[i + 1] >= 0 && xy[i + 1] <= box.height) n++;
+  });
+  return n;
+})"""
+LINKS = "Array.from(document.links).map(a => a.href)"
+HOVER = """(() => {
+  const svg = document.querySelector('svg.chart'), path = svg.querySelector('path[data-i]');
+  const n = path.getAttribute('d').match(/-?[\\d.]+/g).map(Number);
+  const pt = svg.createSVGPoint(); pt.x = n[0]; pt.y = n[1];
+  const at = pt.matrixTransform(svg.getScreenCTM());
+  path.dispatchEvent(new MouseEvent('mousemove', {bubbles: true, clientX: at.x, clientY: at.y}));
+  const tip = document.querySelector('.tip');
+  const button = document.querySelector('[data-lg]');
+  button.click();
+  const name = button.getAttribute('data-lg');
+  const hidden = Array.from(document.querySelectorAll('g.s')).filter(g => g.getAttribute('data-s') === name)
+    .every(g => getComputedStyle(g).display === 'none');
+  return {tip: tip.hidden ? null : tip.textContent, hidden: hidden};
+})()"""
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    with browser.Browser(width=1280, height=900) as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("site")
+    runs, asv, out, ceilings = root / "runs", root / "asv", root / "html", root / "ceilings"
+    runs.mkdir()
+    ceilings.mkdir()
+    write_run(runs, "full", full_suite_records(), "all")
+    write_asv(asv)
+    (out / "history").mkdir(parents=True)
+    (out / "history" / "index.html").write_text("<!doctype html><title>asv</title><p>asv's site")
+    build.build(runs, out, asv, ceilings)
+    return out
+
+
+def _url(path: Path) -> str:
+    return path.resolve().as_uri()
+
+
+def test_every_page_loads_clean_and_every_chart_has_marks(chromium, site):
+    pages = sorted(p for p in site.rglob("*.html") if "history" not in p.relative_to(site).parts)
+    assert len(pages) >= 9
+    for page in pages:
+        load = chromium.load(_url(page), probe=CHARTS)
+        assert load.errors == [], (page, load.errors)
+        assert all(n > 0 for n in load.value), (page, load.value)  # no chart without marks
+    family = chromium.load(_url(site / "devices/nvidia-h100-80gb-hbm3/attention.html"), probe=CHARTS)
+    assert len(family.value) == 1 + 16 * 3  # the roofline, then per group throughput, speedup, memory
+
+
+def test_hover_shows_the_exact_value_and_the_legend_hides_a_provider(chromium, site):
+    load = chromium.load(_url(site / "devices/nvidia-h100-80gb-hbm3/attention.html"), probe=HOVER)
+    assert load.errors == []
+    assert "TFLOP/s" in load.value["tip"] and "median" in load.value["tip"] and "rel. error" in load.value["tip"]
+    assert load.value["hidden"] is True
+    trend = chromium.load(_url(site / "trends/matmul-timematmul-time-matmul.html"), probe=HOVER)
+    assert trend.errors == [] and " ms" in trend.value["tip"]
+
+
+def test_index_links_resolve(chromium, site):
+    seen = set()
+    for start in ("index.html", "trends/index.html", "devices/nvidia-h100-80gb-hbm3/norm.html"):
+        load = chromium.load(_url(site / start), probe=LINKS)
+        assert load.errors == []
+        for href in load.value:
+            parts = urlsplit(href)
+            assert parts.scheme == "file", href  # nothing reaches for the network
+            target = Path(unquote(parts.path))
+            assert target.is_file(), href
+            if parts.fragment and not target.is_relative_to(site / "history"):
+                assert f'id="{parts.fragment}"' in target.read_text(), href
+            seen.add(href)
+    assert any("/history/index.html#" in h for h in seen)  # the asv benchmark links
+    assert any("/runs/full/report.html" in h for h in seen)
+
+
+def test_console_errors_are_caught(chromium, tmp_path):
+    """The check is real: a page that throws, logs an error and misses a file is reported three times."""
+    bad = tmp_path / "bad.html"
+    bad.write_text("<!doctype html><p>x</p><img src='missing.png'>"
+                   "<script>console.error('logged'); throw new Error('thrown on load')</script>")
+    load = chromium.load(_url(bad))
+    text = "\n".join(load.errors)
+    assert "thrown on load" in text and "logged" in text and "missing.png" in text
+
+
+def test_hostile_strings_render_as_plain_text(chromium, tmp_path):
+    root = tmp_path
+    (root / "runs").mkdir()
+    script = "<script>document.title='pwned'</script>"
+    image = "<img src=x onerror=\"document.title='pwned'\">"
+    write_run(root / "runs", "r1", [record(provider=script, label=image),
+                                    record(provider="eager", status="error", median_ms=None, reason=image)])
+    build.build(root / "runs", root / "html", root / "asv", root / "ceilings")
+    text = {}
+    for page in ("index.html", "devices/nvidia-h100-80gb-hbm3/matmul.html", "runs.html", "runs/r1/report.html"):
+        load = chromium.load(_url(root / "html" / page), probe="""({title: document.title,
+            imgs: document.querySelectorAll('img').length, text: document.body.innerText})""")
+        assert load.errors == [], load.errors
+        assert load.value["title"] != "pwned" and load.value["imgs"] == 0
+        text[page] = load.value["text"]
+    assert image in text["index.html"]  # the case label, as text
+    assert image in text["devices/nvidia-h100-80gb-hbm3/matmul.html"]  # the error's reason, as text
+
+
+def test_screenshot_of_the_index(tmp_path, capsys):
+    (tmp_path / "runs").mkdir()
+    write_run(tmp_path / "runs", "r1", [record(), record(provider="compile", tier="compiler", median_ms=0.5)])
+    png = tmp_path / "shot.png"
+    rc = command.main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "html"),
+                       "--asv", str(tmp_path / "asv"), "--screenshot", str(png)])
+    assert rc == 0, capsys.readouterr().err
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert width == 1280 and height > 200
