@@ -181,8 +181,8 @@ def _num(v: float, sizes: bool = False) -> str:
 
 def _series(frame: Frame, name: str, style: Style, points: list[Point], connect: bool, hovers: Any) -> str:
     pts = sorted((p for p in points if p.y is not None and math.isfinite(p.y)), key=lambda p: p.x)
-    if frame.y.log:
-        pts = [p for p in pts if p.y > 0]
+    # A log axis has no place for zero or below.
+    pts = [p for p in pts if (p.y > 0 or not frame.y.log) and (p.x > 0 or not frame.x.log)]
     if not pts:
         return ""
     xy = [f"{frame.px(p.x):.0f} {frame.py(p.y):.0f}" for p in pts]

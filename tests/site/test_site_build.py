@@ -116,3 +116,21 @@ def test_command_errors_name_the_valid_choices(tree, capsys):
     assert "unknown run 'nope'" in err and "20260101-000000-abcdef" in err and "Traceback" not in err
     assert command.main([*args, "--run", "20260101-000000-abcdef"]) == 0
     assert "site:" in capsys.readouterr().out
+
+
+def test_one_section_and_family_pages_per_device(tree):
+    cpu = {"device_type": "cpu", "device_name": "x86_64", "threads": 2}
+    write_run(tree["runs"], "gpu", [record()])
+    write_run(tree["runs"], "cpu", [record(env=cpu, time=5000.0),
+                                    record(env=cpu, op="attention", family="attention", case_id="attention/s=1",
+                                           provider="sdpa-math", status="oom", median_ms=None, reason="OOM",
+                                           time=5000.0)])
+    result = _build(tree)
+    assert [v.device.name for v in result.devices] == ["CPU x86_64 ×2 threads", "NVIDIA H100 80GB HBM3"]
+    index = (tree["html"] / "index.html").read_text()
+    assert 'id="cpu-x86-64-2-threads"' in index and 'id="nvidia-h100-80gb-hbm3"' in index
+    assert "none found for this device" in index  # no ceilings measured for the CPU
+    # A family with nothing timed still gets its page: empty charts say so, the reason is listed.
+    attention = (tree["html"] / "devices/cpu-x86-64-2-threads/attention.html").read_text()
+    assert "nothing recorded to draw" in attention and "OOM" in attention
+    assert (tree["html"] / "devices/nvidia-h100-80gb-hbm3/matmul.html").is_file()
