@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import report_html
-from . import history, model, pages
+from . import history, model, pages, runs
 
 ASV_SITE = "history"
 
@@ -44,23 +44,23 @@ def write_atomic(path: Path, data: str | bytes, out: Path) -> Path:
     return path
 
 
-def device_views(selected: list[model.Run], explicit: bool, ceilings_dir: Path) -> list[model.DeviceView]:
+def device_views(selected: list[runs.Run], explicit: bool, ceilings_dir: Path) -> list[model.DeviceView]:
     """One view per device: the runs named on the command line, or else its newest run of each suite."""
     if explicit:
-        per_device: dict[model.Device, list[model.Run]] = {}
+        per_device: dict[runs.Device, list[runs.Run]] = {}
         for run in selected:
             per_device.setdefault(run.device, []).append(run)
     else:
-        per_device = model.latest_per_device(selected)
+        per_device = runs.latest_per_device(selected)
     views = []
-    for device, runs in per_device.items():
-        records = model.merge(runs)
+    for device, merged in per_device.items():
+        records = runs.merge(merged)
         newest = max(records, key=lambda r: r.time).env
-        views.append(model.DeviceView(device, runs, records, model.find_ceilings(ceilings_dir, newest)))
+        views.append(model.DeviceView(device, merged, records, runs.find_ceilings(ceilings_dir, newest)))
     return views
 
 
-def _copy_report(run: model.Run, ceilings_dir: Path, out: Path) -> Path:
+def _copy_report(run: runs.Run, ceilings_dir: Path, out: Path) -> Path:
     """The run's own report.html, rendered now if the run wrote none (html=false)."""
     target = out / "runs" / run.run_id / "report.html"
     source = run.path / "report.html"
@@ -70,15 +70,15 @@ def _copy_report(run: model.Run, ceilings_dir: Path, out: Path) -> Path:
         shutil.copyfile(source, tmp)
         tmp.replace(target)
         return target
-    ceilings = model.find_ceilings(ceilings_dir, run.env)
+    ceilings = runs.find_ceilings(ceilings_dir, run.env)
     return write_atomic(target, report_html.render(run.records, run.run_id, ceilings), out)
 
 
 def build(runs_dir: Path, out: Path, asv_dir: Path, ceilings_dir: Path,
           run_ids: list[str] | None = None) -> SiteResult:
-    """Build the site; raises model.SelectionError for no runs or unknown run ids."""
-    runs = model.load_runs(runs_dir)
-    selected = model.select_runs(runs, run_ids, runs_dir)
+    """Build the site; raises runs.SelectionError for no runs or unknown run ids."""
+    every = runs.load_runs(runs_dir)
+    selected = runs.select_runs(every, run_ids, runs_dir)
     views = device_views(selected, bool(run_ids), ceilings_dir)
     asv_site = (out / ASV_SITE / "index.html").is_file()
     result = SiteResult(out, devices=views)
@@ -90,8 +90,8 @@ def build(runs_dir: Path, out: Path, asv_dir: Path, ceilings_dir: Path,
             html = pages.family_page(view, family, records, model.provider_styles(records), asv_site)
             w.append(write_atomic(out / pages.family_href(view, family), html, out))
     shown = {r.run_id for v in views for r in v.runs}
-    w.append(write_atomic(out / "runs.html", pages.runs_page(runs, shown, asv_site), out))
-    for run in runs:
+    w.append(write_atomic(out / "runs.html", pages.runs_page(every, shown, asv_site), out))
+    for run in every:
         w.append(_copy_report(run, ceilings_dir, out))
 
     benches = history.read_asv(asv_dir)

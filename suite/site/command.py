@@ -8,7 +8,7 @@ from pathlib import Path
 
 from . import browser
 from .build import build
-from .model import SelectionError
+from .runs import SelectionError
 
 
 def parser() -> argparse.ArgumentParser:

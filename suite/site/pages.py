@@ -20,6 +20,7 @@ from markupsafe import Markup
 from . import charts, history, model
 from .charts import Axis
 from .model import DeviceView, Row, Style
+from .runs import Run, slug
 
 ASSETS = Path(__file__).parent / "assets"
 # Okabe-Ito colors per tier (the index colors cells by tier); an unknown tier is grey.
@@ -42,13 +43,13 @@ def _tint(color: str, amount: float = 0.28) -> str:
 
 
 def _css() -> str:
-    tiers = "".join(f".t-{model.slug(t)}{{border-left:5px solid {c};background:{_tint(c)}}}"
+    tiers = "".join(f".t-{slug(t)}{{border-left:5px solid {c};background:{_tint(c)}}}"
                     for t, c in TIER_COLORS.items())
     return (ASSETS / "site.css").read_text() + tiers + ".t-other{border-left:5px solid #999;background:#eee}"
 
 
 def tier_class(tier: str) -> str:
-    return f"t-{model.slug(tier)}" if tier in TIER_COLORS else "t-other"
+    return f"t-{slug(tier)}" if tier in TIER_COLORS else "t-other"
 
 
 def _render(template: str, **context: Any) -> str:
@@ -72,7 +73,7 @@ class FamilySummary:
 
 
 def family_href(view: DeviceView, family: str) -> str:
-    return f"devices/{view.device.key}/{model.slug(family)}.html"
+    return f"devices/{view.device.key}/{slug(family)}.html"
 
 
 def _cell(row: Row, tier: str, f: FamilySummary) -> Markup:
@@ -166,7 +167,7 @@ def family_page(view: DeviceView, family: str, records: list, styles: dict[str, 
     roof = charts.roofline(model.roofline_points(records), shown, hovers, f"{family}: roofline",
                            c.copy_gbps if c else None, peaks)
     problems, _ = model.problems(records, family)
-    siblings = [(f, f"{model.slug(f)}.html") for f in view.families() if f != family]
+    siblings = [(f, f"{slug(f)}.html") for f in view.families() if f != family]
     return _render("family.html.j2", title=f"{family} on {view.device.name}", root="../../",
                    device=view.device, runs=view.runs, siblings=siblings, styles=shown,
                    tiers_of={r.provider: r.tier for r in records}, ceilings=c, roofline=Markup(roof),
@@ -177,7 +178,7 @@ def family_page(view: DeviceView, family: str, records: list, styles: dict[str, 
 # -- runs --------------------------------------------------------------------------------------------
 
 
-def runs_page(runs: list[model.Run], shown: set[str], asv_site: bool) -> str:
+def runs_page(runs: list[Run], shown: set[str], asv_site: bool) -> str:
     rows = [{"run": r, "started": time.strftime("%Y-%m-%d %H:%M", time.gmtime(r.started)),
              "counts": sorted(r.status_counts().items()), "commit": str(r.env.get("git_commit") or "")[:12],
              "shown": r.run_id in shown} for r in reversed(runs)]
@@ -225,7 +226,7 @@ def trend_pages(benches: list[history.Benchmark], asv_site: bool,
     rows = []
     used_names: set[str] = set()
     for bench in benches:
-        name = model.slug(bench.name)
+        name = slug(bench.name)
         while name in used_names:
             name += "-x"
         used_names.add(name)

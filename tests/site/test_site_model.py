@@ -1,4 +1,4 @@
-"""Data shaping: which runs a device's view merges, matrix winners and margins, reasons, ceilings."""
+"""Runs and data shaping: which runs a device's view merges, matrix winners and margins, reasons, ceilings."""
 
 from __future__ import annotations
 
@@ -7,17 +7,18 @@ import json
 import pytest
 from sitefakes import record, write_run
 from tierbench.suite.site import model
+from tierbench.suite.site import runs as site_runs
 
 
 def _runs(tree, *specs):
     for run_id, suite, recs in specs:
         write_run(tree["runs"], run_id, recs, suite)
-    return model.load_runs(tree["runs"])
+    return site_runs.load_runs(tree["runs"])
 
 
 def test_latest_run_per_device_and_suite_merged_newest_record_wins(tree):
     cpu = {"device_type": "cpu", "device_name": "x86_64", "threads": 2}
-    runs = _runs(
+    found = _runs(
         tree,
         ("a-old", "smoke", [record(run_id="a-old", median_ms=5.0, time=10.0)]),
         ("b-new", "smoke", [record(run_id="b-new", median_ms=2.0, time=20.0)]),
@@ -25,23 +26,23 @@ def test_latest_run_per_device_and_suite_merged_newest_record_wins(tree):
                             record(run_id="c-mm", median_ms=1.0, time=15.0)]),
         ("d-cpu", "smoke", [record(run_id="d-cpu", env=cpu, time=30.0)]),
     )
-    views = model.latest_per_device(runs)
+    views = site_runs.latest_per_device(found)
     assert [d.name for d in views] == ["CPU x86_64 ×2 threads", "NVIDIA H100 80GB HBM3"]
-    gpu = views[model.Device("nvidia-h100-80gb-hbm3", "NVIDIA H100 80GB HBM3")]
+    gpu = views[site_runs.Device("nvidia-h100-80gb-hbm3", "NVIDIA H100 80GB HBM3")]
     assert sorted(r.run_id for r in gpu) == ["b-new", "c-mm"]  # a-old is replaced by b-new (same suite)
-    merged = {(r.case_id, r.provider): r for r in model.merge(gpu)}
+    merged = {(r.case_id, r.provider): r for r in site_runs.merge(gpu)}
     # (matmul/m=256, eager) is in both: b-new's record is newer than c-mm's.
     assert merged[("matmul/m=256", "eager")].run_id == "b-new"
     assert merged[("matmul/m=512", "eager")].run_id == "c-mm"
 
 
 def test_select_runs_names_valid_choices(tree):
-    runs = _runs(tree, ("r1", "smoke", [record()]))
-    assert model.select_runs(runs, ["r1"], tree["runs"])[0].run_id == "r1"
-    with pytest.raises(model.SelectionError, match=r"unknown run 'nope'.*runs under .*: r1"):
-        model.select_runs(runs, ["nope"], tree["runs"])
-    with pytest.raises(model.SelectionError, match="no runs with records under"):
-        model.select_runs([], None, tree["runs"])
+    found = _runs(tree, ("r1", "smoke", [record()]))
+    assert site_runs.select_runs(found, ["r1"], tree["runs"])[0].run_id == "r1"
+    with pytest.raises(site_runs.SelectionError, match=r"unknown run 'nope'.*runs under .*: r1"):
+        site_runs.select_runs(found, ["nope"], tree["runs"])
+    with pytest.raises(site_runs.SelectionError, match="no runs with records under"):
+        site_runs.select_runs([], None, tree["runs"])
 
 
 def test_matrix_names_fastest_correct_provider_per_tier_and_margin():
@@ -69,12 +70,12 @@ def test_matrix_names_fastest_correct_provider_per_tier_and_margin():
 
 
 def test_find_ceilings_matches_gpu_name_and_cpu_spelling(tree):
-    assert model.find_ceilings(tree["ceilings"], {"device_name": "NVIDIA H100 80GB HBM3"}).copy_gbps == 2900.0
+    assert site_runs.find_ceilings(tree["ceilings"], {"device_name": "NVIDIA H100 80GB HBM3"}).copy_gbps == 2900.0
     (tree["ceilings"] / "cpu-x86-64-x2-threads.json").write_text(json.dumps(
         {"device_name": "cpu x86_64 x2 threads", "copy_gbps": 30.0, "matmul_tflops": {"fp32": 0.2}}))
     cpu = {"device_type": "cpu", "device_name": "x86_64", "threads": 2}
-    assert model.find_ceilings(tree["ceilings"], cpu).copy_gbps == 30.0
-    assert model.find_ceilings(tree["ceilings"], {"device_name": "other"}) is None
+    assert site_runs.find_ceilings(tree["ceilings"], cpu).copy_gbps == 30.0
+    assert site_runs.find_ceilings(tree["ceilings"], {"device_name": "other"}) is None
 
 
 def test_styles_give_every_provider_a_distinct_color_and_marker_pair():
