@@ -1,0 +1,40 @@
+"""Ceilings: measured on the device, cached per device, measured again when stale or asked."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from tierbench.suite import ceilings
+
+
+def test_measured_once_then_served_from_the_cache(tmp_path, monkeypatch):
+    cpu = torch.device("cpu")
+    first = ceilings.load_or_measure(cpu, tmp_path)
+    assert first.copy_gbps > 0.1 and first.matmul_tflops["fp32"] > 0.001
+    (cached,) = list(tmp_path.glob("*.json"))
+    assert json.loads(cached.read_text())["copy_gbps"] == first.copy_gbps
+
+    def must_not_measure(device):
+        raise AssertionError("measured again although cached")
+
+    monkeypatch.setattr(ceilings, "measure", must_not_measure)
+    assert ceilings.load_or_measure(cpu, tmp_path) == first
+
+
+def test_stale_or_damaged_cache_is_measured_again(tmp_path, monkeypatch):
+    cpu = torch.device("cpu")
+    fake = ceilings.Ceilings(device_name="x", copy_gbps=1.0, matmul_tflops={"fp32": 2.0})
+    monkeypatch.setattr(ceilings, "measure", lambda device: fake)
+    path = tmp_path / f"{ceilings._slug(ceilings.device_name(cpu))}.json"
+    path.write_text(json.dumps({"version": 0, "copy_gbps": 9}))
+    assert ceilings.load_or_measure(cpu, tmp_path) == fake
+    path.write_text("{not json")
+    assert ceilings.load_or_measure(cpu, tmp_path) == fake
+    assert ceilings.load_or_measure(cpu, tmp_path, remeasure=True) == fake
+
+
+def test_peak_falls_back_to_the_best_known_dtype():
+    c = ceilings.Ceilings(device_name="x", copy_gbps=1.0, matmul_tflops={"fp32": 50.0, "bf16": 700.0})
+    assert c.peak_tflops("bf16") == 700.0 and c.peak_tflops("fp8") == 700.0
