@@ -30,6 +30,7 @@ def compose():
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
+
     from tierbench.suite.config import register_configs
     from tierbench.suite.run_command import conf_dir
 

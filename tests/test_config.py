@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from cli_runner import tierbench_cli
+
 from tierbench.suite.ops import cases_from_config
 from tierbench.suite.plan import PlanError, make_plan, resolve_device, select_providers
 

@@ -11,6 +11,7 @@ import json
 
 import pytest
 import torch
+
 from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops.base import Case
 from tierbench.suite.providers import all_providers, cuda_tier, vendor

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from cli_runner import tierbench_cli
+
 from tierbench.suite.records import RECORDS_FILE, read_records
 
 

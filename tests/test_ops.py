@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+
 from tierbench.suite.ops import OPS
 from tierbench.suite.ops.base import Case
 

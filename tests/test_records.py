@@ -6,6 +6,7 @@ import json
 import multiprocessing as mp
 
 import pytest
+
 from tierbench.suite.records import RECORDS_FILE, Measurement, RecordWriter, create_run_dir, read_records
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops.base import Case
 from tierbench.suite.plan import PlannedCase
