@@ -1,0 +1,150 @@
+"""Real asv on a CPU: two commits of a throwaway copy of the project, each built offline and measured by
+`tierbench nightly --existing-env`, two A/A runs, asv publish, then `tierbench compare` on what was stored.
+
+About 30 s: every asv benchmark process imports torch (the suite is cut to the matmul eager series).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tierbench.suite.history import asvtool, nightly_command
+
+REPO = Path(__file__).resolve().parents[2]
+MACHINE = "cpu-ci"
+KEY = "matmul.Matmul.track_eager('256^3 fp32 fwd')"
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def _tierbench(repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tierbench.suite.cli", *args], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory):
+    root = tmp_path_factory.mktemp("asv-history")
+    repo = root / "repo"
+    repo.mkdir()
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "assets")
+    for name in ("kernels", "suite", "conf"):
+        shutil.copytree(REPO / name, repo / name, ignore=skip)
+    for name in ("pyproject.toml", "asv.conf.json", "README.md"):
+        if (REPO / name).exists():
+            shutil.copy(REPO / name, repo / name)
+    if (REPO / "results" / "ceilings").is_dir():  # measured ceilings of this CPU, if cached: saves seconds
+        shutil.copytree(REPO / "results" / "ceilings", repo / "results" / "ceilings")
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "first")
+    with (repo / "conf" / "__init__.py").open("a") as fh:
+        fh.write("# second commit\n")
+    _git(repo, "commit", "-qam", "second")
+    first, second = _git(repo, "rev-parse", "HEAD~1"), _git(repo, "rev-parse", "HEAD")
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH", "ASV_PYTHONPATH")}
+    # One thread: a two-thread product on a shared 2-core runner stalls whenever either thread is descheduled.
+    env.update(HOME=str(root / "home"), TIERBENCH_ASV_OVERRIDES="providers=[eager]", TIERBENCH_ASV_SUITE="smoke",
+               OMP_NUM_THREADS="1")
+    run = _tierbench(repo, env, "nightly", "--commits", f"{first},{second}", "--existing-env", "--machine", MACHINE,
+                     "--bench", "matmul", "--aa", "2", "--no-report")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return repo, first, second, env
+
+
+def _result_file(repo: Path, commit: str) -> Path:
+    (path,) = (repo / "results" / "asv" / MACHINE).glob(f"{commit[:8]}-*.json")
+    return path
+
+
+def test_stored_results_carry_the_timer_samples(history):
+    repo, first, second, _ = history
+    for commit in (first, second):
+        data = json.loads(_result_file(repo, commit).read_text())
+        assert data["commit_hash"] == commit and data["params"]["machine"] == MACHINE
+        row = dict(zip(data["result_columns"], data["results"]["matmul.Matmul.track_eager"]))
+        assert row["params"] == [["'256^3 fp32 fwd'"]]
+        (samples,) = row["samples"]
+        assert len(samples) >= 9 and all(0 < s < 1 for s in samples)  # seconds, one per repetition
+        assert row["stats_number"] == [1] and row["stats_repeat"] == [len(samples)]
+        assert row["stats_ci_99_a"][0] <= row["result"][0] <= row["stats_ci_99_b"][0]
+    described = json.loads((repo / "results" / "asv" / "benchmarks.json").read_text())["matmul.Matmul.track_eager"]
+    assert described["unit"] == "seconds" and described["type"] == "track" and len(described["version"]) == 16
+    assert (repo / "results" / "html" / "history" / "index.html").exists()
+    model = json.loads((repo / "results" / "noise" / f"{MACHINE}.json").read_text())
+    assert model["commits"] == [second] and model["runs"][KEY] == 2 and model["noise"][KEY] >= 0
+    assert len(list((repo / "results" / "noise" / MACHINE / "runs").iterdir())) == 2
+
+
+def test_compare_two_recorded_commits(history):
+    repo, first, second, env = history
+    run = _tierbench(repo, env, "compare", first[:10], second[:10])
+    assert run.returncode in (0, 1), run.stderr
+    noise = json.loads((repo / "results" / "noise" / f"{MACHINE}.json").read_text())["noise"][KEY]
+    (line,) = [line for line in run.stdout.splitlines() if KEY in line]
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[0].split()[-1] in ("slower", "faster", "unchanged", "ambiguous")
+    assert cells[2].endswith("s") and cells[3].endswith("s")  # before/after with units
+    assert f"{max(0.03, noise):.1%}" == cells[6]
+    assert (run.returncode == 1) == (cells[0].endswith("slower"))
+    assert (repo / "results" / "compare" / f"{first[:8]}-{second[:8]}.html").exists()
+
+
+def test_compare_calls_a_slowed_result_slower(history, tmp_path):
+    """The head commit's stored result with every time made 1.5x longer: a confirmed regression."""
+    repo, _, second, env = history
+    stored = _result_file(repo, second)
+    data = json.loads(stored.read_text())
+    columns = data["result_columns"]
+    row = data["results"]["matmul.Matmul.track_eager"]
+    for column in ("result", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25", "stats_q_75"):
+        row[columns.index(column)] = [v * 1.5 for v in row[columns.index(column)]]
+    row[columns.index("samples")] = [[s * 1.5 for s in row[columns.index("samples")][0]]]
+    slowed = tmp_path / "slowed.json"
+    slowed.write_text(json.dumps(data))
+    # No noise model: this checks the path from stored files to a verdict, not this runner's A/A noise.
+    run = _tierbench(repo, env, "compare", str(stored), str(slowed), "--noise", "none", "--md", str(tmp_path / "r.md"),
+                     "--html", str(tmp_path / "r.html"))
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "**Performance regression**: 1 slower" in run.stdout
+    (line,) = [line for line in run.stdout.splitlines() if KEY in line]
+    ratio = float(line.split("|")[5].split()[0])
+    assert ratio == pytest.approx(1.5, abs=0.005)
+
+
+def test_nightly_head_refuses_a_build_of_another_commit(history):
+    repo, _, _, env = history
+    run = _tierbench(repo, env, "nightly", "--head", "--machine", MACHINE, "--no-report")
+    assert run.returncode == 2
+    assert "not HEAD" in run.stderr and "--existing-env" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_unknown_commit_names_the_valid_ones(history):
+    repo, _, _, env = history
+    run = _tierbench(repo, env, "nightly", "--commits", "nope", "--existing-env", "--machine", MACHINE)
+    assert run.returncode == 2 and "unknown commit 'nope'" in run.stderr and "branches: main" in run.stderr
+
+
+def test_missing_asv_is_a_clear_error(monkeypatch, tmp_path, capsys):
+    real = asvtool.importlib.util.find_spec
+    monkeypatch.setattr(asvtool.importlib.util, "find_spec", lambda name, *a: None if name == "asv" else real(name, *a))
+    (tmp_path / "asv.conf.json").write_text("{}")
+    assert nightly_command.main(["--config", str(tmp_path / "asv.conf.json"), "--machine", "m"]) == 2
+    assert "asv is not installed" in capsys.readouterr().err
+
+
+def test_machine_names_carry_the_gpu_model():
+    assert asvtool.machine_name("NVIDIA H200", "node7.cluster") == "h200-node7"
+    assert asvtool.machine_name("NVIDIA GeForce RTX 4090", "box") == "rtx-4090-box"
+    assert asvtool.machine_name("", "box") == "cpu-box"
