@@ -8,6 +8,7 @@ import sys
 # subcommand -> (module with main(argv) -> int, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("tierbench.suite.run_command", "measure a suite (Hydra app: overrides, --multirun sweeps)"),
+    "summary": ("tierbench.suite.markdown", "a run as Markdown tables per op family"),
     "spread": ("tierbench.suite.spread", "how far the medians of two runs differ (an A/A check)"),
     "report": ("tierbench.suite.site.command", "build the comparison site under results/html/"),
     "compare": ("tierbench.suite.history.compare_command", "regression report between two commits (asv)"),

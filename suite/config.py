@@ -105,6 +105,9 @@ class TimingConf:
     flush_l2: bool = True
     # GPU only: seconds of matmul load before the first measurement, so the card is at its power cap.
     steady_state_s: float = 3.0
+    # GPU only: replay each provider's call from a CUDA graph, so host launch overhead (Python, dispatch)
+    # is not timed; a call that cannot be captured is timed by plain launches (the record's `timer` says).
+    cuda_graph: bool = True
 
 
 @dataclass

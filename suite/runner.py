@@ -132,7 +132,7 @@ def measure_case(case: Case, providers: list[Provider], ctx: RunContext) -> Iter
             status = "oom" if is_oom(result) else "error"
             yield record(provider, status, f"while timing: {describe(result)}", telemetry=state, **facts)
             continue
-        yield record(provider, "ok", telemetry=state, timer=ctx.timer.kind,
+        yield record(provider, "ok", telemetry=state, timer=ctx.timer.kinds.get(name, ctx.timer.kind),
                      **summarize(result, work.flops, work.min_bytes, case.params["dtype"], ctx.ceilings), **facts)
 
 

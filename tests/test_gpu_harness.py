@@ -47,3 +47,4 @@ def test_harness_median_agrees_with_triton_do_bench(case, tmp_path):
     assert record.telemetry.get("sm_clock_mhz", 0) > 0, record.telemetry
     assert "power_w" in record.telemetry and isinstance(record.telemetry["throttle_reasons"], list)
     assert record.peak_mem_bytes is not None and record.peak_mem_bytes > 0
+    assert record.timer == "cuda-events+graph"
