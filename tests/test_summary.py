@@ -1,0 +1,44 @@
+"""Views of a run: ranking against the vendor baseline, the terminal table, the Markdown summary."""
+
+from __future__ import annotations
+
+from cli_runner import tierbench_cli
+from tierbench.suite import markdown, table
+from tierbench.suite.records import Measurement, RecordWriter
+from tierbench.suite.summary import rank
+
+
+def _rec(provider: str, tier: str, median: float | None, status: str = "ok", reason: str = "") -> Measurement:
+    return Measurement(run_id="r", op="attention", family="attention", case={"dtype": "bf16", "seq": 4096},
+                       case_id="attention/s=4096", label="S4096", x=4096.0, provider=provider, tier=tier,
+                       status=status, reason=reason, median_ms=median, tflops=1.0 / median if median else None,
+                       sol=0.5 if median else None, bound="compute")
+
+
+RECORDS = [_rec("sdpa-math", "vendor", 4.0), _rec("sdpa-flash", "vendor", 2.0), _rec("triton", "triton", 1.0),
+           _rec("compile", "compiler", None, "incorrect", "relative error 0.3 exceeds the bfloat16 tolerance"),
+           _rec("flash-attn-4", "cuda", None, "skipped", "package not installed: pip install flash-attn-4")]
+
+
+def test_ranking_quotes_speedups_against_the_preferred_vendor_provider():
+    ranked, rest = rank(RECORDS)
+    assert [r.record.provider for r in ranked] == ["triton", "sdpa-flash", "sdpa-math"]
+    assert [r.speedup for r in ranked] == [2.0, 1.0, 0.5]
+    assert {r.provider for r in rest} == {"compile", "flash-attn-4"}
+
+
+def test_terminal_table_lists_failures_with_their_reasons():
+    text = table.render(RECORDS)
+    assert "1. triton" in text and "2.00x" in text
+    assert "incorrect" in text and "exceeds the bfloat16 tolerance" in text
+
+
+def test_markdown_summary_has_a_column_per_tier(tmp_path):
+    text = markdown.render(RECORDS)
+    assert "| vendor (TFLOP/s) | compiler (TFLOP/s) | triton (TFLOP/s) | cuda (TFLOP/s) |" in text
+    assert "2.00x triton" in text and "compile: incorrect" in text
+    writer = RecordWriter(tmp_path)
+    for r in RECORDS:
+        writer.append(r)
+    result = tierbench_cli("summary", str(tmp_path), cwd=tmp_path, timeout=120)
+    assert result.returncode == 0 and "### attention" in result.stdout
