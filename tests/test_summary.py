@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cli_runner import tierbench_cli
+
 from tierbench.suite import markdown, table
 from tierbench.suite.records import Measurement, RecordWriter
 from tierbench.suite.summary import rank
