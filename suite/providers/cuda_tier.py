@@ -129,8 +129,8 @@ def _dtype_problem(dtype: str, who: str, allowed: tuple[str, ...] = HALF) -> str
 
 
 def flash_attn_2_rule(cc: CC, dtype: str, head_dim: int) -> str | None:
-    """csrc/flash_attn/flash_api.cpp: cc major >= 8 (2.7+; older builds only 8.x and 9.0), fp16/bf16,
-    head_dim <= 256 (padded to a multiple of 8 inside the call)."""
+    """csrc/flash_attn/flash_api.cpp: cc major >= 8 (older releases took only 8.x and 9.0, and Blackwell
+    needs a build with its kernels, 2.8.2+), fp16/bf16, head_dim <= 256 (padded to a multiple of 8 inside)."""
     if cc < (8, 0):
         return _too_old(cc, "flash-attn-2", (8, 0))
     if reason := _dtype_problem(dtype, "flash-attn-2"):
