@@ -3,8 +3,8 @@
 A page can hold thousands of points (the full GPU suite puts ~1,300 measurements on one family page,
 each drawn in four charts), so a point costs a few bytes: a series is one <path> whose vertices are
 the points, drawn with an SVG marker (one per provider, defined once per page by `marker_defs`), and
-carrying in data-i the numbers of its points' hover texts. Those texts sit once per page in a JSON
-table (`Hovers`) that the page's small script shows next to the pointer; the script sets textContent
+carrying in data-i the numbers of its points' rows in the page's hover table (model.RecordHovers,
+CommitHovers), a JSON table that the page's small script spells out next to the pointer; the script sets textContent
 only, so a text from the records can never become markup. Each provider's marks sit in one
 `<g data-s="provider">`, which is what the legend's script shows and hides.
 """
@@ -31,21 +31,25 @@ SHAPES = {
 }
 
 
-class Hovers:
-    """A page's hover texts, each stored once however many charts show its point."""
+class CommitHovers:
+    """A history page's hover table: rows of [machine, commit, value], machines and commits stored once
+    (a page can draw thousands of points)."""
 
-    def __init__(self) -> None:
-        self.texts: list[str] = []
-        self._index: dict[str, int] = {}
+    def __init__(self, unit: str) -> None:
+        self.unit = unit
+        self.machines: dict[str, int] = {}
+        self.commits: dict[tuple[str, str], int] = {}
+        self.rows: list[list[Any]] = []
 
-    def add(self, text: str) -> int:
-        if text not in self._index:
-            self._index[text] = len(self.texts)
-            self.texts.append(text)
-        return self._index[text]
+    def add(self, point: tuple[str, str, str, float]) -> int:
+        """point: (machine, short commit hash, date, value); returns its row."""
+        machine, commit, date, value = point
+        self.rows.append([self.machines.setdefault(machine, len(self.machines)),
+                          self.commits.setdefault((commit, date), len(self.commits)), float(f"{value:.4g}")])
+        return len(self.rows) - 1
 
     def payload(self) -> dict[str, Any]:
-        return {"T": self.texts}
+        return {"u": self.unit, "M": list(self.machines), "K": [list(k) for k in self.commits], "R": self.rows}
 
 
 def hover_script(table: Any) -> str:

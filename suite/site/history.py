@@ -60,9 +60,9 @@ class Benchmark:
 
     @property
     def lower_is_better(self) -> bool | None:
-        if self.kind in ("time", "mem", "peakmem"):
-            return True
         unit = self.unit.lower()
+        if self.kind in ("time", "mem", "peakmem") or unit in ("seconds", "bytes"):
+            return True
         if "/s" in unit or "flop" in unit:  # a rate
             return False
         return None

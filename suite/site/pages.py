@@ -25,7 +25,11 @@ from .runs import Run, slug
 ASSETS = Path(__file__).parent / "assets"
 # Okabe-Ito colors per tier (the index colors cells by tier); an unknown tier is grey.
 TIER_COLORS = {"vendor": "#56B4E9", "compiler": "#E69F00", "triton": "#009E73", "cuda": "#CC79A7"}
-MAX_HISTORY_CHARTS = 60  # per benchmark page; asv's own site has the rest
+# Per benchmark page: charts of this many parameter combinations over this many newest commits, and this
+# many newest steps, keep a page light with hundreds of cases and a year of nightlies; asv's site has the rest.
+MAX_HISTORY_CHARTS = 16
+MAX_HISTORY_COMMITS = 200
+MAX_STEPS_LISTED = 100
 
 
 @lru_cache(maxsize=1)
@@ -242,42 +246,53 @@ def trend_pages(benches: list[history.Benchmark], asv_site: bool,
 def _trend_page(bench: history.Benchmark, position: dict[history.Commit, int],
                 asv_site: bool) -> tuple[str, dict[str, str] | None]:
     scale, unit = _scale(bench)
-    machines = sorted({s.machine for s in bench.series})
-    styles = model.styles_for(machines)
-    hovers = charts.Hovers()
+    styles = model.styles_for(sorted({s.machine for s in bench.series}))
+    hovers = charts.CommitHovers(unit)
     combos: dict[str, list[history.Series]] = {}
     for s in bench.series:
         combos.setdefault(_params_text(s), []).append(s)
-    chart_html, steps, latest = [], [], None
-    for n, (params, group) in enumerate(combos.items()):
-        lines: dict[str, list[model.Point]] = {}
-        marks: list[tuple[float, str]] = []
-        ticks: dict[int, str] = {}
+    steps = []
+    for params, group in combos.items():
         for s in group:
-            pts = [model.Point(position[c], v * scale, f"{s.machine} · {c.short} ({_date(c.date)}): "
-                               f"{model.fmt(v * scale, 4)} {unit}") for c, v in s.points]
-            lines[s.machine] = pts
-            ticks[position[s.points[0][0]]] = s.points[0][0].short
-            ticks[position[s.points[-1][0]]] = s.points[-1][0].short
             for step in s.steps:
                 c = s.points[step.index][0]
-                text = (f"{100 * step.change:+.1f}% at {c.short} ({_date(c.date)}): {model.fmt(step.before * scale)}"
-                        f" → {model.fmt(step.after * scale)} {unit} on {s.machine}")
-                marks.append((position[c], text))
-                row = {"params": params, "machine": s.machine, "commit": c.short, "date": _date(c.date),
-                       "before": model.fmt(step.before * scale, 4), "after": model.fmt(step.after * scale, 4),
-                       "change": f"{100 * step.change:+.1f}%", "css": _step_css(bench, step),
-                       "asv": history.asv_url(bench, s), "when": (c.date, c.hash)}
-                steps.append(row)
-        if n < MAX_HISTORY_CHARTS:
-            chart_html.append(Markup(charts.history_chart(lines, styles, hovers, params, unit, ticks, marks)))
+                steps.append({"params": params, "machine": s.machine, "commit": c.short, "date": _date(c.date),
+                              "before": model.fmt(step.before * scale, 4), "after": model.fmt(step.after * scale, 4),
+                              "change": f"{100 * step.change:+.1f}%", "css": _step_css(bench, step),
+                              "asv": history.asv_url(bench, s), "when": (c.date, c.hash), "x": position[c],
+                              "text": f"{100 * step.change:+.1f}% at {c.short} ({_date(c.date)}): "
+                                      f"{model.fmt(step.before * scale)} → {model.fmt(step.after * scale)} {unit} "
+                                      f"on {s.machine}"})
     steps.sort(key=lambda r: r["when"], reverse=True)
+    # Combinations that stepped come first, the latest step first: those are the ones to look at.
+    last_step = {}
+    for row in reversed(steps):
+        last_step[row["params"]] = row["when"]
+    order = sorted(combos, key=lambda p: (p not in last_step, [-x for x in last_step.get(p, (0,))[:1]]))
+    newest = max(position.values(), default=0)
+    chart_html = []
+    for params in order[:MAX_HISTORY_CHARTS]:
+        lines: dict[str, list[model.Point]] = {}
+        ticks: dict[int, str] = {}
+        for s in combos[params]:
+            shown = [(c, v) for c, v in s.points if position[c] > newest - MAX_HISTORY_COMMITS]
+            if not shown:
+                continue
+            lines[s.machine] = [model.Point(position[c], v * scale, (s.machine, c.short, _date(c.date), v * scale))
+                                for c, v in shown]
+            ticks[position[shown[0][0]]] = shown[0][0].short
+            ticks[position[shown[-1][0]]] = shown[-1][0].short
+        marks = [(r["x"], r["text"]) for r in steps if r["params"] == params and r["x"] > newest - MAX_HISTORY_COMMITS]
+        chart_html.append(Markup(charts.history_chart(lines, styles, hovers, params, unit, ticks, marks)))
+    latest = None
     if steps:
         latest = {"text": f"{steps[0]['change']} at {steps[0]['commit']} ({steps[0]['params']})",
                   "css": steps[0]["css"]}
     html = _render("trend.html.j2", title=bench.name, root="../", bench=bench, unit=unit,
                    lower=bench.lower_is_better, styles=styles, charts=chart_html,
-                   hidden=max(0, len(combos) - MAX_HISTORY_CHARTS), steps=steps, asv=history.asv_url(bench),
+                   hidden=max(0, len(combos) - MAX_HISTORY_CHARTS), window=MAX_HISTORY_COMMITS,
+                   clipped=newest >= MAX_HISTORY_COMMITS, steps=steps[:MAX_STEPS_LISTED],
+                   more_steps=max(0, len(steps) - MAX_STEPS_LISTED), asv=history.asv_url(bench),
                    asv_site=asv_site, defs=Markup(charts.marker_defs(styles)),
                    hovers=Markup(charts.hover_script(hovers)))
     return html, latest

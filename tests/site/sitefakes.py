@@ -119,14 +119,15 @@ def full_suite_records(run_id: str = "full", seed: int = 0) -> list[Measurement]
     return out
 
 
-def write_asv(asv_dir: Path, commits: int = 12, machines: tuple[str, ...] = ("h100-box",)) -> None:
+def write_asv(asv_dir: Path, commits: int = 12, machines: tuple[str, ...] = ("h100-box",),
+              sizes: tuple[str, ...] = ("1024", "4096")) -> None:
     """asv 0.6 results (api_version 2): a parametrized time benchmark with a step, a track benchmark,
     a failed (null) and a skipped (NaN) value, and a result from an older benchmark version."""
     asv_dir.mkdir(parents=True, exist_ok=True)
     benchmarks = {
         "matmul.TimeMatmul.time_matmul": {"name": "matmul.TimeMatmul.time_matmul", "type": "time",
                                           "unit": "seconds", "param_names": ["provider", "size"],
-                                          "params": [["'eager'", "'triton'"], ["1024", "4096"]], "version": "v1"},
+                                          "params": [["'eager'", "'triton'"], list(sizes)], "version": "v1"},
         "attention.TrackAttention.track_tflops": {"name": "attention.TrackAttention.track_tflops", "type": "track",
                                                   "unit": "TFLOP/s", "param_names": [], "params": [], "version": "v1"},
         "version": 2,
@@ -142,9 +143,9 @@ def write_asv(asv_dir: Path, commits: int = 12, machines: tuple[str, ...] = ("h1
             wobble = 1 + 0.01 * math.sin(i)
             results = {
                 "matmul.TimeMatmul.time_matmul": [
-                    [1e-3 * wobble, 8e-3 * wobble, 1.1e-3 * step * wobble if i != 3 else None,
-                     9e-3 * step * wobble], benchmarks["matmul.TimeMatmul.time_matmul"]["params"],
-                    "v1" if i else "v0", 0, 1.0],
+                    [1e-3 * (j + 1) * wobble for j in range(len(sizes))]  # eager: flat
+                    + [(1.1e-3 * (j + 1) * step * wobble if i != 3 else None) for j in range(len(sizes))],
+                    benchmarks["matmul.TimeMatmul.time_matmul"]["params"], "v1" if i else "v0", 0, 1.0],
                 "attention.TrackAttention.track_tflops": [[float("nan")] if i == 2 else [500.0 * wobble], [], "v1"],
             }
             data = {"commit_hash": f"{i:02d}" + "c0ffee" * 6, "env_name": "existing-py", "date": 1.7e12 + i * 8.64e7,

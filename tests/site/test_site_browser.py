@@ -9,6 +9,8 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 from sitefakes import full_suite_records, record, write_asv, write_run
+
+# isort: split
 from tierbench.suite.site import browser, build, command
 
 pytestmark = pytest.mark.skipif(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from sitefakes import write_asv
+
+# isort: split
 from tierbench.suite.site import history
 
 

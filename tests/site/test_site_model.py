@@ -6,6 +6,8 @@ import json
 
 import pytest
 from sitefakes import record, write_run
+
+# isort: split
 from tierbench.suite.site import model
 from tierbench.suite.site import runs as site_runs
 

@@ -54,6 +54,12 @@
     return s;
   }
 
+  // A history point's row (see charts.CommitHovers): [machine, commit, value].
+  function commit(r) {
+    var k = H.K[r[1]];
+    return H.M[r[0]] + " · " + k[0] + " (" + k[1] + "): " + num(r[2]) + " " + H.u;
+  }
+
   document.addEventListener("mousemove", function (event) {
     var svg = event.target.closest && event.target.closest("svg.chart");
     if (!svg) { tip.hidden = true; return; }
@@ -70,7 +76,7 @@
       });
     });
     if (!best) { tip.hidden = true; return; }
-    tip.textContent = H.T ? H.T[best[2]] : describe(H.R[best[2]]);
+    tip.textContent = H.K ? commit(H.R[best[2]]) : describe(H.R[best[2]]);
     tip.hidden = false;
     tip.style.left = Math.min(event.pageX + 14, window.scrollX + document.documentElement.clientWidth - 470) + "px";
     tip.style.top = (event.pageY + 14) + "px";
