@@ -37,6 +37,7 @@ from .asvtool import (
     git,
     machine_name,
     require_commit,
+    run_asv,
 )
 from .compare import compare_results
 from .compare_command import record_aa_run
@@ -212,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
             ok = step_aa(config, machine, args.aa_runs, args.bench) and ok
         if "slow" in steps:
             ok = step_slow(config, machine, args.bench) and ok
+        if run_asv(["publish"], config.path):
+            raise AsvError("asv publish failed")
     except (AsvError, asvresults.ResultsError) as exc:
         print(f"gpu_history: {exc}", file=sys.stderr)
         return 2
