@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from tierbench.suite.history import asvtool, nightly_command
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 from asv_result_files import write_result
+
 from tierbench.suite.history import asvresults, compare_command, noise
 
 BASE, HEAD = "a" * 40, "b" * 40

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+
 from tierbench.suite.history.stats import (
     Settings,
     compare_samples,

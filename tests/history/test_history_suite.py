@@ -1,0 +1,58 @@
+"""The asv suite's table: labels, methods, version, thinning, built from the same plan as `tierbench run`."""
+
+from __future__ import annotations
+
+import pytest
+
+from tierbench.suite.benchmarks import _harness
+
+
+@pytest.fixture
+def table(monkeypatch):
+    def build(overrides: str, family: str = "matmul") -> _harness.FamilyTable:
+        monkeypatch.setenv(_harness.SUITE_ENV, "smoke")
+        monkeypatch.setenv(_harness.OVERRIDES_ENV, overrides)
+        _harness.compose_config.cache_clear()
+        _harness._plan.cache_clear()
+        return _harness.compute_table(family)
+
+    yield build
+    _harness.compose_config.cache_clear()
+    _harness._plan.cache_clear()
+
+
+def test_params_are_the_runnable_cases_of_each_provider(table):
+    t = table("providers=[eager] norm.kinds=[layer_norm,rms_norm]", family="norm")
+    assert t.labels == {"eager": ["layer_norm 512x1024 fp32 fwd", "rms_norm 512x1024 fp32 fwd"]}
+
+
+def test_interpreted_triton_gets_no_series(table, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert "triton" not in table("providers=[eager,triton]").labels
+
+
+def test_version_follows_the_cases_and_timing_not_the_providers(table):
+    base = table("providers=[eager]").version
+    assert table("providers=[eager,compile]").version == base
+    assert table("providers=[eager] matmul.square=[512]").version != base
+    assert table("providers=[eager] timing.rounds=7").version != base
+
+
+def test_the_nightly_selection_composes(monkeypatch):
+    monkeypatch.setenv(_harness.SUITE_ENV, "nightly")
+    monkeypatch.delenv(_harness.OVERRIDES_ENV, raising=False)
+    _harness.compose_config.cache_clear()
+    try:
+        cfg = _harness.compose_config()
+        assert list(cfg.matmul.square) == [4096] and cfg.attention.causal is True
+    finally:
+        _harness.compose_config.cache_clear()
+
+
+def test_method_names_and_thinning():
+    assert _harness.method_name("sdpa-flash") == "track_sdpa_flash"
+    assert _harness.method_name("compile-max-autotune") == "track_compile_max_autotune"
+    values = [float(i) for i in range(1000)]
+    kept = _harness._thin(values, 200)
+    assert len(kept) == 200 and kept[0] == 0.0 and kept[-1] == 999.0
+    assert _harness._thin(values[:50], 200) == values[:50]
