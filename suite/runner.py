@@ -89,7 +89,10 @@ def measure_case(case: Case, providers: list[Provider], ctx: RunContext) -> Iter
 
     runnable = []
     for provider in providers:
-        why = provider.why_unavailable(case, ctx.device)
+        try:
+            why = provider.why_unavailable(case, ctx.device)
+        except Exception as exc:  # noqa: BLE001 - a broken availability rule skips only its provider
+            why = f"availability check failed: {describe(exc)}"
         if why:
             yield record(provider, "skipped", why)
         else:
@@ -198,7 +201,7 @@ def summarize(samples_ms: list[float], flops: float, min_bytes: float, dtype: st
         "median_ms": median,
         "min_ms": ordered[0],
         "quantiles_ms": quantiles,
-        "samples_ms": samples_ms,
+        "samples_ms": [round(s, 5) for s in samples_ms],  # 10 ns resolution: events are no finer
         "tflops": flops / seconds / 1e12,
         "gbps": min_bytes / seconds / 1e9,
         "sol": max(compute_floor, memory_floor) / seconds,
