@@ -76,15 +76,20 @@ def _copy_report(run: runs.Run, ceilings_dir: Path, out: Path) -> Path:
 
 def build(runs_dir: Path, out: Path, asv_dir: Path, ceilings_dir: Path,
           run_ids: list[str] | None = None) -> SiteResult:
-    """Build the site; raises runs.SelectionError for no runs or unknown run ids."""
+    """Build the site; raises runs.SelectionError for unknown run ids, and for no runs unless asv has
+    history to show (the nightly job publishes history before any run exists)."""
     every = runs.load_runs(runs_dir)
-    selected = runs.select_runs(every, run_ids, runs_dir)
+    benches = history.read_asv(asv_dir)
+    if every or run_ids or not benches:
+        selected = runs.select_runs(every, run_ids, runs_dir)
+    else:
+        selected = []
     views = device_views(selected, bool(run_ids), ceilings_dir)
     asv_site = (out / ASV_SITE / "index.html").is_file()
-    result = SiteResult(out, devices=views)
+    result = SiteResult(out, devices=views, benchmarks=len(benches))
     w = result.written
 
-    w.append(write_atomic(out / "index.html", pages.index_page(views, asv_site), out))
+    w.append(write_atomic(out / "index.html", pages.index_page(views, asv_site, str(runs_dir)), out))
     for view in views:
         for family, records in view.families().items():
             html = pages.family_page(view, family, records, model.provider_styles(records), asv_site)
@@ -94,8 +99,6 @@ def build(runs_dir: Path, out: Path, asv_dir: Path, ceilings_dir: Path,
     for run in every:
         w.append(_copy_report(run, ceilings_dir, out))
 
-    benches = history.read_asv(asv_dir)
-    result.benchmarks = len(benches)
     trends_index, trend_pages = pages.trend_pages(benches, asv_site, str(asv_dir))
     w.append(write_atomic(out / "trends" / "index.html", trends_index, out))
     for name, html in trend_pages.items():

@@ -37,6 +37,8 @@ def main(argv: list[str]) -> int:
     except SelectionError as exc:
         print(f"tierbench report: {exc}", file=sys.stderr)
         return 2
+    if not result.devices:
+        print(f"tierbench report: no runs under {args.runs}: the site shows asv's history only", file=sys.stderr)
     pages = [p for p in result.written if p.suffix == ".html"]
     biggest = max(pages, key=lambda p: p.stat().st_size)
     print(f"site: {result.index} ({len(pages)} pages; {len(result.devices)} device(s); "

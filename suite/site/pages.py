@@ -128,7 +128,7 @@ def family_summary(view: DeviceView, family: str, records: list) -> FamilySummar
                          model.matrix(records, family, tiers), numbers)
 
 
-def index_page(views: list[DeviceView], asv_site: bool) -> str:
+def index_page(views: list[DeviceView], asv_site: bool, runs_dir: str) -> str:
     devices = []
     tiers: set[str] = set()
     for view in views:
@@ -137,7 +137,8 @@ def index_page(views: list[DeviceView], asv_site: bool) -> str:
             tiers.update(f.tiers)
         devices.append({"view": view, "meta": _device_meta(view), "families": families})
     return _render("index.html.j2", title="tierbench: fastest correct kernel per tier", devices=devices,
-                   tiers=sorted(tiers, key=lambda t: (model.tier_rank(t), t)), cell=_cell, asv_site=asv_site)
+                   tiers=sorted(tiers, key=lambda t: (model.tier_rank(t), t)), cell=_cell, asv_site=asv_site,
+                   runs_dir=runs_dir)
 
 
 # -- family pages ------------------------------------------------------------------------------------

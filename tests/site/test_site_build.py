@@ -134,6 +134,16 @@ def test_command_errors_name_the_valid_choices(tree, capsys):
     assert "site:" in capsys.readouterr().out
 
 
+def test_history_alone_builds_a_site_without_runs(tree, capsys):
+    """The nightly job publishes asv's history before any run exists: that is no error."""
+    write_asv(tree["asv"])
+    args = ["--runs", str(tree["runs"]), "--out", str(tree["html"]), "--asv", str(tree["asv"])]
+    assert command.main(args) == 0
+    assert "history only" in capsys.readouterr().err
+    assert "No runs yet" in (tree["html"] / "index.html").read_text()
+    assert (tree["html"] / "trends/matmul-timematmul-time-matmul.html").is_file()
+
+
 def test_one_section_and_family_pages_per_device(tree):
     cpu = {"device_type": "cpu", "device_name": "x86_64", "threads": 2}
     write_run(tree["runs"], "gpu", [record()])
