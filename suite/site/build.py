@@ -89,7 +89,8 @@ def build(runs_dir: Path, out: Path, asv_dir: Path, ceilings_dir: Path,
     result = SiteResult(out, devices=views, benchmarks=len(benches))
     w = result.written
 
-    w.append(write_atomic(out / "index.html", pages.index_page(views, asv_site, str(runs_dir)), out))
+    trends_index, trend_pages, trend_rows = pages.trend_pages(benches, asv_site, str(asv_dir))
+    w.append(write_atomic(out / "index.html", pages.index_page(views, asv_site, str(runs_dir), trend_rows), out))
     for view in views:
         for family, records in view.families().items():
             html = pages.family_page(view, family, records, model.provider_styles(records), asv_site)
@@ -99,7 +100,6 @@ def build(runs_dir: Path, out: Path, asv_dir: Path, ceilings_dir: Path,
     for run in every:
         w.append(_copy_report(run, ceilings_dir, out))
 
-    trends_index, trend_pages = pages.trend_pages(benches, asv_site, str(asv_dir))
     w.append(write_atomic(out / "trends" / "index.html", trends_index, out))
     for name, html in trend_pages.items():
         w.append(write_atomic(out / "trends" / name, html, out))

@@ -128,7 +128,7 @@ def family_summary(view: DeviceView, family: str, records: list) -> FamilySummar
                          model.matrix(records, family, tiers), numbers)
 
 
-def index_page(views: list[DeviceView], asv_site: bool, runs_dir: str) -> str:
+def index_page(views: list[DeviceView], asv_site: bool, runs_dir: str, trends: list[dict[str, Any]]) -> str:
     devices = []
     tiers: set[str] = set()
     for view in views:
@@ -138,7 +138,7 @@ def index_page(views: list[DeviceView], asv_site: bool, runs_dir: str) -> str:
         devices.append({"view": view, "meta": _device_meta(view), "families": families})
     return _render("index.html.j2", title="tierbench: fastest correct kernel per tier", devices=devices,
                    tiers=sorted(tiers, key=lambda t: (model.tier_rank(t), t)), cell=_cell, asv_site=asv_site,
-                   runs_dir=runs_dir)
+                   runs_dir=runs_dir, trends=trends)
 
 
 # -- family pages ------------------------------------------------------------------------------------
@@ -223,8 +223,8 @@ def _params_text(series: history.Series) -> str:
 
 
 def trend_pages(benches: list[history.Benchmark], asv_site: bool,
-                asv_dir: str) -> tuple[str, dict[str, str]]:
-    """The history index and one page per benchmark (file name -> HTML)."""
+                asv_dir: str) -> tuple[str, dict[str, str], list[dict[str, Any]]]:
+    """The history index, one page per benchmark (file name -> HTML), and the index's rows."""
     commits = sorted({c for b in benches for s in b.series for c, _ in s.points}, key=lambda c: (c.date, c.hash))
     position = {c: i for i, c in enumerate(commits)}
     pages: dict[str, str] = {}
@@ -241,7 +241,7 @@ def trend_pages(benches: list[history.Benchmark], asv_site: bool,
                      "commits": len({c for s in bench.series for c, _ in s.points})})
     index = _render("trends.html.j2", title="History over commits (asv)", root="../", benchmarks=rows,
                     asv_site=asv_site, asv_dir=asv_dir, threshold=f"{100 * history.STEP_THRESHOLD:.0f}%")
-    return index, pages
+    return index, pages, rows
 
 
 def _trend_page(bench: history.Benchmark, position: dict[history.Commit, int],
