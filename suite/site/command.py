@@ -40,7 +40,9 @@ def main(argv: list[str]) -> int:
     if not result.devices:
         print(f"tierbench report: no runs under {args.runs}: the site shows asv's history only", file=sys.stderr)
     pages = [p for p in result.written if p.suffix == ".html"]
-    biggest = max(pages, key=lambda p: p.stat().st_size)
+    # Runs' own report.html files are copied as they are: the size that matters is the site's pages'.
+    own = [p for p in pages if p.relative_to(args.out).parts[0] != "runs"]
+    biggest = max(own, key=lambda p: p.stat().st_size)
     print(f"site: {result.index} ({len(pages)} pages; {len(result.devices)} device(s); "
           f"{result.benchmarks} asv benchmark(s); largest page {biggest.relative_to(args.out)} "
           f"{biggest.stat().st_size / 1024:.0f} KiB)")
