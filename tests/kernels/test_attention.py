@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+
 from tierbench.kernels import attention
 
 at = importlib.import_module("tierbench.kernels.attention")
@@ -57,6 +58,12 @@ def test_attention_forced_configs(block_m, block_n, causal, device, assert_close
     q, k, v = _qkv(1, 1, 70, 70, 64, torch.float16, device, seed=4)
     out = at._attention_forward(q, k, v, causal, None, config=cfg)
     assert_close(out, _ref(q, k, v, causal), torch.float16, f"{block_m}x{block_n} S=70 causal={causal}")
+
+
+def test_attention_causal_config_check(device):
+    q, k, v = _qkv(1, 1, 32, 32, 32, torch.float16, device)
+    with pytest.raises(ValueError, match=r"attention: causal configs need BLOCK_M % BLOCK_N == 0, got 16x32"):
+        at._attention_forward(q, k, v, True, None, config=at._cfg(16, 32, 4, 2))
 
 
 def test_attention_strided_layout(device, assert_close):

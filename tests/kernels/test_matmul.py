@@ -4,6 +4,7 @@ import importlib
 
 import pytest
 import torch
+
 from tierbench.kernels import matmul
 
 mm = importlib.import_module("tierbench.kernels.matmul")

@@ -5,6 +5,7 @@ import importlib
 import pytest
 import torch
 import torch.nn.functional as F
+
 from tierbench.kernels import bias_gelu_layer_norm, layer_norm, rms_norm
 
 nm = importlib.import_module("tierbench.kernels.norm")
