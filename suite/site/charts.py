@@ -4,8 +4,8 @@ A page can hold thousands of points (the full GPU suite puts ~1,300 measurements
 each drawn in four charts), so a point costs a few bytes: a series is one <path> whose vertices are
 the points, drawn with an SVG marker (one per provider, defined once per page by `marker_defs`), and
 carrying in data-i the numbers of its points' rows in the page's hover table (model.RecordHovers,
-CommitHovers), a JSON table that the page's small script spells out next to the pointer; the script sets textContent
-only, so a text from the records can never become markup. Each provider's marks sit in one
+CommitHovers): a JSON table that the page's small script spells out next to the pointer, setting
+textContent only, so a text from the records can never become markup. Each provider's marks sit in one
 `<g data-s="provider">`, which is what the legend's script shows and hides.
 """
 
@@ -60,21 +60,23 @@ def hover_script(table: Any) -> str:
 
 
 def marker_defs(styles: dict[str, Style]) -> str:
-    """Per provider its marker (shape and color, white edge so overlapping points stay apart) and the
-    class that puts it on a path's vertices."""
+    """Per provider its marker: its shape in its color, with a white edge so overlapping points stay apart."""
     markers = "".join(
         f'<marker id="m{s.index}" viewBox="-6 -6 12 12" markerWidth="12" markerHeight="12" '
         f'markerUnits="userSpaceOnUse" overflow="visible"><path d="{SHAPES[s.marker]}" fill="{s.color}" '
         'stroke="#fff"/></marker>' for s in styles.values())
-    rules = "".join(f".k{s.index}{{marker:url(#m{s.index})}}" for s in styles.values())
-    return (f'<svg class="defs" width="0" height="0" aria-hidden="true"><defs>{markers}</defs></svg>'
-            f"<style>{rules}</style>")
+    return f'<svg class="defs" width="0" height="0" aria-hidden="true"><defs>{markers}</defs></svg>'
+
+
+def marker_css(styles: dict[str, Style]) -> str:
+    """The classes that put each provider's marker on the vertices of its series' path."""
+    return "".join(f".k{s.index}{{marker:url(#m{s.index})}}" for s in styles.values())
 
 
 def marker_icon(style: Style) -> str:
     """A legend swatch: the provider's marker in its color."""
-    return (f'<svg viewBox="-7 -7 14 14" width="14" height="14" aria-hidden="true"><path d="{SHAPES[style.marker]}" '
-            f'fill="{style.color}"/></svg>')
+    return (f'<svg viewBox="-7 -7 14 14" width="14" height="14" aria-hidden="true">'
+            f'<path d="{SHAPES[style.marker]}" fill="{style.color}"/></svg>')
 
 
 @dataclass

@@ -177,6 +177,7 @@ def family_page(view: DeviceView, family: str, records: list, styles: dict[str, 
                    device=view.device, runs=view.runs, siblings=siblings, styles=shown,
                    tiers_of={r.provider: r.tier for r in records}, ceilings=c, roofline=Markup(roof),
                    groups=groups, problems=problems, defs=Markup(charts.marker_defs(shown)),
+                   page_css=Markup(charts.marker_css(shown)),
                    hovers=Markup(charts.hover_script(hovers)), asv_site=asv_site)
 
 
@@ -295,5 +296,5 @@ def _trend_page(bench: history.Benchmark, position: dict[history.Commit, int],
                    clipped=newest >= MAX_HISTORY_COMMITS, steps=steps[:MAX_STEPS_LISTED],
                    more_steps=max(0, len(steps) - MAX_STEPS_LISTED), asv=history.asv_url(bench),
                    asv_site=asv_site, defs=Markup(charts.marker_defs(styles)),
-                   hovers=Markup(charts.hover_script(hovers)))
+                   page_css=Markup(charts.marker_css(styles)), hovers=Markup(charts.hover_script(hovers)))
     return html, latest
