@@ -172,17 +172,15 @@ def _ticks(lo: float, hi: float, log: bool, n: int = 5) -> list[float]:
 
 
 def _num(v: float, sizes: bool = False) -> str:
-    """Short tick labels: sizes in powers of two as 1k, 16k, 2M; other values as 250, 15k, 0.01."""
+    """Short tick labels: sizes in powers of two as 1k, 16k, 2M; other values as 0.01, 250, 2000, 15k."""
     if sizes:
         for unit, size in (("G", 1 << 30), ("M", 1 << 20), ("k", 1 << 10)):
             if v >= size and abs(v / size - round(v / size)) < 1e-3 * v / size:
                 return f"{round(v / size)}{unit}"
-    if v == 0:
-        return "0"
     for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(v) >= 10 * size:
-            return f"{v / size:.3g}{unit}"
-    return f"{v:.3g}"
+        if abs(v) >= max(size, 1e4):  # 1000 to 9999 read best in full
+            return f"{v / size:.4g}{unit}"
+    return f"{v:.4g}" if abs(v) >= 1 else f"{v:.3g}"
 
 
 def _series(frame: Frame, name: str, style: Style, points: list[Point], connect: bool, hovers: Any) -> str:
@@ -245,6 +243,9 @@ def roofline(series: dict[str, list[Point]], styles: dict[str, Style], hovers: A
     ridge = peak * 1e3 / copy_gbps if peak and copy_gbps else None
     xs = [p.x for p in pts] + ([ridge / 4, ridge * 4] if ridge else [])
     ys = [p.y for p in pts] + ([peak * 1.5] if peak else [])
+    if ridge and copy_gbps:  # every roof and its ridge inside the chart
+        xs += [tf * 1e3 / copy_gbps for tf in peaks.values()]
+        ys += [tf for tf in peaks.values()]
     frame = Frame(width, height, xs, ys, Axis("arithmetic intensity (FLOP / byte)", log=True),
                   Axis("achieved TFLOP/s", log=True))
     body = []
