@@ -269,9 +269,9 @@ def roofline(series: dict[str, list[Point]], styles: dict[str, Style], hovers: A
         for dtype, tf in sorted(peaks.items(), key=lambda kv: -kv[1]):
             y = frame.py(tf)
             label_y = max(y - 4, label_y + 12)  # roofs close together: their labels stack downwards
-            dashed = "" if tf == peak else " dash"
-            body.append(f'<path class="roof{dashed}" d="M{frame.px(tf * 1e3 / copy_gbps):.0f} {y:.0f}H{right}"/>'
-                        f'<text x="{right - 4}" y="{label_y:.0f}" class="tick" text-anchor="end">'
+            if tf != peak:  # the highest is the roof drawn above; lower dtypes' roofs are dashed
+                body.append(f'<path class="roof dash" d="M{frame.px(tf * 1e3 / copy_gbps):.0f} {y:.0f}H{right}"/>')
+            body.append(f'<text x="{right - 4}" y="{label_y:.0f}" class="tick" text-anchor="end">'
                         f'{escape(dtype)} {tf:.4g} TFLOP/s</text>')
     body += [_series(frame, name, styles[name], ps, False, hovers) for name, ps in series.items()]
     return _svg(frame, title, body)
