@@ -17,6 +17,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup
 
+from ..records import Measurement
 from . import charts, history, model
 from .charts import Axis
 from .model import DeviceView, Row, Style
@@ -120,7 +121,7 @@ def _device_meta(view: DeviceView) -> list[tuple[str, str]]:
     return meta
 
 
-def family_summary(view: DeviceView, family: str, records: list) -> FamilySummary:
+def family_summary(view: DeviceView, family: str, records: list[Measurement]) -> FamilySummary:
     v = model.view_of(family)
     tiers = model.tiers_of(records)
     _, numbers = model.problems(records, family)
@@ -144,7 +145,7 @@ def index_page(views: list[DeviceView], asv_site: bool, runs_dir: str, trends: l
 # -- family pages ------------------------------------------------------------------------------------
 
 
-def family_page(view: DeviceView, family: str, records: list, styles: dict[str, Style],
+def family_page(view: DeviceView, family: str, records: list[Measurement], styles: dict[str, Style],
                 asv_site: bool) -> str:
     v = model.view_of(family)
     x_axis = Axis(v["x"], log=True, at_data=True)

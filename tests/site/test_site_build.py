@@ -40,6 +40,8 @@ def test_full_gpu_suite_pages_stay_light(tree):
     assert max(sizes.values()) < 300_000, sizes
     assert result.benchmarks == 2
     assert not list(tree["html"].rglob("*.tmp"))  # every page went in by rename
+    for page in pages:  # nothing to fetch: no CDN, no fonts, no network
+        assert not re.search(r"(src|href)=\"(https?:)?//", page.read_text()), page
 
 
 def test_history_pages_stay_light_with_many_cases_and_commits(tree):
