@@ -106,3 +106,19 @@ def load_or_measure(device: torch.device, folder: str | Path, remeasure: bool = 
     tmp.write_text(json.dumps(asdict(ceilings), indent=2) + "\n")
     tmp.replace(path)
     return ceilings
+
+
+RUN_CEILINGS_FILE = "ceilings.json"
+
+
+def save_for_run(ceilings: Ceilings, run_dir: Path) -> None:
+    """Keep, beside a run's records, the ceilings its SOL figures were computed against."""
+    (run_dir / RUN_CEILINGS_FILE).write_text(json.dumps(asdict(ceilings), indent=2) + "\n")
+
+
+def load_for_run(run_dir: Path) -> Ceilings | None:
+    path = Path(run_dir) / RUN_CEILINGS_FILE
+    try:
+        return Ceilings(**json.loads(path.read_text()))
+    except (OSError, json.JSONDecodeError, TypeError):
+        return None

@@ -10,7 +10,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from . import report_html, table
-from .ceilings import Ceilings, load_or_measure
+from .ceilings import Ceilings, load_or_measure, save_for_run
 from .envinfo import environment
 from .plan import PlanError, PlannedCase, make_plan
 from .records import CONFIG_FILE, RecordWriter, create_run_dir, read_records
@@ -60,6 +60,7 @@ class RunSession:
                  len(self.plan), total, len(done), self.run_dir)
         RecordWriter(self.run_dir)  # a resumed run first cuts a record left half-written by a kill
         self.ceilings = load_or_measure(self.device, self.cfg.ceilings_dir, self.cfg.remeasure_ceilings)
+        save_for_run(self.ceilings, self.run_dir)
         log.info("ceilings of %s: copy %.0f GB/s, matmul %s TFLOP/s", self.ceilings.device_name,
                  self.ceilings.copy_gbps, {k: round(v, 1) for k, v in self.ceilings.matmul_tflops.items()})
         settings = TimingSettings.from_config(self.cfg.timing)

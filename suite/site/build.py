@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import report_html
+from ..ceilings import load_for_run
 from . import history, model, pages, runs
 
 ASV_SITE = "history"
@@ -55,8 +56,9 @@ def device_views(selected: list[runs.Run], explicit: bool, ceilings_dir: Path) -
     views = []
     for device, merged in per_device.items():
         records = runs.merge(merged)
-        newest = max(records, key=lambda r: r.time).env
-        views.append(model.DeviceView(device, merged, records, runs.find_ceilings(ceilings_dir, newest)))
+        newest_run = max(merged, key=lambda run: run.finished)
+        found = load_for_run(newest_run.path) or runs.find_ceilings(ceilings_dir, newest_run.env)
+        views.append(model.DeviceView(device, merged, records, found))
     return views
 
 
@@ -70,7 +72,7 @@ def _copy_report(run: runs.Run, ceilings_dir: Path, out: Path) -> Path:
         shutil.copyfile(source, tmp)
         tmp.replace(target)
         return target
-    ceilings = runs.find_ceilings(ceilings_dir, run.env)
+    ceilings = load_for_run(run.path) or runs.find_ceilings(ceilings_dir, run.env)
     return write_atomic(target, report_html.render(run.records, run.run_id, ceilings), out)
 
 
