@@ -23,6 +23,8 @@ def _why_unavailable(case: Case, device: torch.device) -> str | None:
         return reason
     if device.type == "cpu" and not interpreted():
         return "needs a CUDA GPU, or TRITON_INTERPRET=1 to check the kernels on the CPU"
+    if case.op == "attention" and case.params["dtype"] not in ("fp16", "bf16"):
+        return f"dtype {case.params['dtype']} unsupported: the triton attention kernel takes fp16 and bf16"
     return None
 
 
