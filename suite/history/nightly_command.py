@@ -97,8 +97,10 @@ def check_installed(sha: str) -> None:
         print(f"tierbench nightly: warning: {where}: results are stored as {sha[:8]}", file=sys.stderr)
 
 
-def regenerate_report() -> int:
-    """`tierbench report` (the comparison site), when its module exists in this build."""
+def regenerate_report(config: AsvConfig) -> int:
+    """`tierbench report` (the comparison site beside asv's), when its module exists in this build.
+
+    Paths come from the asv config, so the site reads the history that was just published."""
     try:
         found = importlib.util.find_spec(SITE_MODULE) is not None
     except ImportError:
@@ -106,7 +108,14 @@ def regenerate_report() -> int:
     if not found:
         print(f"tierbench nightly: {SITE_MODULE} is not available; comparison report skipped")
         return 0
-    return int(importlib.import_module(SITE_MODULE).main([]) or 0)
+    root = config.root / "results"
+    argv = ["--runs", str(root / "runs"), "--asv", str(config.results_dir), "--out", str(config.html_dir.parent)]
+    print("+ tierbench report " + " ".join(argv), flush=True)
+    try:
+        return int(importlib.import_module(SITE_MODULE).main(argv) or 0)
+    except SystemExit as exc:  # its argument parser refused these options
+        print(f"tierbench nightly: tierbench report {' '.join(argv)} exited with {exc.code}", file=sys.stderr)
+        return 1
 
 
 def nightly(args: argparse.Namespace, config: AsvConfig) -> int:
@@ -120,8 +129,12 @@ def nightly(args: argparse.Namespace, config: AsvConfig) -> int:
         if args.head:
             sha = require_commit(config.repo, "HEAD")
             check_installed(sha)
-            code = run_asv(["run", "--python=same", "--set-commit-hash", sha, *_run_args(machine, args.bench)],
-                           config.path)
+            if args.skip_existing and _has_result(config, machine, sha):
+                print(f"tierbench nightly: {sha[:8]} has results on {machine}; skipped")
+                code = 0
+            else:
+                code = run_asv(["run", "--python=same", "--set-commit-hash", sha, *_run_args(machine, args.bench)],
+                               config.path)
             aa_env, last = None, sha
         elif args.commits and args.existing_env:
             shas = commit_list(config.repo, args.commits)
@@ -154,7 +167,7 @@ def nightly(args: argparse.Namespace, config: AsvConfig) -> int:
         if run_asv(["publish"], config.path):
             raise AsvError("asv publish failed")
         print(f"tierbench nightly: asv site in {config.html_dir}")
-    report = 0 if args.no_report else regenerate_report()
+    report = 0 if args.no_report else regenerate_report(config)
     if code == 2:
         print("tierbench nightly: some benchmarks failed (see asv's output above)", file=sys.stderr)
     return 1 if code or report else 0
