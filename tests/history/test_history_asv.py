@@ -56,7 +56,8 @@ def history(tmp_path_factory):
     first, second = _git(repo, "rev-parse", "HEAD~1"), _git(repo, "rev-parse", "HEAD")
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH", "ASV_PYTHONPATH")}
     # One thread: a two-thread product on a shared 2-core runner stalls whenever either thread is descheduled.
-    env.update(HOME=str(root / "home"), TIERBENCH_ASV_OVERRIDES="providers=[eager]", TIERBENCH_ASV_SUITE="smoke",
+    env.update(HOME=str(root / "home"), TIERBENCH_ASV_SUITE="smoke",
+               TIERBENCH_ASV_OVERRIDES="providers=[eager] matmul.square=[256] matmul.dtypes=[fp32]",
                OMP_NUM_THREADS="1")
     run = _tierbench(repo, env, "nightly", "--commits", f"{first},{second}", "--existing-env", "--machine", MACHINE,
                      "--bench", "matmul", "--aa", "2", "--no-report")
