@@ -15,6 +15,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .fill_package_dirs import add_missing_package_dirs
+
 CONFIG_NAME = "asv.conf.json"
 # Written beside an offline build's tierbench/ folder: which commit that build is.
 BUILD_COMMIT_FILE = "BUILD_COMMIT"
@@ -229,7 +231,7 @@ def build_commit(repo: Path, sha: str, dest: Path) -> Path:
                 tar.extractall(src, filter="data")
             else:
                 tar.extractall(src)  # noqa: S202 - our own repository's archive
-        _add_missing_package_dirs(src)
+        add_missing_package_dirs(src)
         if dest.exists():
             shutil.rmtree(dest)
         cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
@@ -239,29 +241,6 @@ def build_commit(repo: Path, sha: str, dest: Path) -> Path:
             raise AsvError(f"building {sha[:8]} failed: {' '.join(cmd)}\n{out.stdout}{out.stderr}".strip())
     (dest / "tierbench" / BUILD_COMMIT_FILE).write_text(sha + "\n")
     return dest
-
-
-def _add_missing_package_dirs(src: Path) -> None:
-    """Create empty folders for packages pyproject lists but the commit lacks (git keeps no empty folder):
-    commits from before a package got its first file would not build otherwise."""
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10: no TOML reader in the standard library; build as is
-        return
-    pyproject = src / "pyproject.toml"
-    if not pyproject.exists():
-        return
-    tool = tomllib.loads(pyproject.read_text()).get("tool", {}).get("setuptools", {})
-    mapping = tool.get("package-dir", {})
-    packages = tool.get("packages", [])
-    for package in packages if isinstance(packages, list) else []:
-        parent, rest = package, []
-        while parent and parent not in mapping:
-            parent, _, child = parent.rpartition(".")
-            rest.insert(0, child)
-        folder = src / mapping[parent] if parent else src
-        folder = folder.joinpath(*rest)
-        folder.mkdir(parents=True, exist_ok=True)
 
 
 def env_with_build(build: Path) -> dict[str, str]:
