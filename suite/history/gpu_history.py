@@ -77,6 +77,9 @@ def step_history(config: AsvConfig, machine: str, count: int, bench: str | None)
 def _report(config: AsvConfig, machine: str, base: asvresults.ResultFile, head: asvresults.ResultFile):
     path = noise.noise_file(config.root / "results" / "noise", machine)
     model = noise.load_model(path) if path.exists() else None
+    if model is None:
+        print(f"gpu_history: no noise model {path}: only the {Settings().floor:.0%} floor guards against drift; "
+              "run the aa step first", file=sys.stderr)
     report = compare_results(base, head, model, Settings(), str(path) if model else "none")
     print(markdown(report))
     return report
