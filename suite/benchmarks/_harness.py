@@ -126,6 +126,7 @@ def compose_config() -> Any:
     """The run config, composed by Hydra's compose API as `tierbench run` would with these overrides."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
+
     from tierbench.suite.config import register_configs
 
     register_configs()
@@ -244,6 +245,7 @@ def check_build() -> None:
 def measure_family(family: str) -> dict[tuple[str, str], dict[str, Any]]:
     """Measure every runnable (case, provider) of a family: {(label, provider): status, reason, samples_s}."""
     import torch
+
     from tierbench.suite.ceilings import load_or_measure
     from tierbench.suite.runner import RunContext, measure_case
     from tierbench.suite.timing import TimingSettings, bring_to_steady_state, make_timer
