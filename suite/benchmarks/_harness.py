@@ -151,10 +151,18 @@ def _plan() -> tuple[Any, Any, list[tuple[Any, str, tuple[Any, ...]]]]:
         if label in seen and seen[label] != case.case_id:
             raise ValueError(f"two cases share the asv label {label!r}: {seen[label]} and {case.case_id}")
         seen[label] = case.case_id
-        runnable = tuple(p for p in planned.providers if p.why_unavailable(case, device) is None
-                         and not (p.tier == "triton" and _interpreted()))
+        runnable = tuple(p for p in planned.providers
+                         if _available(p, case, device) and not (p.tier == "triton" and _interpreted()))
         entries.append((case, label, runnable))
     return cfg, device, entries
+
+
+def _available(provider: Any, case: Any, device: Any) -> bool:
+    """The provider's own rule; a rule that raises leaves only that provider out (as `tierbench run` does)."""
+    try:
+        return provider.why_unavailable(case, device) is None
+    except Exception:  # noqa: BLE001 - a broken rule must not take the whole suite down at import
+        return False
 
 
 def _interpreted() -> bool:
