@@ -9,13 +9,14 @@ from tierbench.suite.ops import cases_from_config
 from tierbench.suite.plan import PlanError, make_plan, resolve_device, select_providers
 
 
-@pytest.mark.parametrize("suite", ["smoke", "matmul", "norm", "attention", "all"])
+@pytest.mark.parametrize("suite", ["smoke", "matmul", "norm", "attention", "all", "nightly"])
 def test_every_suite_composes_and_plans(compose, suite):
     cfg = compose([f"suite={suite}"])
     cases = cases_from_config(cfg)
     assert cases, suite
     families = {c.family for c in cases}
-    expected = {"smoke": {"matmul", "norm", "attention"}, "all": {"matmul", "norm", "attention"}}
+    every = {"matmul", "norm", "attention"}
+    expected = {"smoke": every, "all": every, "nightly": every}
     assert families == expected.get(suite, {suite})
 
 
