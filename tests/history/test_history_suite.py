@@ -57,3 +57,12 @@ def test_method_names_and_thinning():
     kept = _harness._thin(values, 200)
     assert len(kept) == 200 and kept[0] == 0.0 and kept[-1] == 999.0
     assert _harness._thin(values[:50], 200) == values[:50]
+
+
+def test_nightly_yaml_and_the_fallback_for_old_builds_give_the_same_cases(compose):
+    from tierbench.suite.ops import cases_from_config
+
+    from_yaml = cases_from_config(compose(["suite=nightly"]))
+    from_overrides = cases_from_config(compose(list(_harness.NIGHTLY_OVERRIDES)))
+    assert [c.case_id for c in from_yaml] == [c.case_id for c in from_overrides]
+    assert len(from_yaml) == 9
