@@ -11,11 +11,13 @@ from dataclasses import dataclass
 
 import torch
 
-# Output rounding alone gives ~2^-9 (bf16) and ~2^-12 (fp16) relative error per element; these leave room
-# for accumulation-order differences, never for a wrong result. fp32 allows TF32-free float32 arithmetic.
+# The one tolerance table of the project (the suite, asv and the kernel tests all use it). Rounding the
+# output alone gives ~3e-3 (bf16, 8 significant bits) and ~3e-4 (fp16, 11 bits); the bounds leave room
+# for accumulation order, never for a wrong result. fp32 means TF32-free float32 arithmetic. On an H200,
+# every correct provider of the full suite stayed below 4.5e-3 (bf16) and 5.8e-4 (fp16).
 TOLERANCE: dict[torch.dtype, float] = {
-    torch.bfloat16: 2e-2,
-    torch.float16: 5e-3,
+    torch.bfloat16: 1e-2,
+    torch.float16: 2e-3,
     torch.float32: 1e-4,
 }
 

@@ -43,30 +43,39 @@ def options(case: Case) -> dict[str, Any]:
     return {"causal": case.params["causal"], "scale": 1.0 / math.sqrt(case.params["head_dim"])}
 
 
-def reference(inputs: dict[str, torch.Tensor], case: Case) -> torch.Tensor:
-    """Exact softmax attention in float64 (CPU) or float32 (GPU), chunked over query rows."""
-    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+def attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                  scale: float | None = None) -> torch.Tensor:
+    """Exact softmax attention in float64 (CPU) or float32 (GPU), chunked over query rows.
+
+    Causal is top-left aligned, as SDPA's is_causal: query i attends to keys 0..i.
+    """
     hi = torch.float64 if q.device.type == "cpu" else torch.float32
-    opts = options(case)
-    batch, heads, seq, _ = q.shape
-    out = torch.empty(q.shape, dtype=hi, device=q.device)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    batch, heads, seq_q, _ = q.shape
+    seq_k = k.shape[-2]
+    out = torch.empty((*q.shape[:-1], v.shape[-1]), dtype=hi, device=q.device)
     kt = k.to(hi).transpose(-1, -2)
     vh = v.to(hi)
-    rows = max(1, _REFERENCE_SCORE_ELEMENTS // (batch * heads * seq))
+    rows = max(1, _REFERENCE_SCORE_ELEMENTS // (batch * heads * seq_k))
     prev = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
     try:
-        for start in range(0, seq, rows):
-            stop = min(seq, start + rows)
-            scores = (q[:, :, start:stop].to(hi) @ kt) * opts["scale"]
-            if opts["causal"]:
+        for start in range(0, seq_q, rows):
+            stop = min(seq_q, start + rows)
+            scores = (q[:, :, start:stop].to(hi) @ kt) * scale
+            if causal:
                 qi = torch.arange(start, stop, device=q.device)[:, None]
-                kj = torch.arange(seq, device=q.device)[None, :]
+                kj = torch.arange(seq_k, device=q.device)[None, :]
                 scores.masked_fill_(kj > qi, float("-inf"))
             out[:, :, start:stop] = torch.softmax(scores, dim=-1) @ vh
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
     return out
+
+
+def reference(inputs: dict[str, torch.Tensor], case: Case) -> torch.Tensor:
+    opts = options(case)
+    return attention_ref(inputs["q"], inputs["k"], inputs["v"], opts["causal"], opts["scale"])
 
 
 def work(case: Case) -> WorkModel:

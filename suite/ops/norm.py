@@ -55,25 +55,43 @@ def bias_gelu_layer_norm_inputs(case: Case, device: torch.device,
             "weight": _param(case, device, gen, 1.0), "ln_bias": _param(case, device, gen, 0.0)}
 
 
-def _hi(t: torch.Tensor) -> torch.Tensor:
-    """float64 on the CPU, float32 on the GPU (float64 is slow there and float32 is ample for 16-bit outputs)."""
+def _hi(t: torch.Tensor | None) -> torch.Tensor | None:
+    """float64 on the CPU, float32 on the GPU (float64 is slow there; float32 is ample for 16-bit outputs)."""
+    if t is None:
+        return None
     return t.double() if t.device.type == "cpu" else t.float()
 
 
+# The references, on plain tensors: shared by the suite, the asv benchmarks and the kernel tests.
+def layer_norm_ref(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                   eps: float = LAYER_NORM_EPS) -> torch.Tensor:
+    x = _hi(x)
+    return F.layer_norm(x, x.shape[-1:], _hi(weight), _hi(bias), eps)
+
+
+def rms_norm_ref(x: torch.Tensor, weight: torch.Tensor | None, eps: float = RMS_NORM_EPS) -> torch.Tensor:
+    x = _hi(x)
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return y if weight is None else y * _hi(weight)
+
+
+def bias_gelu_layer_norm_ref(x: torch.Tensor, bias: torch.Tensor, weight: torch.Tensor | None,
+                             ln_bias: torch.Tensor | None, eps: float = LAYER_NORM_EPS) -> torch.Tensor:
+    h = _hi(x) + _hi(bias)
+    h = 0.5 * h * (1.0 + torch.erf(h / math.sqrt(2.0)))  # exact GELU
+    return F.layer_norm(h, h.shape[-1:], _hi(weight), _hi(ln_bias), eps)
+
+
 def layer_norm_reference(inputs: dict[str, torch.Tensor], case: Case) -> torch.Tensor:
-    x = _hi(inputs["x"])
-    return F.layer_norm(x, x.shape[-1:], _hi(inputs["weight"]), _hi(inputs["bias"]), LAYER_NORM_EPS)
+    return layer_norm_ref(inputs["x"], inputs["weight"], inputs["bias"])
 
 
 def rms_norm_reference(inputs: dict[str, torch.Tensor], case: Case) -> torch.Tensor:
-    x = _hi(inputs["x"])
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + RMS_NORM_EPS) * _hi(inputs["weight"])
+    return rms_norm_ref(inputs["x"], inputs["weight"])
 
 
 def bias_gelu_layer_norm_reference(inputs: dict[str, torch.Tensor], case: Case) -> torch.Tensor:
-    h = _hi(inputs["x"]) + _hi(inputs["bias"])
-    h = 0.5 * h * (1.0 + torch.erf(h / math.sqrt(2.0)))
-    return F.layer_norm(h, h.shape[-1:], _hi(inputs["weight"]), _hi(inputs["ln_bias"]), LAYER_NORM_EPS)
+    return bias_gelu_layer_norm_ref(inputs["x"], inputs["bias"], inputs["weight"], inputs["ln_bias"])
 
 
 def _work(n_params: int, flops_per_element: float):

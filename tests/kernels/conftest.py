@@ -11,9 +11,7 @@ if not torch.cuda.is_available():
 
 import pytest  # noqa: E402
 
-# Relative error ||out - ref|| / ||ref|| allowed against a float64 reference, per dtype. Half-precision
-# outputs are rounded to 11 (fp16) or 8 (bf16) significant bits, which alone gives ~3e-4 and ~3e-3.
-TOLERANCE = {torch.float16: 2e-3, torch.bfloat16: 1e-2, torch.float32: 1e-4}
+from tierbench.suite.checking import TOLERANCE  # noqa: E402 - the project's one tolerance table
 
 
 def pytest_configure(config):
