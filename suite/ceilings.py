@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
+from .naming import slug
 from .timing import TimingSettings, make_timer
 
 CEILINGS_VERSION = 2
@@ -38,10 +38,6 @@ def device_name(device: torch.device) -> str:
     import platform
 
     return f"cpu {platform.machine()} x{torch.get_num_threads()} threads"
-
-
-def _slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
 def _median_ms(fn, device: torch.device) -> float:
@@ -94,7 +90,7 @@ def measure(device: torch.device) -> Ceilings:
 
 def load_or_measure(device: torch.device, folder: str | Path, remeasure: bool = False) -> Ceilings:
     """The cached ceilings of this device, measured now if absent, stale or asked for."""
-    path = Path(folder) / f"{_slug(device_name(device))}.json"
+    path = Path(folder) / f"{slug(device_name(device))}.json"
     if path.exists() and not remeasure:
         try:
             data = json.loads(path.read_text())

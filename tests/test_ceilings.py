@@ -7,6 +7,7 @@ import json
 import torch
 
 from tierbench.suite import ceilings
+from tierbench.suite.naming import slug
 
 
 def test_measured_once_then_served_from_the_cache(tmp_path, monkeypatch):
@@ -27,7 +28,7 @@ def test_stale_or_damaged_cache_is_measured_again(tmp_path, monkeypatch):
     cpu = torch.device("cpu")
     fake = ceilings.Ceilings(device_name="x", copy_gbps=1.0, matmul_tflops={"fp32": 2.0})
     monkeypatch.setattr(ceilings, "measure", lambda device: fake)
-    path = tmp_path / f"{ceilings._slug(ceilings.device_name(cpu))}.json"
+    path = tmp_path / f"{slug(ceilings.device_name(cpu))}.json"
     path.write_text(json.dumps({"version": 0, "copy_gbps": 9}))
     assert ceilings.load_or_measure(cpu, tmp_path) == fake
     path.write_text("{not json")

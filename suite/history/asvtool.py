@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -15,6 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..naming import slug
 from .fill_package_dirs import add_missing_package_dirs
 
 CONFIG_NAME = "asv.conf.json"
@@ -126,18 +126,14 @@ def gpu_model() -> str | None:
     return lines[0] if out.returncode == 0 and lines else None
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-
-
 def machine_name(gpu: str | None = None, host: str | None = None) -> str:
     """`<gpu model>-<host>` (e.g. h200-node7) or `cpu-<host>`: asv itself records no GPU facts."""
     gpu = gpu if gpu is not None else gpu_model()
-    host = _slug((host or socket.gethostname()).split(".")[0]) or "host"
+    host = slug((host or socket.gethostname()).split(".")[0]) or "host"
     if not gpu:
         return f"cpu-{host}"
     words = [w for w in gpu.split() if w.lower() not in ("nvidia", "geforce", "tesla", "quadro")]
-    return f"{_slug(' '.join(words)) or 'gpu'}-{host}"
+    return f"{slug(' '.join(words)) or 'gpu'}-{host}"
 
 
 def _git_top(folder: Path) -> Path | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from .. import naming
 from ..ceilings import Ceilings
 from ..records import CONFIG_FILE, RECORDS_FILE, Measurement, read_records
 
@@ -20,7 +20,8 @@ class SelectionError(ValueError):
 
 
 def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "x"
+    """Site paths and CSS classes: never empty."""
+    return naming.slug(text, empty="x")
 
 
 @dataclass(frozen=True)
