@@ -39,6 +39,13 @@ class RunContext:
     env: dict[str, Any]
     seed: int = 0
     done: set[tuple[str, str]] = field(default_factory=set)
+    # Package version per provider, looked up once per run: distribution metadata scans are slow.
+    versions: dict[str, str | None] = field(default_factory=dict)
+
+    def version_of(self, provider: Provider) -> str | None:
+        if provider.name not in self.versions:
+            self.versions[provider.name] = provider.version()
+        return self.versions[provider.name]
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -85,7 +92,7 @@ def measure_case(case: Case, providers: list[Provider], ctx: RunContext) -> Iter
         return Measurement(run_id=ctx.run_id, op=case.op, family=case.family, case=case.to_json(),
                            case_id=case.case_id, label=case.label, x=case.x, provider=provider.name,
                            tier=provider.tier, status=status, reason=reason, flops=work.flops,
-                           min_bytes=work.min_bytes, provider_version=provider.version(), env=ctx.env, **fields)
+                           min_bytes=work.min_bytes, provider_version=ctx.version_of(provider), env=ctx.env, **fields)
 
     runnable = []
     for provider in providers:
