@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import INTERPRET, check_eps, check_same_device, check_tensor, next_pow2, on_device
+from ._common import INTERPRET, check_eps, check_same_device, check_tensor, next_pow2, num_sms, on_device
 
 # ----------------------------------------------------------------------------------------------------------
 # Configs
@@ -24,15 +24,24 @@ from ._common import INTERPRET, check_eps, check_same_device, check_tensor, next
 # Widest row (elements, a power of two) held whole in registers; wider rows take the looped kernel.
 MAX_FUSED_BLOCK = 16384
 
-# erf inside the fused GELU: 0 = libdevice erff, 1 = own erfc rational fit (fewer instructions).
+# GELU inside the fused kernel: 0 = libdevice erff (the textbook form, kept as the reference variant),
+# 1 = x * sigmoid(odd polynomial) fitted to the exact GELU (tests/kernels/fit_gelu.py; fewer instructions).
 GELU_IMPL = 1
+
+# Persistent whole-row programs (rows of 4096 or more, one row per step): blocks per SM x how the next
+# row is fetched (STAGES 0 = prefetch into registers, 2 = cp.async double buffer in shared memory, whose
+# 2 x (x row + bias row) leave room for one block per SM at width 16384).
+PERSISTENT = ((1, 0), (2, 0), (1, 2))
 
 
 def norm_row_configs() -> list[triton.Config]:
-    """Candidates of the whole-row kernel: rows per program x warps (one small config if interpreted)."""
+    """Candidates of the whole-row kernel: rows per program x warps, and the persistent variants."""
     if INTERPRET:
-        return [triton.Config({"ROWS": 2}, num_warps=4)]
-    return [triton.Config({"ROWS": rows}, num_warps=warps) for rows in (1, 2, 4, 8) for warps in (1, 2, 4, 8, 16, 32)]
+        return [triton.Config({"ROWS": 2, "CTAS": 0, "STAGES": 0}, num_warps=4)]
+    warps = (1, 2, 4, 8, 16, 32)
+    plain = [triton.Config({"ROWS": r, "CTAS": 0, "STAGES": 0}, num_warps=w) for r in (1, 2, 4, 8) for w in warps]
+    persistent = [triton.Config({"ROWS": 1, "CTAS": c, "STAGES": s}, num_warps=w) for c, s in PERSISTENT for w in warps]
+    return plain + persistent
 
 
 def norm_looped_configs() -> list[triton.Config]:
@@ -43,7 +52,8 @@ def norm_looped_configs() -> list[triton.Config]:
 
 
 def prune_norm_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
-    """Keep configs giving each thread 8..32 elements of the tile (16-byte loads, no register spills)."""
+    """Keep configs giving each thread 8..32 elements of the tile (16-byte loads, no register spills);
+    persistent (prefetching) programs only for rows of 4096 or more, where one row fills a block."""
     if len(configs) <= 1:
         return configs
     n_rows = named_args["n_rows"]
@@ -57,6 +67,8 @@ def prune_norm_configs(configs: list[triton.Config], named_args: dict, **kwargs)
             continue
         # Several rows per program only pay for short rows; never more rows than exist.
         if rows > 1 and (width > 1024 or rows > n_rows):
+            continue
+        if cfg.kwargs.get("CTAS", 0) and (width < 4096 or rows > 1):
             continue
         if "BLOCK_N" in cfg.kwargs and width > next_pow2(named_args["N"]):
             continue
@@ -72,33 +84,137 @@ def prune_norm_configs(configs: list[triton.Config], named_args: dict, **kwargs)
 
 
 @triton.jit
-def _erfc_nonneg(z):
-    # erfc(z) for z >= 0 with relative error < 1.2e-7 everywhere (Numerical Recipes' Chebyshev fit):
-    # one exp2 and one division, about half the instructions of libdevice's erff, which is what
-    # decides whether the fused kernel stays memory bound.
-    t = 1.0 / (1.0 + 0.5 * z)
-    p = 0.17087277
-    p = p * t - 0.82215223
-    p = p * t + 1.48851587
-    p = p * t - 1.13520398
-    p = p * t + 0.27886807
-    p = p * t - 0.18628806
-    p = p * t + 0.09678418
-    p = p * t + 0.37409196
-    p = p * t + 1.00002368
-    p = p * t - 1.26551223
-    return t * tl.math.exp2((p - z * z) * 1.4426950408889634)
+def _exp2(x, FAST_MUFU: tl.constexpr):
+    if FAST_MUFU:  # one MUFU.EX2; tl.math.exp2 adds a subnormal rescale around it
+        return tl.inline_asm_elementwise(
+            "ex2.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
+        )
+    else:
+        return tl.math.exp2(x)
 
 
 @triton.jit
-def _gelu_erf(x, GELU_IMPL: tl.constexpr):
+def _reciprocal(x, FAST_MUFU: tl.constexpr):
+    if FAST_MUFU:  # one MUFU.RCP; a division adds range checks the callers' operands (>= 1) never need
+        return tl.inline_asm_elementwise(
+            "rcp.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
+        )
+    else:
+        return 1.0 / x
+
+
+@triton.jit
+def _gelu_erf(x, GELU_IMPL: tl.constexpr, PRECISE: tl.constexpr, FAST_MUFU: tl.constexpr):
     # Exact GELU, x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)).
     if GELU_IMPL == 0:
         return 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
     else:
-        # 1 + erf(x/sqrt2) = erfc(-x/sqrt2): no cancellation for negative x.
-        q = _erfc_nonneg(tl.abs(x) * 0.7071067811865476)
-        return 0.5 * x * tl.where(x >= 0, 2.0 - q, q)
+        # x * sigmoid(g(x)) with g an odd polynomial fitted to logit(Phi) (tests/kernels/fit_gelu.py), its
+        # coefficients times -log2(e): x / (1 + 2^(x p(x^2))). Max abs error 3.6e-6 with 5 terms (for 16-bit
+        # outputs, whose rounding is >= 1000x larger), 7.8e-7 with 7 (float32). No branch: the exp2
+        # saturates to 0 or inf in the tails, giving x or -0 like the exact GELU.
+        z = x * x
+        if PRECISE:
+            p = -5.209928045e-09
+            p = p * z + 3.850458654e-07
+            p = p * z - 1.145244369e-05
+            p = p * z + 1.593895140e-04
+            p = p * z + 9.559258615e-05
+            p = p * z - 1.048385799e-01
+            p = p * z - 2.302207232e00
+        else:
+            p = -3.210383738e-06
+            p = p * z + 8.790987340e-05
+            p = p * z + 3.620472271e-04
+            p = p * z - 1.052299738e-01
+            p = p * z - 2.302043676e00
+        return x * _reciprocal(1.0 + _exp2(x * p, FAST_MUFU), FAST_MUFU)
+
+
+@triton.jit
+def _load_row_tile(
+    X,
+    XB,
+    tile,
+    n_rows,
+    N,
+    stride_x,
+    HAS_GELU: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    ROWS: tl.constexpr,
+    EVEN_N: tl.constexpr,
+):
+    # Raw (input dtype) tile of ROWS rows; rows past the end read as 0 and are never stored.
+    rows = tile * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK_N)
+    ptrs = X + rows.to(tl.int64)[:, None] * stride_x + cols[None, :]
+    if EVEN_N:
+        mask = (rows < n_rows)[:, None]
+    else:
+        mask = (rows < n_rows)[:, None] & (cols < N)[None, :]
+    return tl.load(ptrs, mask=mask, other=0.0)
+
+
+@triton.jit
+def _normalize_row_tile(
+    x_raw,
+    Y,
+    W,
+    B,
+    XB,
+    tile,
+    n_rows,
+    N,
+    stride_y,
+    eps,
+    IS_RMS: tl.constexpr,
+    HAS_W: tl.constexpr,
+    HAS_B: tl.constexpr,
+    HAS_GELU: tl.constexpr,
+    GELU_IMPL: tl.constexpr,
+    PRECISE: tl.constexpr,
+    FAST_MUFU: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    ROWS: tl.constexpr,
+    EVEN_N: tl.constexpr,
+):
+    rows = tile * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    x = x_raw.to(tl.float32)
+    if HAS_GELU:
+        if EVEN_N:
+            xb = tl.load(XB + cols).to(tl.float32)
+        else:
+            xb = tl.load(XB + cols, mask=col_ok, other=0.0).to(tl.float32)
+        x = _gelu_erf(x + xb[None, :], GELU_IMPL, PRECISE, FAST_MUFU)  # padded lanes stay 0: gelu(0) = 0
+    if IS_RMS:
+        rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
+        y = x * rstd[:, None]
+    else:
+        mean = tl.sum(x, axis=1) / N
+        if EVEN_N:
+            xc = x - mean[:, None]
+        else:
+            xc = tl.where(col_ok[None, :], x - mean[:, None], 0.0)
+        rstd = tl.rsqrt(tl.sum(xc * xc, axis=1) / N + eps)
+        y = xc * rstd[:, None]
+    if HAS_W:
+        if EVEN_N:
+            y = y * tl.load(W + cols).to(tl.float32)[None, :]
+        else:
+            y = y * tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+    if HAS_B:
+        if EVEN_N:
+            y = y + tl.load(B + cols).to(tl.float32)[None, :]
+        else:
+            y = y + tl.load(B + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+    ptrs = Y + rows.to(tl.int64)[:, None] * stride_y + cols[None, :]
+    if EVEN_N:
+        mask = (rows < n_rows)[:, None]
+    else:
+        mask = (rows < n_rows)[:, None] & col_ok[None, :]
+    tl.store(ptrs, y.to(Y.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -118,39 +234,110 @@ def _norm_row_kernel(
     HAS_B: tl.constexpr,
     HAS_GELU: tl.constexpr,
     GELU_IMPL: tl.constexpr,
+    PRECISE: tl.constexpr,
+    FAST_MUFU: tl.constexpr,
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
+    CTAS: tl.constexpr,
+    STAGES: tl.constexpr,
+    EVEN_N: tl.constexpr,  # N == BLOCK_N: no column masks or padding selects
 ):
-    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
-    cols = tl.arange(0, BLOCK_N)
-    col_ok = cols < N
-    mask = (rows < n_rows)[:, None] & col_ok[None, :]
-    rows64 = rows.to(tl.int64)[:, None]
-    x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    if HAS_GELU:
-        xb = tl.load(XB + cols, mask=col_ok, other=0.0).to(tl.float32)
-        x = _gelu_erf(x + xb[None, :], GELU_IMPL)  # padded lanes stay 0: gelu(0) = 0
-    if IS_RMS:
-        rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
-        y = x * rstd[:, None]
+    pid = tl.program_id(0)
+    if CTAS == 0:
+        x_raw = _load_row_tile(X, XB, pid, n_rows, N, stride_x, HAS_GELU, BLOCK_N, ROWS, EVEN_N)
+        _normalize_row_tile(
+            x_raw,
+            Y,
+            W,
+            B,
+            XB,
+            pid,
+            n_rows,
+            N,
+            stride_y,
+            eps,
+            IS_RMS,
+            HAS_W,
+            HAS_B,
+            HAS_GELU,
+            GELU_IMPL,
+            PRECISE,
+            FAST_MUFU,
+            BLOCK_N,
+            ROWS,
+            EVEN_N,
+        )
+    elif STAGES == 0:
+        # Persistent: each program walks the tiles pid, pid + G, ... and loads the next tile before working
+        # on the current one, so a row's arithmetic overlaps the next row's loads even when only one block
+        # fits per SM (a 16384-wide row fills the register file).
+        step = tl.num_programs(0)
+        n_tiles = tl.cdiv(n_rows, ROWS)
+        x_next = _load_row_tile(X, XB, pid, n_rows, N, stride_x, HAS_GELU, BLOCK_N, ROWS, EVEN_N)
+        for tile in tl.range(pid, n_tiles, step):
+            x_raw = x_next
+            x_next = _load_row_tile(X, XB, tile + step, n_rows, N, stride_x, HAS_GELU, BLOCK_N, ROWS, EVEN_N)
+            _normalize_row_tile(
+                x_raw,
+                Y,
+                W,
+                B,
+                XB,
+                tile,
+                n_rows,
+                N,
+                stride_y,
+                eps,
+                IS_RMS,
+                HAS_W,
+                HAS_B,
+                HAS_GELU,
+                GELU_IMPL,
+                PRECISE,
+                FAST_MUFU,
+                BLOCK_N,
+                ROWS,
+                EVEN_N,
+            )
     else:
-        mean = tl.sum(x, axis=1) / N
-        xc = tl.where(mask, x - mean[:, None], 0.0)
-        rstd = tl.rsqrt(tl.sum(xc * xc, axis=1) / N + eps)
-        y = xc * rstd[:, None]
-    if HAS_W:
-        y = y * tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
-    if HAS_B:
-        y = y + tl.load(B + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
-    tl.store(Y + rows64 * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+        # Persistent, with Triton's software pipeliner: cp.async copies of the next STAGES - 1 rows (and
+        # their bias rows) into shared memory run while the current row is normalised.
+        step = tl.num_programs(0)
+        n_tiles = tl.cdiv(n_rows, ROWS)
+        for tile in tl.range(pid, n_tiles, step, num_stages=STAGES):
+            x_raw = _load_row_tile(X, XB, tile, n_rows, N, stride_x, HAS_GELU, BLOCK_N, ROWS, EVEN_N)
+            _normalize_row_tile(
+                x_raw,
+                Y,
+                W,
+                B,
+                XB,
+                tile,
+                n_rows,
+                N,
+                stride_y,
+                eps,
+                IS_RMS,
+                HAS_W,
+                HAS_B,
+                HAS_GELU,
+                GELU_IMPL,
+                PRECISE,
+                FAST_MUFU,
+                BLOCK_N,
+                ROWS,
+                EVEN_N,
+            )
 
 
 @triton.jit
-def _load_chunk(X, XB, cols, N, HAS_GELU: tl.constexpr, GELU_IMPL: tl.constexpr):
+def _load_chunk(
+    X, XB, cols, N, HAS_GELU: tl.constexpr, GELU_IMPL: tl.constexpr, PRECISE: tl.constexpr, FAST_MUFU: tl.constexpr
+):
     ok = cols < N
     x = tl.load(X + cols, mask=ok, other=0.0).to(tl.float32)
     if HAS_GELU:
-        x = _gelu_erf(x + tl.load(XB + cols, mask=ok, other=0.0).to(tl.float32), GELU_IMPL)
+        x = _gelu_erf(x + tl.load(XB + cols, mask=ok, other=0.0).to(tl.float32), GELU_IMPL, PRECISE, FAST_MUFU)
     return x, ok
 
 
@@ -171,6 +358,8 @@ def _norm_looped_kernel(
     HAS_B: tl.constexpr,
     HAS_GELU: tl.constexpr,
     GELU_IMPL: tl.constexpr,
+    PRECISE: tl.constexpr,
+    FAST_MUFU: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
@@ -181,12 +370,12 @@ def _norm_looped_kernel(
     if IS_RMS:
         shift = 0.0
     else:
-        x0, ok0 = _load_chunk(x_row, XB, offs, N, HAS_GELU, GELU_IMPL)
+        x0, ok0 = _load_chunk(x_row, XB, offs, N, HAS_GELU, GELU_IMPL, PRECISE, FAST_MUFU)
         shift = tl.sum(x0, axis=0) / tl.minimum(N, BLOCK_N)
     acc_s = tl.zeros((BLOCK_N,), dtype=tl.float32)
     acc_q = tl.zeros((BLOCK_N,), dtype=tl.float32)
     for start in tl.range(0, N, BLOCK_N):
-        x, ok = _load_chunk(x_row, XB, start + offs, N, HAS_GELU, GELU_IMPL)
+        x, ok = _load_chunk(x_row, XB, start + offs, N, HAS_GELU, GELU_IMPL, PRECISE, FAST_MUFU)
         d = tl.where(ok, x - shift, 0.0)
         acc_s += d
         acc_q += d * d
@@ -201,7 +390,7 @@ def _norm_looped_kernel(
 
     for start in tl.range(0, N, BLOCK_N):
         cols = start + offs
-        x, ok = _load_chunk(x_row, XB, cols, N, HAS_GELU, GELU_IMPL)
+        x, ok = _load_chunk(x_row, XB, cols, N, HAS_GELU, GELU_IMPL, PRECISE, FAST_MUFU)
         y = (x - mean) * rstd
         if HAS_W:
             y = y * tl.load(W + cols, mask=ok, other=0.0).to(tl.float32)
@@ -298,6 +487,8 @@ def _norm_forward(
         "HAS_B": bias is not None,
         "HAS_GELU": gelu_bias is not None,
         "GELU_IMPL": gelu_impl,
+        "PRECISE": x.dtype == torch.float32,  # the 7-term GELU fit; 16-bit outputs take 5 terms
+        "FAST_MUFU": not INTERPRET,  # inline PTX, which the interpreter cannot run
     }
     if looped:
         grid = (n_rows,)
@@ -307,11 +498,18 @@ def _norm_forward(
             _norm_looped_kernel[grid](*args, **flags, **config.all_kwargs())
     else:
         block_n = next_pow2(n)
+        sms = num_sms(x.device)
+
+        def grid(meta: dict) -> tuple[int]:
+            tiles = triton.cdiv(n_rows, meta["ROWS"])
+            return (tiles if meta["CTAS"] == 0 else min(tiles, sms * meta["CTAS"]),)
+
+        flags.update(BLOCK_N=block_n, EVEN_N=n == block_n)
         if config is None:
-            _norm_row_tuned[lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)](*args, **flags, BLOCK_N=block_n)
+            _norm_row_tuned[grid](*args, **flags)
         else:
-            grid = (triton.cdiv(n_rows, config.kwargs["ROWS"]),)
-            _norm_row_kernel[grid](*args, **flags, BLOCK_N=block_n, **config.all_kwargs())
+            kwargs = {"CTAS": 0, "STAGES": 0, **config.all_kwargs()}
+            _norm_row_kernel[grid(kwargs)](*args, **flags, **kwargs)
     return y
 
 

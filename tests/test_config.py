@@ -72,14 +72,17 @@ def test_device_resolution():
     assert resolve_device("auto").type in ("cpu", "cuda")
 
 
-@pytest.mark.parametrize("override, expected", [
-    ("suite=nope", ["Could not find 'suite/nope'", "smoke", "attention"]),
-    ("device=tpu", ["Invalid value 'tpu'", "auto, cuda, cpu"]),
-    ("timing=fast", ["Could not find 'timing/fast'", "quick", "precise"]),
-    ("atention.causal=true", ["Key 'atention' not in"]),
-    ("tiers=[gpu]", ["Invalid value 'gpu'", "vendor, compiler, triton, cuda"]),
-    ("providers=[nope]", ["valid choices:", "sdpa-math"]),
-])
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("suite=nope", ["Could not find 'suite/nope'", "smoke", "attention"]),
+        ("device=tpu", ["Invalid value 'tpu'", "auto, cuda, cpu"]),
+        ("timing=fast", ["Could not find 'timing/fast'", "quick", "precise"]),
+        ("atention.causal=true", ["Key 'atention' not in"]),
+        ("tiers=[gpu]", ["Invalid value 'gpu'", "vendor, compiler, triton, cuda"]),
+        ("providers=[nope]", ["valid choices:", "sdpa-math"]),
+    ],
+)
 def test_bad_overrides_exit_nonzero_and_name_the_choices(tmp_path, override, expected):
     result = tierbench_cli("run", override, f"results_dir={tmp_path}/runs", cwd=tmp_path, timeout=120)
     assert result.returncode != 0

@@ -31,8 +31,7 @@ FAST = TimingSettings(warmup_ms=1, rep_ms=2, rounds=2, min_reps=2, max_reps=10, 
 
 
 def _attention(head_dim: int = 16, dtype: str = "fp32", causal: bool = False) -> Case:
-    params = {"batch": 1, "heads": 2, "seq": 32, "head_dim": head_dim, "causal": causal, "dtype": dtype,
-              "mode": "fwd"}
+    params = {"batch": 1, "heads": 2, "seq": 32, "head_dim": head_dim, "causal": causal, "dtype": dtype, "mode": "fwd"}
     return Case("attention", "attention", params, f"B1 H2 S32 D{head_dim}", x=32.0)
 
 
@@ -42,8 +41,9 @@ def _norm(op: str) -> Case:
 
 def _ctx(tmp_path) -> RunContext:
     ceilings = Ceilings(device_name="cpu", copy_gbps=10, matmul_tflops={"fp32": 0.1, "bf16": 0.1})
-    return RunContext(run_id="t", run_dir=tmp_path, device=CPU, timer=CpuTimer(FAST), ceilings=ceilings,
-                      env={"device_name": "cpu"})
+    return RunContext(
+        run_id="t", run_dir=tmp_path, device=CPU, timer=CpuTimer(FAST), ceilings=ceilings, env={"device_name": "cpu"}
+    )
 
 
 def _installed(module: str) -> bool:
@@ -79,11 +79,14 @@ def test_flash_attn_output_is_viewed_back_in_the_ops_layout():
 # --- Reasons on this machine --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name, module, pip_words", [
-    ("flash-attn-2", "flash_attn.flash_attn_interface", "pip install flash-attn --no-build-isolation"),
-    ("flash-attn-3", "flash_attn_interface", "cd hopper && python setup.py install"),
-    ("flash-attn-4", "flash_attn.cute", "pip install flash-attn-4"),
-])
+@pytest.mark.parametrize(
+    "name, module, pip_words",
+    [
+        ("flash-attn-2", "flash_attn.flash_attn_interface", "pip install flash-attn --no-build-isolation"),
+        ("flash-attn-3", "flash_attn_interface", "cd hopper && python setup.py install"),
+        ("flash-attn-4", "flash_attn.cute", "pip install flash-attn-4"),
+    ],
+)
 def test_absent_flash_attn_names_what_to_install(name, module, pip_words):
     if _installed(module):
         pytest.skip(f"{module} is installed here")
@@ -110,7 +113,8 @@ def test_a_package_that_is_there_but_does_not_import_is_told_apart(tmp_path, mon
     assert reason.endswith("reinstall: pip install tierbench-broken-pkg")
     assert import_problem("tierbench_no_such_pkg.sub", "pip install x") == (
         "package not installed: tierbench_no_such_pkg.sub (ModuleNotFoundError: No module named "
-        "'tierbench_no_such_pkg'); pip install x")
+        "'tierbench_no_such_pkg'); pip install x"
+    )
     assert import_problem("json", "pip install x") is None
 
 
@@ -120,8 +124,14 @@ def test_on_a_cpu_the_device_is_the_reason():
 
 def test_absent_packages_report_no_version():
     for provider in cuda_tier.providers():
-        if not _installed({"flash-attn-2": "flash_attn.flash_attn_interface", "flash-attn-3": "flash_attn_interface",
-                           "flash-attn-4": "flash_attn.cute", "quack": "quack.rmsnorm"}[provider.name]):
+        if not _installed(
+            {
+                "flash-attn-2": "flash_attn.flash_attn_interface",
+                "flash-attn-3": "flash_attn_interface",
+                "flash-attn-4": "flash_attn.cute",
+                "quack": "quack.rmsnorm",
+            }[provider.name]
+        ):
             assert provider.version() is None
 
 
@@ -138,40 +148,70 @@ def test_version_lookup_tries_distributions_then_module_owner_then_imported_modu
 # --- The packages' rules, as pure functions ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("rule, cc, dtype, head_dim, expected", [
-    # flash-attn 2: Ampere and newer, 16-bit, head_dim up to 256 (any, padded inside the call).
-    (flash_attn_2_rule, (8, 0), "bf16", 128, None),
-    (flash_attn_2_rule, (9, 0), "fp16", 72, None),
-    (flash_attn_2_rule, (12, 0), "fp16", 256, None),
-    (flash_attn_2_rule, (7, 5), "fp16", 64, "compute capability 7.5 too old: flash-attn-2 needs 8.0 or newer"),
-    (flash_attn_2_rule, (9, 0), "fp32", 64, "dtype fp32 unsupported: flash-attn-2 takes fp16 and bf16"),
-    (flash_attn_2_rule, (9, 0), "bf16", 512, "head_dim 512 unsupported: flash-attn-2 takes head_dim up to 256"),
-    # flash-attn 3: Ampere to Hopper, no Blackwell kernels; head_dim a multiple of 8 up to 256.
-    (flash_attn_3_rule, (9, 0), "bf16", 256, None),
-    (flash_attn_3_rule, (8, 6), "fp16", 64, None),
-    (flash_attn_3_rule, (7, 0), "bf16", 64, "compute capability 7.0 too old: flash-attn-3 needs 8.0 or newer"),
-    (flash_attn_3_rule, (10, 0), "bf16", 64, "compute capability 10.0 not supported: flash-attn-3 has kernels "
-                                             "for 8.x and 9.0 only (Hopper build); on Blackwell use flash-attn-4"),
-    (flash_attn_3_rule, (9, 0), "fp32", 64, "dtype fp32 unsupported: flash-attn-3 takes fp16 and bf16"),
-    (flash_attn_3_rule, (9, 0), "bf16", 72 + 4, "head_dim 76 unsupported: flash-attn-3 takes multiples of 8 "
-                                                "up to 256"),
-    # flash-attn 4: per-arch head dims from flash_attn/cute/interface.py.
-    (flash_attn_4_rule, (9, 0), "bf16", 256, None),
-    (flash_attn_4_rule, (9, 0), "fp16", 192, None),
-    (flash_attn_4_rule, (10, 0), "bf16", 128, None),
-    (flash_attn_4_rule, (10, 3), "bf16", 256, None),
-    (flash_attn_4_rule, (8, 0), "bf16", 256, None),
-    (flash_attn_4_rule, (12, 0), "bf16", 192, None),
-    (flash_attn_4_rule, (7, 5), "bf16", 64, "compute capability 7.5 too old: flash-attn-4 needs 8.0 or newer"),
-    (flash_attn_4_rule, (9, 0), "fp32", 64, "dtype fp32 unsupported: flash-attn-4 takes fp16 and bf16"),
-    (flash_attn_4_rule, (9, 0), "bf16", 60, "head_dim 60 unsupported: flash-attn-4 takes multiples of 8"),
-    (flash_attn_4_rule, (9, 0), "bf16", 320, "head_dim 320 unsupported: flash-attn-4 on 9.x takes multiples "
-                                             "of 8 up to 256"),
-    (flash_attn_4_rule, (10, 0), "bf16", 192, "head_dim 192 unsupported: flash-attn-4 on 10.x takes multiples "
-                                              "of 8 up to 128, or 256"),
-    (flash_attn_4_rule, (8, 9), "bf16", 256, "head_dim 256 unsupported: flash-attn-4 on 8.9 (SM80-MMA kernel, "
-                                             "99 KB shared memory) takes multiples of 8 up to 192"),
-])
+@pytest.mark.parametrize(
+    "rule, cc, dtype, head_dim, expected",
+    [
+        # flash-attn 2: Ampere and newer, 16-bit, head_dim up to 256 (any, padded inside the call).
+        (flash_attn_2_rule, (8, 0), "bf16", 128, None),
+        (flash_attn_2_rule, (9, 0), "fp16", 72, None),
+        (flash_attn_2_rule, (12, 0), "fp16", 256, None),
+        (flash_attn_2_rule, (7, 5), "fp16", 64, "compute capability 7.5 too old: flash-attn-2 needs 8.0 or newer"),
+        (flash_attn_2_rule, (9, 0), "fp32", 64, "dtype fp32 unsupported: flash-attn-2 takes fp16 and bf16"),
+        (flash_attn_2_rule, (9, 0), "bf16", 512, "head_dim 512 unsupported: flash-attn-2 takes head_dim up to 256"),
+        # flash-attn 3: Ampere to Hopper, no Blackwell kernels; head_dim a multiple of 8 up to 256.
+        (flash_attn_3_rule, (9, 0), "bf16", 256, None),
+        (flash_attn_3_rule, (8, 6), "fp16", 64, None),
+        (flash_attn_3_rule, (7, 0), "bf16", 64, "compute capability 7.0 too old: flash-attn-3 needs 8.0 or newer"),
+        (
+            flash_attn_3_rule,
+            (10, 0),
+            "bf16",
+            64,
+            "compute capability 10.0 not supported: flash-attn-3 has kernels "
+            "for 8.x and 9.0 only (Hopper build); on Blackwell use flash-attn-4",
+        ),
+        (flash_attn_3_rule, (9, 0), "fp32", 64, "dtype fp32 unsupported: flash-attn-3 takes fp16 and bf16"),
+        (
+            flash_attn_3_rule,
+            (9, 0),
+            "bf16",
+            72 + 4,
+            "head_dim 76 unsupported: flash-attn-3 takes multiples of 8 up to 256",
+        ),
+        # flash-attn 4: per-arch head dims from flash_attn/cute/interface.py.
+        (flash_attn_4_rule, (9, 0), "bf16", 256, None),
+        (flash_attn_4_rule, (9, 0), "fp16", 192, None),
+        (flash_attn_4_rule, (10, 0), "bf16", 128, None),
+        (flash_attn_4_rule, (10, 3), "bf16", 256, None),
+        (flash_attn_4_rule, (8, 0), "bf16", 256, None),
+        (flash_attn_4_rule, (12, 0), "bf16", 192, None),
+        (flash_attn_4_rule, (7, 5), "bf16", 64, "compute capability 7.5 too old: flash-attn-4 needs 8.0 or newer"),
+        (flash_attn_4_rule, (9, 0), "fp32", 64, "dtype fp32 unsupported: flash-attn-4 takes fp16 and bf16"),
+        (flash_attn_4_rule, (9, 0), "bf16", 60, "head_dim 60 unsupported: flash-attn-4 takes multiples of 8"),
+        (
+            flash_attn_4_rule,
+            (9, 0),
+            "bf16",
+            320,
+            "head_dim 320 unsupported: flash-attn-4 on 9.x takes multiples of 8 up to 256",
+        ),
+        (
+            flash_attn_4_rule,
+            (10, 0),
+            "bf16",
+            192,
+            "head_dim 192 unsupported: flash-attn-4 on 10.x takes multiples of 8 up to 128, or 256",
+        ),
+        (
+            flash_attn_4_rule,
+            (8, 9),
+            "bf16",
+            256,
+            "head_dim 256 unsupported: flash-attn-4 on 8.9 (SM80-MMA kernel, "
+            "99 KB shared memory) takes multiples of 8 up to 192",
+        ),
+    ],
+)
 def test_flash_attn_rules(rule, cc, dtype, head_dim, expected):
     assert rule(cc, dtype, head_dim) == expected
 

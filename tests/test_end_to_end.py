@@ -22,8 +22,15 @@ def _run_dirs(root: Path) -> list[Path]:
 @pytest.mark.slow
 def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
     runs = tmp_path / "runs"
-    result = tierbench_cli("run", "suite=smoke", "timing=quick", f"results_dir={runs}",
-                           f"ceilings_dir={tmp_path}/ceilings", cwd=tmp_path, timeout=900)
+    result = tierbench_cli(
+        "run",
+        "suite=smoke",
+        "timing=quick",
+        f"results_dir={runs}",
+        f"ceilings_dir={tmp_path}/ceilings",
+        cwd=tmp_path,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     (run_dir,) = _run_dirs(runs)
     records = read_records(run_dir)
@@ -43,8 +50,7 @@ def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
     cuda = [r for r in records if r.tier == "cuda"]
     assert cuda and all(r.status == "skipped" and r.reason for r in cuda)
     html = (run_dir / "report.html").read_text()
-    assert "<svg" in html and "sdpa-flash" in html and "http://" not in html.replace(
-        "http://www.w3.org/2000/svg", "")
+    assert "<svg" in html and "sdpa-flash" in html and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
     assert "speedup" in html
     # The terminal table ranks providers per case with their speedup over the vendor baseline.
     assert "matmul  256^3" in result.stdout and "1.00x" in result.stdout
@@ -54,11 +60,18 @@ def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
 
 def test_interrupted_run_keeps_its_records_and_resume_finishes_it(tmp_path):
     runs = tmp_path / "runs"
-    args = ["run", "suite=smoke", "tiers=[vendor]", "timing=quick", "timing.rounds=40", f"results_dir={runs}",
-            f"ceilings_dir={tmp_path}/ceilings", "run_id=first"]
+    args = [
+        "run",
+        "suite=smoke",
+        "tiers=[vendor]",
+        "timing=quick",
+        "timing.rounds=40",
+        f"results_dir={runs}",
+        f"ceilings_dir={tmp_path}/ceilings",
+        "run_id=first",
+    ]
     exe = Path(sys.executable).parent / "tierbench"
-    proc = subprocess.Popen([str(exe), *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen([str(exe), *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     records_file = runs / "first" / RECORDS_FILE
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (records_file.exists() and records_file.read_text().count("\n") >= 2):
@@ -73,8 +86,9 @@ def test_interrupted_run_keeps_its_records_and_resume_finishes_it(tmp_path):
     with records_file.open("a") as f:
         f.write('{"run_id": "first", "op": "matm')
 
-    result = tierbench_cli("run", "resume=first", f"results_dir={runs}", f"ceilings_dir={tmp_path}/ceilings",
-                           cwd=tmp_path, timeout=300)
+    result = tierbench_cli(
+        "run", "resume=first", f"results_dir={runs}", f"ceilings_dir={tmp_path}/ceilings", cwd=tmp_path, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     after = read_records(runs / "first")
     keys = [r.key for r in after]
@@ -95,10 +109,21 @@ def test_resume_of_an_unknown_run_names_the_known_ones(tmp_path):
 
 def test_multirun_sweep_writes_one_run_per_job(tmp_path):
     runs = tmp_path / "runs"
-    result = tierbench_cli("run", "--multirun", "suite=smoke", "tiers=[vendor]", "timing=quick",
-                           "matmul.enabled=false", "norm.enabled=false", "providers=[sdpa-math]",
-                           "attention.causal=true,false", f"results_dir={runs}",
-                           f"ceilings_dir={tmp_path}/ceilings", cwd=tmp_path, timeout=300)
+    result = tierbench_cli(
+        "run",
+        "--multirun",
+        "suite=smoke",
+        "tiers=[vendor]",
+        "timing=quick",
+        "matmul.enabled=false",
+        "norm.enabled=false",
+        "providers=[sdpa-math]",
+        "attention.causal=true,false",
+        f"results_dir={runs}",
+        f"ceilings_dir={tmp_path}/ceilings",
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     dirs = _run_dirs(runs)
     assert len(dirs) == 2

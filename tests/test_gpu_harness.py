@@ -15,8 +15,13 @@ pytestmark = pytest.mark.gpu
 
 CASES = [
     Case("matmul", "matmul", {"m": 4096, "n": 4096, "k": 4096, "dtype": "bf16", "mode": "fwd"}, "4096^3", 4096.0),
-    Case("attention", "attention", {"batch": 2, "heads": 16, "seq": 4096, "head_dim": 128, "causal": False,
-                                    "dtype": "bf16", "mode": "fwd"}, "B2 H16 S4096 D128", 4096.0),
+    Case(
+        "attention",
+        "attention",
+        {"batch": 2, "heads": 16, "seq": 4096, "head_dim": 128, "causal": False, "dtype": "bf16", "mode": "fwd"},
+        "B2 H16 S4096 D128",
+        4096.0,
+    ),
 ]
 PROVIDER = {"matmul": "eager", "attention": "sdpa-flash"}
 
@@ -29,8 +34,14 @@ def test_harness_median_agrees_with_triton_do_bench(case, tmp_path):
     bring_to_steady_state(device, 3.0)
     provider = next(p for p in vendor.providers() if p.op == case.op and p.name == PROVIDER[case.op])
     settings = TimingSettings(warmup_ms=25, rep_ms=100, rounds=5, min_reps=10, max_reps=1000)
-    ctx = RunContext(run_id="t", run_dir=tmp_path, device=device, timer=CudaEventTimer(settings, device),
-                     ceilings=Ceilings("gpu", 4000.0, {"bf16": 700.0}), env={})
+    ctx = RunContext(
+        run_id="t",
+        run_dir=tmp_path,
+        device=device,
+        timer=CudaEventTimer(settings, device),
+        ceilings=Ceilings("gpu", 4000.0, {"bf16": 700.0}),
+        env={},
+    )
     (record,) = list(measure_case(case, [provider], ctx))
     assert record.status == "ok", record.reason
 
@@ -41,8 +52,9 @@ def test_harness_median_agrees_with_triton_do_bench(case, tmp_path):
     fn = provider.prepare(inputs, op.options(case), case)
     independent = triton.testing.do_bench(fn, warmup=25, rep=500, return_mode="median")
     ratio = record.median_ms / independent
-    print(f"{case.op} {case.label}: harness {record.median_ms:.4f} ms, do_bench {independent:.4f} ms, "
-          f"ratio {ratio:.3f}")
+    print(
+        f"{case.op} {case.label}: harness {record.median_ms:.4f} ms, do_bench {independent:.4f} ms, ratio {ratio:.3f}"
+    )
     assert 0.95 <= ratio <= 1.05
     assert record.telemetry.get("sm_clock_mhz", 0) > 0, record.telemetry
     assert "power_w" in record.telemetry and isinstance(record.telemetry["throttle_reasons"], list)

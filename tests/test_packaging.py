@@ -28,8 +28,7 @@ def _probe(cwd: Path, extra_path: str | None = None) -> subprocess.CompletedProc
     env = {"PATH": "/usr/bin:/bin", "TRITON_INTERPRET": "1"}
     if extra_path:
         env["PYTHONPATH"] = extra_path
-    return subprocess.run([sys.executable, "-c", PROBE], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run([sys.executable, "-c", PROBE], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_current_install_from_outside_the_repo(tmp_path):
@@ -41,9 +40,23 @@ def test_current_install_from_outside_the_repo(tmp_path):
 @pytest.mark.slow
 def test_regular_install_from_a_built_wheel(tmp_path):
     target = tmp_path / "site"
-    build = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
-                            "--quiet", "--target", str(target), str(REPO)], capture_output=True, text=True,
-                           timeout=600)
+    build = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-build-isolation",
+            "--quiet",
+            "--target",
+            str(target),
+            str(REPO),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert build.returncode == 0, build.stderr[-2000:]
     assert (target / "tierbench" / "kernels").is_dir() and (target / "tierbench" / "conf" / "config.yaml").exists()
     assert not (target / "kernels").exists() and not (target / "suite").exists()

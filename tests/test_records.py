@@ -11,8 +11,19 @@ from tierbench.suite.records import RECORDS_FILE, Measurement, RecordWriter, cre
 
 
 def _record(provider: str, status: str = "ok", **fields) -> Measurement:
-    return Measurement(run_id="r", op="matmul", family="matmul", case={"m": 1}, case_id="matmul/m=1",
-                       label="1", x=1.0, provider=provider, tier="vendor", status=status, **fields)
+    return Measurement(
+        run_id="r",
+        op="matmul",
+        family="matmul",
+        case={"m": 1},
+        case_id="matmul/m=1",
+        label="1",
+        x=1.0,
+        provider=provider,
+        tier="vendor",
+        status=status,
+        **fields,
+    )
 
 
 def test_append_and_read_back(tmp_path):
@@ -27,8 +38,23 @@ def test_append_and_read_back(tmp_path):
 def test_required_fields_are_in_every_line(tmp_path):
     RecordWriter(tmp_path).append(_record("a", rel_error=float("inf")))
     line = json.loads((tmp_path / RECORDS_FILE).read_text())
-    for key in ("op", "case", "provider", "tier", "status", "reason", "median_ms", "samples_ms", "tflops",
-                "gbps", "sol", "rel_error", "peak_mem_bytes", "env", "telemetry"):
+    for key in (
+        "op",
+        "case",
+        "provider",
+        "tier",
+        "status",
+        "reason",
+        "median_ms",
+        "samples_ms",
+        "tflops",
+        "gbps",
+        "sol",
+        "rel_error",
+        "peak_mem_bytes",
+        "env",
+        "telemetry",
+    ):
         assert key in line
     assert line["rel_error"] is None  # JSON has no Infinity: stored as null
 

@@ -20,8 +20,14 @@ FAST = TimingSettings(warmup_ms=1, rep_ms=2, rounds=2, min_reps=2, max_reps=10, 
 
 def _ctx(tmp_path) -> RunContext:
     ceilings = Ceilings(device_name="cpu", copy_gbps=10.0, matmul_tflops={"fp32": 0.1})
-    return RunContext(run_id="t", run_dir=tmp_path, device=torch.device("cpu"), timer=CpuTimer(FAST),
-                      ceilings=ceilings, env={"device_name": "cpu"})
+    return RunContext(
+        run_id="t",
+        run_dir=tmp_path,
+        device=torch.device("cpu"),
+        timer=CpuTimer(FAST),
+        ceilings=ceilings,
+        env={"device_name": "cpu"},
+    )
 
 
 def _provider(name: str, prepare, why=None) -> Provider:
@@ -37,6 +43,7 @@ def test_each_outcome_is_recorded_and_only_correct_providers_are_timed(tmp_path)
     def raises(i, o, c):
         def call():
             raise RuntimeError("illegal memory access\nmore detail")
+
         return call
 
     def oom(i, o, c):
@@ -48,9 +55,14 @@ def test_each_outcome_is_recorded_and_only_correct_providers_are_timed(tmp_path)
     def unsupported(i, o, c):
         raise Unavailable("head_dim 96 unsupported")
 
-    providers = [_eager(), _provider("raises", raises), _provider("oom", oom), _provider("wrong", wrong),
-                 _provider("late-skip", unsupported),
-                 _provider("absent", wrong, why=lambda case, device: "package not installed: pip install x")]
+    providers = [
+        _eager(),
+        _provider("raises", raises),
+        _provider("oom", oom),
+        _provider("wrong", wrong),
+        _provider("late-skip", unsupported),
+        _provider("absent", wrong, why=lambda case, device: "package not installed: pip install x"),
+    ]
     records = {r.provider: r for r in measure_case(CASE, providers, _ctx(tmp_path))}
     assert records["eager"].status == "ok" and records["eager"].median_ms > 0
     assert len(records["eager"].samples_ms) >= 4 and records["eager"].timer == "cpu-clock"

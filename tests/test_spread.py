@@ -8,8 +8,19 @@ from tierbench.suite.records import Measurement, RecordWriter
 
 
 def _rec(provider: str, median: float, status: str = "ok") -> Measurement:
-    return Measurement(run_id="r", op="matmul", family="matmul", case={"dtype": "bf16"}, case_id="matmul/x",
-                       label="x", x=1.0, provider=provider, tier="vendor", status=status, median_ms=median)
+    return Measurement(
+        run_id="r",
+        op="matmul",
+        family="matmul",
+        case={"dtype": "bf16"},
+        case_id="matmul/x",
+        label="x",
+        x=1.0,
+        provider=provider,
+        tier="vendor",
+        status=status,
+        median_ms=median,
+    )
 
 
 def test_spread_of_two_runs(tmp_path):

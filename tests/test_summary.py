@@ -10,15 +10,32 @@ from tierbench.suite.summary import rank
 
 
 def _rec(provider: str, tier: str, median: float | None, status: str = "ok", reason: str = "") -> Measurement:
-    return Measurement(run_id="r", op="attention", family="attention", case={"dtype": "bf16", "seq": 4096},
-                       case_id="attention/s=4096", label="S4096", x=4096.0, provider=provider, tier=tier,
-                       status=status, reason=reason, median_ms=median, tflops=1.0 / median if median else None,
-                       sol=0.5 if median else None, bound="compute")
+    return Measurement(
+        run_id="r",
+        op="attention",
+        family="attention",
+        case={"dtype": "bf16", "seq": 4096},
+        case_id="attention/s=4096",
+        label="S4096",
+        x=4096.0,
+        provider=provider,
+        tier=tier,
+        status=status,
+        reason=reason,
+        median_ms=median,
+        tflops=1.0 / median if median else None,
+        sol=0.5 if median else None,
+        bound="compute",
+    )
 
 
-RECORDS = [_rec("sdpa-math", "vendor", 4.0), _rec("sdpa-flash", "vendor", 2.0), _rec("triton", "triton", 1.0),
-           _rec("compile", "compiler", None, "incorrect", "relative error 0.3 exceeds the bfloat16 tolerance"),
-           _rec("flash-attn-4", "cuda", None, "skipped", "package not installed: pip install flash-attn-4")]
+RECORDS = [
+    _rec("sdpa-math", "vendor", 4.0),
+    _rec("sdpa-flash", "vendor", 2.0),
+    _rec("triton", "triton", 1.0),
+    _rec("compile", "compiler", None, "incorrect", "relative error 0.3 exceeds the bfloat16 tolerance"),
+    _rec("flash-attn-4", "cuda", None, "skipped", "package not installed: pip install flash-attn-4"),
+]
 
 
 def test_ranking_quotes_speedups_against_the_preferred_vendor_provider():

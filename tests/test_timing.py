@@ -24,7 +24,7 @@ def test_cpu_timer_measures_known_durations_interleaved():
     assert 5.9 < statistics.median(samples["slow"]) < 9.0
     assert len(samples["slow"]) >= 3 * 2
     # After warm-up, providers take turns: the timed calls alternate in blocks, starting order rotates.
-    timed = calls[calls.index("slow", calls.index("slow") + 1):]
+    timed = calls[calls.index("slow", calls.index("slow") + 1) :]
     blocks = [timed[0]] + [b for a, b in zip(timed, timed[1:]) if a != b]
     assert len(blocks) >= 3
 

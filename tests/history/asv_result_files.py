@@ -6,12 +6,26 @@ import json
 import statistics
 from pathlib import Path
 
-COLUMNS = ["result", "params", "version", "started_at", "duration", "stats_ci_99_a", "stats_ci_99_b",
-           "stats_q_25", "stats_q_75", "stats_number", "stats_repeat", "samples", "profile"]
+COLUMNS = [
+    "result",
+    "params",
+    "version",
+    "started_at",
+    "duration",
+    "stats_ci_99_a",
+    "stats_ci_99_b",
+    "stats_q_25",
+    "stats_q_75",
+    "stats_number",
+    "stats_repeat",
+    "samples",
+    "profile",
+]
 
 
-def write_result(results: Path, machine: str, commit: str, benchmarks: dict, version: str = "v1",
-                 env: str = "existing-py_python") -> Path:
+def write_result(
+    results: Path, machine: str, commit: str, benchmarks: dict, version: str = "v1", env: str = "existing-py_python"
+) -> Path:
     """benchmarks: {name: {param label: samples (seconds) | None (failed) | "skip"}}; one file per commit."""
     folder = results / machine
     folder.mkdir(parents=True, exist_ok=True)
@@ -30,11 +44,33 @@ def write_result(results: Path, machine: str, commit: str, benchmarks: dict, ver
                 values.append(statistics.median(series))
                 samples.append(list(series))
         n = len(values)
-        rows[name] = [values, [[repr(p) for p in by_param]], version, 0, 1.0, values, values, values, values,
-                      [1] * n, [len(s or []) for s in samples], samples]
-    data = {"commit_hash": commit, "env_name": env, "date": 1700000000000,
-            "params": {"machine": machine, "python": "3.11"}, "python": "3.11", "requirements": {},
-            "env_vars": {}, "result_columns": COLUMNS, "results": rows, "durations": {}, "version": 2}
+        rows[name] = [
+            values,
+            [[repr(p) for p in by_param]],
+            version,
+            0,
+            1.0,
+            values,
+            values,
+            values,
+            values,
+            [1] * n,
+            [len(s or []) for s in samples],
+            samples,
+        ]
+    data = {
+        "commit_hash": commit,
+        "env_name": env,
+        "date": 1700000000000,
+        "params": {"machine": machine, "python": "3.11"},
+        "python": "3.11",
+        "requirements": {},
+        "env_vars": {},
+        "result_columns": COLUMNS,
+        "results": rows,
+        "durations": {},
+        "version": 2,
+    }
     path = folder / f"{commit[:8]}-{env}.json"
     # asv writes NaN as a bare token; json.dumps does the same.
     path.write_text(json.dumps(data))

@@ -11,7 +11,13 @@ import pytest
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A folder with an asv.conf.json whose results live in results/asv (no git repository)."""
-    config = {"version": 1, "project": "tierbench", "repo": ".", "benchmark_dir": "suite/benchmarks",
-              "results_dir": "results/asv", "html_dir": "results/html/history"}
+    config = {
+        "version": 1,
+        "project": "tierbench",
+        "repo": ".",
+        "benchmark_dir": "suite/benchmarks",
+        "results_dir": "results/asv",
+        "html_dir": "results/html/history",
+    }
     (tmp_path / "asv.conf.json").write_text(json.dumps(config))
     return tmp_path

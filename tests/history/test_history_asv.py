@@ -23,15 +23,25 @@ KEY = "matmul.Matmul.track_eager('256^3 fp32 fwd')"
 
 
 def _git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
-    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True,
-                          text=True).stdout.strip()
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
+    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout.strip()
 
 
 def _tierbench(repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tierbench.suite.cli", *args], cwd=repo, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "tierbench.suite.cli", *args],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -56,11 +66,27 @@ def history(tmp_path_factory):
     first, second = _git(repo, "rev-parse", "HEAD~1"), _git(repo, "rev-parse", "HEAD")
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH", "ASV_PYTHONPATH")}
     # One thread: a two-thread product on a shared 2-core runner stalls whenever either thread is descheduled.
-    env.update(HOME=str(root / "home"), TIERBENCH_ASV_SUITE="smoke",
-               TIERBENCH_ASV_OVERRIDES="providers=[eager] matmul.square=[256] matmul.dtypes=[fp32]",
-               OMP_NUM_THREADS="1")
-    run = _tierbench(repo, env, "nightly", "--commits", f"{first},{second}", "--existing-env", "--machine", MACHINE,
-                     "--bench", "matmul", "--aa", "2", "--no-report")
+    env.update(
+        HOME=str(root / "home"),
+        TIERBENCH_ASV_SUITE="smoke",
+        TIERBENCH_ASV_OVERRIDES="providers=[eager] matmul.square=[256] matmul.dtypes=[fp32]",
+        OMP_NUM_THREADS="1",
+    )
+    run = _tierbench(
+        repo,
+        env,
+        "nightly",
+        "--commits",
+        f"{first},{second}",
+        "--existing-env",
+        "--machine",
+        MACHINE,
+        "--bench",
+        "matmul",
+        "--aa",
+        "2",
+        "--no-report",
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return repo, first, second, env
 
@@ -116,8 +142,19 @@ def test_compare_calls_a_slowed_result_slower(history, tmp_path):
     slowed = tmp_path / "slowed.json"
     slowed.write_text(json.dumps(data))
     # No noise model: this checks the path from stored files to a verdict, not this runner's A/A noise.
-    run = _tierbench(repo, env, "compare", str(stored), str(slowed), "--noise", "none", "--md", str(tmp_path / "r.md"),
-                     "--html", str(tmp_path / "r.html"))
+    run = _tierbench(
+        repo,
+        env,
+        "compare",
+        str(stored),
+        str(slowed),
+        "--noise",
+        "none",
+        "--md",
+        str(tmp_path / "r.md"),
+        "--html",
+        str(tmp_path / "r.html"),
+    )
     assert run.returncode == 1, run.stdout + run.stderr
     assert "**Performance regression**: 1 slower" in run.stdout
     (line,) = [line for line in run.stdout.splitlines() if KEY in line]

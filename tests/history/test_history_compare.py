@@ -22,14 +22,25 @@ def times(median: float, seed: int, n: int = 100, spread: float = 0.01) -> list[
 
 def two_commits(project, slow_factor: float = 1.5, version_head: str = "v1"):
     results = project / "results" / "asv"
-    write_result(results, "h200-x", BASE, {
-        MM: {"4096^3 bf16 fwd": times(200e-6, 1), "1024^3 bf16 fwd": times(20e-6, 2)},
-        NORM: {"layer_norm 16384x4096 bf16 fwd": times(110e-6, 3), "rms_norm 16384x4096 bf16 fwd": None},
-    })
-    write_result(results, "h200-x", HEAD, {
-        MM: {"4096^3 bf16 fwd": [t * slow_factor for t in times(200e-6, 4)], "1024^3 bf16 fwd": times(20e-6, 5)},
-        NORM: {"layer_norm 16384x4096 bf16 fwd": times(110e-6, 6), "rms_norm 16384x4096 bf16 fwd": "skip"},
-    }, version=version_head)
+    write_result(
+        results,
+        "h200-x",
+        BASE,
+        {
+            MM: {"4096^3 bf16 fwd": times(200e-6, 1), "1024^3 bf16 fwd": times(20e-6, 2)},
+            NORM: {"layer_norm 16384x4096 bf16 fwd": times(110e-6, 3), "rms_norm 16384x4096 bf16 fwd": None},
+        },
+    )
+    write_result(
+        results,
+        "h200-x",
+        HEAD,
+        {
+            MM: {"4096^3 bf16 fwd": [t * slow_factor for t in times(200e-6, 4)], "1024^3 bf16 fwd": times(20e-6, 5)},
+            NORM: {"layer_norm 16384x4096 bf16 fwd": times(110e-6, 6), "rms_norm 16384x4096 bf16 fwd": "skip"},
+        },
+        version=version_head,
+    )
     return results
 
 
@@ -78,12 +89,20 @@ def test_learned_noise_stops_a_call(project, capsys):
     two_commits(project, slow_factor=1.05)
     root = project / "results" / "noise"
     for i, drift in enumerate((1.0, 1.12, 1.04), 1):
-        write_result(noise.runs_dir(root, "h200-x") / f"{BASE[:8]}-{i}", "h200-x", BASE,
-                     {MM: {"4096^3 bf16 fwd": [t * drift for t in times(200e-6, 10 + i)]}})
+        write_result(
+            noise.runs_dir(root, "h200-x") / f"{BASE[:8]}-{i}",
+            "h200-x",
+            BASE,
+            {MM: {"4096^3 bf16 fwd": [t * drift for t in times(200e-6, 10 + i)]}},
+        )
     code, out, _ = run(project, BASE, HEAD, capsys=capsys)
     assert code == 1 and "slower" in out  # no noise model yet: 5% > 3% floor
-    assert compare_command.main(["--config", str(project / "asv.conf.json"), "--learn-noise", BASE,
-                                 "--runs", "0", "--machine", "h200-x"]) == 2  # BASE is not a git commit here
+    assert (
+        compare_command.main(
+            ["--config", str(project / "asv.conf.json"), "--learn-noise", BASE, "--runs", "0", "--machine", "h200-x"]
+        )
+        == 2
+    )  # BASE is not a git commit here
     model = noise.learn(noise.load_aa_runs(root, "h200-x"), "h200-x")
     assert model.noise[f"{MM}('4096^3 bf16 fwd')"] == pytest.approx(0.12, abs=0.01)
     noise.save(model, noise.noise_file(root, "h200-x"))
@@ -108,13 +127,19 @@ def test_result_files_can_be_compared_directly(project, capsys):
     assert code == 1 and "noise: none" in out
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["deadbeef", HEAD], "no results for commit deadbeef on machine h200-x; commits with results: aaaaaaaa, bbbbbbbb"),
-    ([BASE, HEAD, "--machine", "a100-y"], "no results for machine 'a100-y'"),
-    ([BASE, HEAD, "--floor", "-1"], "--floor=-1.0 is outside"),
-    ([BASE], "give BASE and HEAD"),
-    ([BASE, HEAD, "--noise", "missing.json"], "no noise model missing.json"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["deadbeef", HEAD],
+            "no results for commit deadbeef on machine h200-x; commits with results: aaaaaaaa, bbbbbbbb",
+        ),
+        ([BASE, HEAD, "--machine", "a100-y"], "no results for machine 'a100-y'"),
+        ([BASE, HEAD, "--floor", "-1"], "--floor=-1.0 is outside"),
+        ([BASE], "give BASE and HEAD"),
+        ([BASE, HEAD, "--noise", "missing.json"], "no noise model missing.json"),
+    ],
+)
 def test_bad_input_is_a_clear_error(project, capsys, args, message):
     two_commits(project)
     code, out, err = run(project, *args, capsys=capsys)

@@ -22,8 +22,10 @@ def table(monkeypatch):
 
 
 def test_params_are_the_runnable_cases_of_each_provider(table):
-    t = table("providers=[eager] norm.kinds=[layer_norm,rms_norm] norm.dtypes=[fp32] norm.rows=[512] "
-              "norm.hidden=[1024]", family="norm")
+    t = table(
+        "providers=[eager] norm.kinds=[layer_norm,rms_norm] norm.dtypes=[fp32] norm.rows=[512] norm.hidden=[1024]",
+        family="norm",
+    )
     assert t.labels == {"eager": ["layer_norm 512x1024 fp32 fwd", "rms_norm 512x1024 fp32 fwd"]}
 
 

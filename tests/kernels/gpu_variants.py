@@ -178,8 +178,9 @@ def _norm_shape(rows: int, n: int) -> None:
         forced = [triton.Config({"BLOCK_N": c}, num_warps=nw) for c in (2048, 4096, 8192) for nw in (8, 16)]
         if n <= 65536:  # the whole row in registers at 32 warps (64 elements a thread) instead
             forced.append(triton.Config({"ROWS": 1}, num_warps=32))
-    else:
-        forced = [triton.Config({"ROWS": 1}, num_warps=nw) for nw in (4, 8, 16, 32)]
+    else:  # every candidate the autotuner keeps for this shape
+        block_n = triton.next_power_of_2(n)
+        forced = norm_mod.prune_norm_configs(norm_mod.norm_row_configs(), {"n_rows": rows, "N": n}, BLOCK_N=block_n)
     xf, wf, bf, xbf = x.float(), w.float(), bias.float(), xb.float()
     ops = [
         (
@@ -217,8 +218,12 @@ def _norm_shape(rows: int, n: int) -> None:
                 )
             )
         for c in forced:
-            whole = "ROWS" in c.kwargs
-            label = "rows 1" if whole else f"looped {c.kwargs['BLOCK_N']}"
+            if "ROWS" not in c.kwargs:
+                label = f"looped {c.kwargs['BLOCK_N']}"
+            elif c.kwargs.get("CTAS"):
+                label = f"persistent x{c.kwargs['CTAS']} stages {c.kwargs['STAGES']}"
+            else:
+                label = f"rows {c.kwargs['ROWS']}"
 
             def fn(c=c, ww=ww, bb=bb, gb=gb, is_rms=is_rms, eps=eps):
                 return norm_mod._norm_forward(x, ww, bb, gb, eps, is_rms, looped="BLOCK_N" in c.kwargs, config=c)
@@ -228,7 +233,7 @@ def _norm_shape(rows: int, n: int) -> None:
 
 
 def bench_norm(quick: bool) -> None:
-    shapes = [(16384, 4096), (16384, 8192), (16384, 16384), (4096, 65536)]
+    shapes = [(16384, 4096), (16384, 8192), (16384, 16384), (4096, 16384), (4096, 65536)]
     for rows, n in [shapes[0], shapes[-1]] if quick else shapes:
         _norm_shape(rows, n)
         torch.cuda.empty_cache()

@@ -212,11 +212,12 @@ def norm_cases() -> list[tuple[str, dict, int, object]]:
         for i, cfg in enumerate(configs):
             rows = cfg.kwargs["ROWS"]
             per_thread = rows * block_n // (32 * cfg.num_warps)
-            kw = {"BLOCK_N": block_n, **cfg.all_kwargs()}
-            cases.append((f"h{hidden} R{rows} w{cfg.num_warps}", kw, per_thread, ("gelu", norm.GELU_IMPL)))
+            kw = {"BLOCK_N": block_n, "EVEN_N": block_n == hidden, **cfg.all_kwargs()}
+            label = f"h{hidden} R{rows} w{cfg.num_warps}" + (f" p{cfg.kwargs['CTAS']}" if cfg.kwargs["CTAS"] else "")
+            cases.append((label, kw, per_thread, ("gelu", norm.GELU_IMPL)))
             if i == len(configs) // 2:  # one comparison point per size: libdevice erff, and no GELU
-                cases.append((f"h{hidden} R{rows} w{cfg.num_warps}", kw, per_thread, ("gelu", 0)))
-                cases.append((f"h{hidden} R{rows} w{cfg.num_warps}", kw, per_thread, ("ln", None)))
+                cases.append((label, kw, per_thread, ("gelu", 0)))
+                cases.append((label, kw, per_thread, ("ln", None)))
     return cases
 
 
@@ -232,8 +233,16 @@ def report_norm(disasm: list[str] | None, sass_dir: Path | None) -> list[str]:
     for label, kw, per_thread, (kind, impl) in norm_cases():
         hidden = int(label.split()[0][1:])
         args = (_BF16, _BF16, _BF16, _BF16, _BF16, NORM_ROWS, hidden, hidden, hidden, 1e-5)
-        flags = {"IS_RMS": False, "HAS_W": True, "HAS_B": True, "HAS_GELU": kind == "gelu", "GELU_IMPL": impl or 0}
-        kname = {"gelu": f"bgln erf{'fit' if impl == 1 else 'f'}", "ln": "layer_norm"}[kind]
+        flags = {
+            "IS_RMS": False,
+            "HAS_W": True,
+            "HAS_B": True,
+            "HAS_GELU": kind == "gelu",
+            "GELU_IMPL": impl or 0,
+            "PRECISE": False,
+            "FAST_MUFU": True,
+        }
+        kname = {"gelu": f"bgln {'fit' if impl == 1 else 'erff'}", "ln": "layer_norm"}[kind]
         c = compile_sm90(fn, args, {**flags, **kw}, f"{kname.replace(' ', '_')}_{label.replace(' ', '_')}")
         threads = kw["num_warps"] * 32
         spill = "?" if c.spill_bytes is None else str(sum(c.spill_bytes))

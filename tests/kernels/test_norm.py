@@ -5,6 +5,8 @@ import importlib
 import pytest
 import torch
 import torch.nn.functional as F
+import triton
+import triton.language as tl
 
 from tierbench.kernels import bias_gelu_layer_norm, layer_norm, rms_norm
 from tierbench.suite.ops.norm import bias_gelu_layer_norm_ref, layer_norm_ref, rms_norm_ref
@@ -15,7 +17,10 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 # Forced configs: whole rows one per program, and the chunked kernel with 32-wide chunks (hidden 100 -> 4).
 ROW1 = {"looped": False, "config": nm.triton.Config({"ROWS": 1}, num_warps=4)}
 LOOPED = {"looped": True, "config": nm.triton.Config({"BLOCK_N": 32}, num_warps=4)}
-VARIANTS = {"auto": {}, "rows1": ROW1, "looped": LOOPED}
+# Persistent with prefetch: the interpreter's 4 "SMs" give each program several row tiles.
+PERSISTENT = {"looped": False, "config": nm.triton.Config({"ROWS": 1, "CTAS": 1, "STAGES": 0}, num_warps=4)}
+PIPELINED = {"looped": False, "config": nm.triton.Config({"ROWS": 1, "CTAS": 2, "STAGES": 2}, num_warps=4)}
+VARIANTS = {"auto": {}, "rows1": ROW1, "looped": LOOPED, "persistent": PERSISTENT, "pipelined": PIPELINED}
 
 
 def _rand(shape, dtype, device, gen, offset=0.0):
@@ -54,13 +59,37 @@ def test_rms_norm(dtype, variant, device, assert_close):
 @pytest.mark.parametrize("gelu_impl", [0, 1])
 @pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_bias_gelu_layer_norm(dtype, variant, gelu_impl, device, assert_close):
+@pytest.mark.parametrize("hidden", [100, 64])  # 64 = one whole tile: the unmasked (EVEN_N) build
+def test_bias_gelu_layer_norm(dtype, variant, gelu_impl, hidden, device, assert_close):
     g = torch.Generator().manual_seed(2)
-    x = _rand((3, 5, 100), dtype, device, g) * 3  # spans GELU's curved part and both tails
-    bias, w, lb = (_rand((100,), dtype, device, g) for _ in range(3))
+    x = _rand((3, 5, hidden), dtype, device, g) * 3  # spans GELU's curved part and both tails
+    bias, w, lb = (_rand((hidden,), dtype, device, g) for _ in range(3))
     out = nm._norm_forward(x, w, lb, bias, 1e-5, False, gelu_impl=gelu_impl, **VARIANTS[variant])
     ref = bias_gelu_layer_norm_ref(x.cpu(), bias.cpu(), w.cpu(), lb.cpu(), 1e-5)  # exact erf GELU, float64
     assert_close(out, ref, dtype, f"bias_gelu_layer_norm {variant} impl {gelu_impl}")
+
+
+@triton.jit
+def _gelu_elementwise(X, Y, n, GELU_IMPL: tl.constexpr, PRECISE: tl.constexpr, FAST_MUFU: tl.constexpr):
+    offs = tl.program_id(0) * 1024 + tl.arange(0, 1024)
+    x = tl.load(X + offs, mask=offs < n)
+    tl.store(Y + offs, nm._gelu_erf(x, GELU_IMPL, PRECISE, FAST_MUFU), mask=offs < n)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in multiply:RuntimeWarning")  # x = +-1e30, on purpose
+@pytest.mark.parametrize("precise,bound", [(False, 4e-6), (True, 1e-6)])
+def test_gelu_fit_error_and_tails(precise, bound, device):
+    """The fused kernel's GELU, element by element, against the float64 exact GELU, tails included."""
+    x = torch.cat([torch.linspace(-12, 12, 4001), torch.tensor([-1e30, -1e4, -40.0, 40.0, 1e4, 1e30, 0.0])])
+    x = x.to(device=device, dtype=torch.float32)
+    y = torch.empty_like(x)
+    grid = (triton.cdiv(x.numel(), 1024),)
+    _gelu_elementwise[grid](x, y, x.numel(), GELU_IMPL=1, PRECISE=precise, FAST_MUFU=device.type == "cuda")
+    exact = F.gelu(x.double().cpu()).to(device)
+    err = (y.double() - exact).abs()
+    assert torch.isfinite(y).all()
+    assert err.max().item() <= bound, f"max abs error {err.max().item():.2e} at x={x[err.argmax()].item()}"
+    assert y[x >= 40].equal(x[x >= 40]) and (y[x <= -40] == 0).all()  # saturated tails: x and -0
 
 
 def test_public_functions_and_optional_params(device, assert_close):
@@ -137,3 +166,20 @@ def test_norms_gpu_full_size(rows, hidden, dtype, assert_close):
     assert_close(rms_norm(x, w), ref, dtype, "rms_norm")
     ref = F.layer_norm(F.gelu(xd + xbd), (hidden,), wd, bd, 1e-5)
     assert_close(bias_gelu_layer_norm(x, xb, w, b), ref, dtype, "bias_gelu_layer_norm")
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("hidden", [4096, 16384])
+def test_every_row_config_gpu(hidden, assert_close):
+    """Each candidate the autotuner may pick (persistent and pipelined ones included), forced, on 1000 rows."""
+    g = torch.Generator(device="cuda").manual_seed(5)
+    dtype = torch.bfloat16
+    x = torch.randn(1000, hidden, device="cuda", dtype=dtype, generator=g)
+    w, b, xb = (torch.randn(hidden, device="cuda", dtype=dtype, generator=g) for _ in range(3))
+    ref = bias_gelu_layer_norm_ref(x.cpu(), xb.cpu(), w.cpu(), b.cpu(), 1e-5)
+    configs = nm.prune_norm_configs(nm.norm_row_configs(), {"n_rows": 1000, "N": hidden}, BLOCK_N=hidden)
+    assert any(c.kwargs["CTAS"] for c in configs), "persistent candidates are kept at this width"
+    for cfg in configs:
+        out = nm._norm_forward(x, w, b, xb, 1e-5, False, looped=False, config=cfg)
+        assert_close(out, ref, dtype, f"bias_gelu_layer_norm {cfg}")

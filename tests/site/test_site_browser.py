@@ -15,7 +15,8 @@ from tierbench.suite.site import browser, build, command
 
 pytestmark = pytest.mark.skipif(
     browser.find_chromium() is None,
-    reason="headless Chromium not installed (apt-get install -y chromium): browser tests skipped")
+    reason="headless Chromium not installed (apt-get install -y chromium): browser tests skipped",
+)
 
 # Per chart: how many points it draws inside its own box. A series path's vertices are its points (each
 # drawn with the provider's marker); a run's own report.html draws shapes in g.series instead.
@@ -110,8 +111,10 @@ def test_index_links_resolve(chromium, site):
 def test_console_errors_are_caught(chromium, tmp_path):
     """The check is real: a page that throws, logs an error and misses a file is reported three times."""
     bad = tmp_path / "bad.html"
-    bad.write_text("<!doctype html><p>x</p><img src='missing.png'>"
-                   "<script>console.error('logged'); throw new Error('thrown on load')</script>")
+    bad.write_text(
+        "<!doctype html><p>x</p><img src='missing.png'>"
+        "<script>console.error('logged'); throw new Error('thrown on load')</script>"
+    )
     load = chromium.load(_url(bad))
     text = "\n".join(load.errors)
     assert "thrown on load" in text and "logged" in text and "missing.png" in text
@@ -122,13 +125,19 @@ def test_hostile_strings_render_as_plain_text(chromium, tmp_path):
     (root / "runs").mkdir()
     script = "<script>document.title='pwned'</script>"
     image = "<img src=x onerror=\"document.title='pwned'\">"
-    write_run(root / "runs", "r1", [record(provider=script, label=image),
-                                    record(provider="eager", status="error", median_ms=None, reason=image)])
+    write_run(
+        root / "runs",
+        "r1",
+        [record(provider=script, label=image), record(provider="eager", status="error", median_ms=None, reason=image)],
+    )
     build.build(root / "runs", root / "html", root / "asv", root / "ceilings")
     text = {}
     for page in ("index.html", "devices/nvidia-h100-80gb-hbm3/matmul.html", "runs.html", "runs/r1/report.html"):
-        load = chromium.load(_url(root / "html" / page), probe="""({title: document.title,
-            imgs: document.querySelectorAll('img').length, text: document.body.innerText})""")
+        load = chromium.load(
+            _url(root / "html" / page),
+            probe="""({title: document.title,
+            imgs: document.querySelectorAll('img').length, text: document.body.innerText})""",
+        )
         assert load.errors == [], load.errors
         assert load.value["title"] != "pwned" and load.value["imgs"] == 0
         text[page] = load.value["text"]
@@ -140,8 +149,18 @@ def test_screenshot_of_the_index(tmp_path, capsys):
     (tmp_path / "runs").mkdir()
     write_run(tmp_path / "runs", "r1", [record(), record(provider="compile", tier="compiler", median_ms=0.5)])
     png = tmp_path / "shot.png"
-    rc = command.main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "html"),
-                       "--asv", str(tmp_path / "asv"), "--screenshot", str(png)])
+    rc = command.main(
+        [
+            "--runs",
+            str(tmp_path / "runs"),
+            "--out",
+            str(tmp_path / "html"),
+            "--asv",
+            str(tmp_path / "asv"),
+            "--screenshot",
+            str(png),
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"

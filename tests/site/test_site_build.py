@@ -33,9 +33,14 @@ def test_full_gpu_suite_pages_stay_light(tree):
     result = _build(tree)
     pages = _pages(tree["html"])
     assert {p.relative_to(tree["html"]).as_posix() for p in pages} >= {
-        "index.html", "runs.html", "trends/index.html", "devices/nvidia-h100-80gb-hbm3/attention.html",
-        "devices/nvidia-h100-80gb-hbm3/matmul.html", "devices/nvidia-h100-80gb-hbm3/norm.html",
-        "trends/matmul-timematmul-time-matmul.html"}
+        "index.html",
+        "runs.html",
+        "trends/index.html",
+        "devices/nvidia-h100-80gb-hbm3/attention.html",
+        "devices/nvidia-h100-80gb-hbm3/matmul.html",
+        "devices/nvidia-h100-80gb-hbm3/norm.html",
+        "trends/matmul-timematmul-time-matmul.html",
+    }
     sizes = {p.name: p.stat().st_size for p in pages}
     assert max(sizes.values()) < 300_000, sizes
     assert result.benchmarks == 2
@@ -59,11 +64,18 @@ def test_history_pages_stay_light_with_many_cases_and_commits(tree):
 
 
 def test_reasons_of_untimed_measurements_are_shown(tree):
-    recs = [record(provider="eager", tier="vendor"),
-            record(provider="triton", tier="triton", status="incorrect", median_ms=None,
-                   reason="max rel. error 0.4 > tolerance 0.01"),
-            record(provider="cutlass", tier="cuda", status="error", median_ms=None, reason="RuntimeError: boom"),
-            record(provider="flash", tier="cuda", status="skipped", median_ms=None, reason="needs a CUDA GPU")]
+    recs = [
+        record(provider="eager", tier="vendor"),
+        record(
+            provider="triton",
+            tier="triton",
+            status="incorrect",
+            median_ms=None,
+            reason="max rel. error 0.4 > tolerance 0.01",
+        ),
+        record(provider="cutlass", tier="cuda", status="error", median_ms=None, reason="RuntimeError: boom"),
+        record(provider="flash", tier="cuda", status="skipped", median_ms=None, reason="needs a CUDA GPU"),
+    ]
     write_run(tree["runs"], "r1", recs)
     _build(tree)
     page = (tree["html"] / "devices/nvidia-h100-80gb-hbm3/matmul.html").read_text()
@@ -75,8 +87,10 @@ def test_reasons_of_untimed_measurements_are_shown(tree):
 
 
 def test_strings_from_records_are_escaped_everywhere(tree):
-    recs = [record(provider=HOSTILE["provider"], label=HOSTILE["label"]),
-            record(provider="eager", status="error", median_ms=None, reason=HOSTILE["reason"])]
+    recs = [
+        record(provider=HOSTILE["provider"], label=HOSTILE["label"]),
+        record(provider="eager", status="error", median_ms=None, reason=HOSTILE["reason"]),
+    ]
     write_run(tree["runs"], "r1", recs)
     _build(tree)
     for page in tree["html"].rglob("*.html"):
@@ -149,10 +163,24 @@ def test_history_alone_builds_a_site_without_runs(tree, capsys):
 def test_one_section_and_family_pages_per_device(tree):
     cpu = {"device_type": "cpu", "device_name": "x86_64", "threads": 2}
     write_run(tree["runs"], "gpu", [record()])
-    write_run(tree["runs"], "cpu", [record(env=cpu, time=5000.0),
-                                    record(env=cpu, op="attention", family="attention", case_id="attention/s=1",
-                                           provider="sdpa-math", status="oom", median_ms=None, reason="OOM",
-                                           time=5000.0)])
+    write_run(
+        tree["runs"],
+        "cpu",
+        [
+            record(env=cpu, time=5000.0),
+            record(
+                env=cpu,
+                op="attention",
+                family="attention",
+                case_id="attention/s=1",
+                provider="sdpa-math",
+                status="oom",
+                median_ms=None,
+                reason="OOM",
+                time=5000.0,
+            ),
+        ],
+    )
     result = _build(tree)
     assert [v.device.name for v in result.devices] == ["CPU x86_64 ×2 threads", "NVIDIA H100 80GB HBM3"]
     index = (tree["html"] / "index.html").read_text()

@@ -27,9 +27,14 @@ class Texts:
 def test_a_series_is_one_path_with_a_vertex_and_a_hover_row_per_point():
     styles = model.styles_for(["a", "b"])
     table = Texts()
-    svg = charts.line_chart({"a": [Point(1024, 2.0, "a1", 1.5, 2.5), Point(512, 1.0, "a0")],
-                             "b": [Point(512, 3.0, "b0")]}, styles, table, "t", Axis("n", log=True, at_data=True),
-                            Axis("y"))
+    svg = charts.line_chart(
+        {"a": [Point(1024, 2.0, "a1", 1.5, 2.5), Point(512, 1.0, "a0")], "b": [Point(512, 3.0, "b0")]},
+        styles,
+        table,
+        "t",
+        Axis("n", log=True, at_data=True),
+        Axis("y"),
+    )
     paths = re.findall(r'<path class="pt ln k(\d)" d="M([^"]*)" data-i="([^"]*)"', svg)
     assert [(k, len(d.split(" ")) // 2, ids) for k, d, ids in paths] == [("0", 2, "0 1"), ("1", 1, "2")]
     assert table.texts == ["a0", "a1", "b0"]  # in x order
@@ -39,8 +44,14 @@ def test_a_series_is_one_path_with_a_vertex_and_a_hover_row_per_point():
 
 def test_roofline_draws_roofs_regions_and_points():
     styles = model.styles_for(["p"])
-    svg = charts.roofline({"p": [Point(2.0, 1.0, "mem"), Point(500.0, 600.0, "cmp")]}, styles, Texts(), "roof",
-                          copy_gbps=3000.0, peaks={"bf16": 700.0, "fp32": 50.0})
+    svg = charts.roofline(
+        {"p": [Point(2.0, 1.0, "mem"), Point(500.0, 600.0, "cmp")]},
+        styles,
+        Texts(),
+        "roof",
+        copy_gbps=3000.0,
+        peaks={"bf16": 700.0, "fp32": 50.0},
+    )
     assert 'class="mem"' in svg and 'class="cmp"' in svg and "memory-bound" in svg and "compute-bound" in svg
     assert svg.count('class="roof"') == 1 and svg.count('class="roof dash"') == 1  # fp32's roof dashed
     assert "bf16 700 TFLOP/s" in svg and "3000 GB/s" in svg and "ridge at 233 FLOP/B" in svg
@@ -66,7 +77,7 @@ def test_hover_script_cannot_be_closed_by_its_data():
     table.add("</script><script>alert(1)</script><!--")
     script = charts.hover_script(table)
     assert script.count("</script>") == 1 and "<!--" not in script
-    body = script[script.index(">") + 1:-len("</script>")]
+    body = script[script.index(">") + 1 : -len("</script>")]
     assert json.loads(body)["T"] == ["</script><script>alert(1)</script><!--"]
 
 

@@ -14,8 +14,9 @@ def test_reads_series_per_parameter_combination_and_machine(tmp_path):
     mm = benches["matmul.TimeMatmul.time_matmul"]
     assert mm.kind == "time" and mm.lower_is_better and mm.param_names == ["provider", "size"]
     assert len(mm.series) == 8  # 2 providers x 2 sizes x 2 machines
-    triton_1k = next(s for s in mm.series if s.machine == "box-a" and s.params == {"provider": "'triton'",
-                                                                                     "size": "1024"})
+    triton_1k = next(
+        s for s in mm.series if s.machine == "box-a" and s.params == {"provider": "'triton'", "size": "1024"}
+    )
     hashes = [c.hash[:2] for c, _ in triton_1k.points]
     # Commit 00 ran an older version of the benchmark (hidden, as asv hides it); commit 03 failed (null).
     assert "00" not in hashes and "03" not in hashes and len(hashes) == 10

@@ -24,8 +24,14 @@ def test_latest_run_per_device_and_suite_merged_newest_record_wins(tree):
         tree,
         ("a-old", "smoke", [record(run_id="a-old", median_ms=5.0, time=10.0)]),
         ("b-new", "smoke", [record(run_id="b-new", median_ms=2.0, time=20.0)]),
-        ("c-mm", "matmul", [record(run_id="c-mm", case_id="matmul/m=512", median_ms=3.0, time=15.0),
-                            record(run_id="c-mm", median_ms=1.0, time=15.0)]),
+        (
+            "c-mm",
+            "matmul",
+            [
+                record(run_id="c-mm", case_id="matmul/m=512", median_ms=3.0, time=15.0),
+                record(run_id="c-mm", median_ms=1.0, time=15.0),
+            ],
+        ),
         ("d-cpu", "smoke", [record(run_id="d-cpu", env=cpu, time=30.0)]),
     )
     views = site_runs.latest_per_device(found)
@@ -49,13 +55,14 @@ def test_select_runs_names_valid_choices(tree):
 
 def test_matrix_names_fastest_correct_provider_per_tier_and_margin():
     case = dict(case_id="matmul/m=1", label="1^3", x=1.0)
-    recs = [record(provider="eager", tier="vendor", median_ms=2.0, **case),
-            record(provider="cublaslt", tier="vendor", median_ms=1.6, **case),
-            record(provider="compile", tier="compiler", median_ms=1.0, **case),
-            record(provider="triton", tier="triton", status="incorrect", reason="max error 0.3", median_ms=None,
-                   **case),
-            record(provider="triton-tma", tier="triton", median_ms=0.8, **case),
-            record(provider="cutlass", tier="cuda", status="skipped", reason="no nvcc", median_ms=None, **case)]
+    recs = [
+        record(provider="eager", tier="vendor", median_ms=2.0, **case),
+        record(provider="cublaslt", tier="vendor", median_ms=1.6, **case),
+        record(provider="compile", tier="compiler", median_ms=1.0, **case),
+        record(provider="triton", tier="triton", status="incorrect", reason="max error 0.3", median_ms=None, **case),
+        record(provider="triton-tma", tier="triton", median_ms=0.8, **case),
+        record(provider="cutlass", tier="cuda", status="skipped", reason="no nvcc", median_ms=None, **case),
+    ]
     tiers = model.tiers_of(recs)
     assert tiers == ["vendor", "compiler", "triton", "cuda"]
     (rows,) = model.matrix(recs, "matmul", tiers).values()
@@ -67,14 +74,17 @@ def test_matrix_names_fastest_correct_provider_per_tier_and_margin():
     assert row.cells["cuda"].best is None and row.cells["cuda"].status() == "skipped"
     problems, numbers = model.problems(recs, "matmul")
     assert [(p.status, p.provider, p.reason) for p in problems] == [
-        ("incorrect", "triton", "max error 0.3"), ("skipped", "cutlass", "no nvcc")]
+        ("incorrect", "triton", "max error 0.3"),
+        ("skipped", "cutlass", "no nvcc"),
+    ]
     assert numbers[("matmul/m=1", "cutlass")] == 2
 
 
 def test_find_ceilings_matches_gpu_name_and_cpu_spelling(tree):
     assert site_runs.find_ceilings(tree["ceilings"], {"device_name": "NVIDIA H100 80GB HBM3"}).copy_gbps == 2900.0
-    (tree["ceilings"] / "cpu-x86-64-x2-threads.json").write_text(json.dumps(
-        {"device_name": "cpu x86_64 x2 threads", "copy_gbps": 30.0, "matmul_tflops": {"fp32": 0.2}}))
+    (tree["ceilings"] / "cpu-x86-64-x2-threads.json").write_text(
+        json.dumps({"device_name": "cpu x86_64 x2 threads", "copy_gbps": 30.0, "matmul_tflops": {"fp32": 0.2}})
+    )
     cpu = {"device_type": "cpu", "device_name": "x86_64", "threads": 2}
     assert site_runs.find_ceilings(tree["ceilings"], cpu).copy_gbps == 30.0
     assert site_runs.find_ceilings(tree["ceilings"], {"device_name": "other"}) is None
