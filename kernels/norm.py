@@ -28,20 +28,22 @@ MAX_FUSED_BLOCK = 16384
 # 1 = x * sigmoid(odd polynomial) fitted to the exact GELU (tests/kernels/fit_gelu.py; fewer instructions).
 GELU_IMPL = 1
 
-# Persistent whole-row programs (rows of 4096 or more, one row per step): blocks per SM x how the next
-# row is fetched (STAGES 0 = prefetch into registers, 2 = cp.async double buffer in shared memory, whose
-# 2 x (x row + bias row) leave room for one block per SM at width 16384).
-PERSISTENT = ((1, 0), (2, 0), (1, 2))
+# Blocks per SM of the persistent whole-row programs (rows of 4096 or more, one row per step, the next row
+# prefetched into registers). On the H200 1 and 2 measured alike at width 16384 and 2 was better below;
+# a cp.async double buffer in shared memory (Triton's pipeliner) was 1.5-2x slower than either.
+PERSISTENT_CTAS = 2
 
 
 def norm_row_configs() -> list[triton.Config]:
-    """Candidates of the whole-row kernel: rows per program x warps, and the persistent variants."""
+    """Candidates of the whole-row kernel: rows per program x warps x (one program per tile | persistent)
+    x L2 policy (EVICT 1: x streamed evict-first, the per-column vectors kept evict-last)."""
     if INTERPRET:
-        return [triton.Config({"ROWS": 2, "CTAS": 0, "STAGES": 0}, num_warps=4)]
+        return [triton.Config({"ROWS": 2, "CTAS": 0, "EVICT": 0}, num_warps=4)]
     warps = (1, 2, 4, 8, 16, 32)
-    plain = [triton.Config({"ROWS": r, "CTAS": 0, "STAGES": 0}, num_warps=w) for r in (1, 2, 4, 8) for w in warps]
-    persistent = [triton.Config({"ROWS": 1, "CTAS": c, "STAGES": s}, num_warps=w) for c, s in PERSISTENT for w in warps]
-    return plain + persistent
+    kinds = [(r, 0) for r in (1, 2, 4, 8)] + [(1, PERSISTENT_CTAS)]
+    return [
+        triton.Config({"ROWS": r, "CTAS": c, "EVICT": e}, num_warps=w) for r, c in kinds for w in warps for e in (0, 1)
+    ]
 
 
 def norm_looped_configs() -> list[triton.Config]:
@@ -53,7 +55,7 @@ def norm_looped_configs() -> list[triton.Config]:
 
 def prune_norm_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
     """Keep configs giving each thread 8..32 elements of the tile (16-byte loads, no register spills);
-    persistent (prefetching) programs only for rows of 4096 or more, where one row fills a block."""
+    persistent programs and L2 policies only for rows of 4096 or more, where one row fills a block."""
     if len(configs) <= 1:
         return configs
     n_rows = named_args["n_rows"]
@@ -68,7 +70,8 @@ def prune_norm_configs(configs: list[triton.Config], named_args: dict, **kwargs)
         # Several rows per program only pay for short rows; never more rows than exist.
         if rows > 1 and (width > 1024 or rows > n_rows):
             continue
-        if cfg.kwargs.get("CTAS", 0) and (width < 4096 or rows > 1):
+        # Persistent programs and L2 policies only matter where one row fills a block.
+        if (cfg.kwargs.get("CTAS", 0) or cfg.kwargs.get("EVICT", 0)) and (width < 4096 or rows > 1):
             continue
         if "BLOCK_N" in cfg.kwargs and width > next_pow2(named_args["N"]):
             continue
@@ -134,15 +137,14 @@ def _gelu_erf(x, GELU_IMPL: tl.constexpr, PRECISE: tl.constexpr, FAST_MUFU: tl.c
 @triton.jit
 def _load_row_tile(
     X,
-    XB,
     tile,
     n_rows,
     N,
     stride_x,
-    HAS_GELU: tl.constexpr,
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
     EVEN_N: tl.constexpr,
+    EVICT: tl.constexpr,
 ):
     # Raw (input dtype) tile of ROWS rows; rows past the end read as 0 and are never stored.
     rows = tile * ROWS + tl.arange(0, ROWS)
@@ -152,7 +154,24 @@ def _load_row_tile(
         mask = (rows < n_rows)[:, None]
     else:
         mask = (rows < n_rows)[:, None] & (cols < N)[None, :]
-    return tl.load(ptrs, mask=mask, other=0.0)
+    if EVICT:  # x is read once: keep it from pushing the per-column vectors out of L2
+        return tl.load(ptrs, mask=mask, other=0.0, eviction_policy="evict_first")
+    else:
+        return tl.load(ptrs, mask=mask, other=0.0)
+
+
+@triton.jit
+def _load_vector(P, cols, col_ok, EVEN_N: tl.constexpr, EVICT: tl.constexpr):
+    # A per-column vector (weight, bias, GELU bias) as fp32; every row reads it again, from L1/L2.
+    if EVEN_N:
+        if EVICT:
+            return tl.load(P + cols, eviction_policy="evict_last").to(tl.float32)
+        else:
+            return tl.load(P + cols).to(tl.float32)
+    elif EVICT:
+        return tl.load(P + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    else:
+        return tl.load(P + cols, mask=col_ok, other=0.0).to(tl.float32)
 
 
 @triton.jit
@@ -177,16 +196,14 @@ def _normalize_row_tile(
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
     EVEN_N: tl.constexpr,
+    EVICT: tl.constexpr,
 ):
     rows = tile * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < N
     x = x_raw.to(tl.float32)
     if HAS_GELU:
-        if EVEN_N:
-            xb = tl.load(XB + cols).to(tl.float32)
-        else:
-            xb = tl.load(XB + cols, mask=col_ok, other=0.0).to(tl.float32)
+        xb = _load_vector(XB, cols, col_ok, EVEN_N, EVICT)
         x = _gelu_erf(x + xb[None, :], GELU_IMPL, PRECISE, FAST_MUFU)  # padded lanes stay 0: gelu(0) = 0
     if IS_RMS:
         rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
@@ -200,21 +217,18 @@ def _normalize_row_tile(
         rstd = tl.rsqrt(tl.sum(xc * xc, axis=1) / N + eps)
         y = xc * rstd[:, None]
     if HAS_W:
-        if EVEN_N:
-            y = y * tl.load(W + cols).to(tl.float32)[None, :]
-        else:
-            y = y * tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+        y = y * _load_vector(W, cols, col_ok, EVEN_N, EVICT)[None, :]
     if HAS_B:
-        if EVEN_N:
-            y = y + tl.load(B + cols).to(tl.float32)[None, :]
-        else:
-            y = y + tl.load(B + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+        y = y + _load_vector(B, cols, col_ok, EVEN_N, EVICT)[None, :]
     ptrs = Y + rows.to(tl.int64)[:, None] * stride_y + cols[None, :]
     if EVEN_N:
         mask = (rows < n_rows)[:, None]
     else:
         mask = (rows < n_rows)[:, None] & col_ok[None, :]
-    tl.store(ptrs, y.to(Y.dtype.element_ty), mask=mask)
+    if EVICT:  # streamed out, never read back here
+        tl.store(ptrs, y.to(Y.dtype.element_ty), mask=mask, cache_modifier=".cs")
+    else:
+        tl.store(ptrs, y.to(Y.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -239,95 +253,30 @@ def _norm_row_kernel(
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
     CTAS: tl.constexpr,
-    STAGES: tl.constexpr,
+    EVICT: tl.constexpr,
     EVEN_N: tl.constexpr,  # N == BLOCK_N: no column masks or padding selects
 ):
     pid = tl.program_id(0)
     if CTAS == 0:
-        x_raw = _load_row_tile(X, XB, pid, n_rows, N, stride_x, HAS_GELU, BLOCK_N, ROWS, EVEN_N)
+        x_raw = _load_row_tile(X, pid, n_rows, N, stride_x, BLOCK_N, ROWS, EVEN_N, EVICT)
         _normalize_row_tile(
-            x_raw,
-            Y,
-            W,
-            B,
-            XB,
-            pid,
-            n_rows,
-            N,
-            stride_y,
-            eps,
-            IS_RMS,
-            HAS_W,
-            HAS_B,
-            HAS_GELU,
-            GELU_IMPL,
-            PRECISE,
-            FAST_MUFU,
-            BLOCK_N,
-            ROWS,
-            EVEN_N,
-        )
-    elif STAGES == 0:
+            x_raw, Y, W, B, XB, pid, n_rows, N, stride_y, eps, IS_RMS, HAS_W, HAS_B, HAS_GELU,
+            GELU_IMPL, PRECISE, FAST_MUFU, BLOCK_N, ROWS, EVEN_N, EVICT,
+        )  # fmt: skip
+    else:
         # Persistent: each program walks the tiles pid, pid + G, ... and loads the next tile before working
-        # on the current one, so a row's arithmetic overlaps the next row's loads even when only one block
-        # fits per SM (a 16384-wide row fills the register file).
+        # on the current one, so that a row's loads are in flight while the previous row is normalised and
+        # stored, also when a 16384-wide row leaves room for only one or two blocks per SM.
         step = tl.num_programs(0)
         n_tiles = tl.cdiv(n_rows, ROWS)
-        x_next = _load_row_tile(X, XB, pid, n_rows, N, stride_x, HAS_GELU, BLOCK_N, ROWS, EVEN_N)
+        x_next = _load_row_tile(X, pid, n_rows, N, stride_x, BLOCK_N, ROWS, EVEN_N, EVICT)
         for tile in tl.range(pid, n_tiles, step):
             x_raw = x_next
-            x_next = _load_row_tile(X, XB, tile + step, n_rows, N, stride_x, HAS_GELU, BLOCK_N, ROWS, EVEN_N)
+            x_next = _load_row_tile(X, tile + step, n_rows, N, stride_x, BLOCK_N, ROWS, EVEN_N, EVICT)
             _normalize_row_tile(
-                x_raw,
-                Y,
-                W,
-                B,
-                XB,
-                tile,
-                n_rows,
-                N,
-                stride_y,
-                eps,
-                IS_RMS,
-                HAS_W,
-                HAS_B,
-                HAS_GELU,
-                GELU_IMPL,
-                PRECISE,
-                FAST_MUFU,
-                BLOCK_N,
-                ROWS,
-                EVEN_N,
-            )
-    else:
-        # Persistent, with Triton's software pipeliner: cp.async copies of the next STAGES - 1 rows (and
-        # their bias rows) into shared memory run while the current row is normalised.
-        step = tl.num_programs(0)
-        n_tiles = tl.cdiv(n_rows, ROWS)
-        for tile in tl.range(pid, n_tiles, step, num_stages=STAGES):
-            x_raw = _load_row_tile(X, XB, tile, n_rows, N, stride_x, HAS_GELU, BLOCK_N, ROWS, EVEN_N)
-            _normalize_row_tile(
-                x_raw,
-                Y,
-                W,
-                B,
-                XB,
-                tile,
-                n_rows,
-                N,
-                stride_y,
-                eps,
-                IS_RMS,
-                HAS_W,
-                HAS_B,
-                HAS_GELU,
-                GELU_IMPL,
-                PRECISE,
-                FAST_MUFU,
-                BLOCK_N,
-                ROWS,
-                EVEN_N,
-            )
+                x_raw, Y, W, B, XB, tile, n_rows, N, stride_y, eps, IS_RMS, HAS_W, HAS_B, HAS_GELU,
+                GELU_IMPL, PRECISE, FAST_MUFU, BLOCK_N, ROWS, EVEN_N, EVICT,
+            )  # fmt: skip
 
 
 @triton.jit
@@ -401,13 +350,13 @@ def _norm_looped_kernel(
 
 _norm_row_tuned = triton.autotune(
     configs=norm_row_configs(),
-    key=["N"],
+    key=["N", "IS_RMS", "HAS_GELU"],  # each op its own pick: the best config differs between them
     prune_configs_by={"early_config_prune": prune_norm_configs},
 )(_norm_row_kernel)
 
 _norm_looped_tuned = triton.autotune(
     configs=norm_looped_configs(),
-    key=["N"],
+    key=["N", "IS_RMS", "HAS_GELU"],
     prune_configs_by={"early_config_prune": prune_norm_configs},
 )(_norm_looped_kernel)
 
@@ -508,7 +457,7 @@ def _norm_forward(
         if config is None:
             _norm_row_tuned[grid](*args, **flags)
         else:
-            kwargs = {"CTAS": 0, "STAGES": 0, **config.all_kwargs()}
+            kwargs = {"CTAS": 0, "EVICT": 0, **config.all_kwargs()}
             _norm_row_kernel[grid(kwargs)](*args, **flags, **kwargs)
     return y
 

@@ -221,9 +221,11 @@ def _norm_shape(rows: int, n: int) -> None:
             if "ROWS" not in c.kwargs:
                 label = f"looped {c.kwargs['BLOCK_N']}"
             elif c.kwargs.get("CTAS"):
-                label = f"persistent x{c.kwargs['CTAS']} stages {c.kwargs['STAGES']}"
+                label = f"persistent x{c.kwargs['CTAS']}"
             else:
                 label = f"rows {c.kwargs['ROWS']}"
+            if c.kwargs.get("EVICT"):
+                label += " evict"
 
             def fn(c=c, ww=ww, bb=bb, gb=gb, is_rms=is_rms, eps=eps):
                 return norm_mod._norm_forward(x, ww, bb, gb, eps, is_rms, looped="BLOCK_N" in c.kwargs, config=c)
