@@ -47,10 +47,16 @@ def norm_row_configs() -> list[triton.Config]:
 
 
 def norm_looped_configs() -> list[triton.Config]:
-    """Candidates of the chunked kernel: chunk width x warps."""
+    """Candidates of the chunked kernel: chunk width x warps x L2 policy (EVICT 1: the statistics pass keeps
+    the row in L2, evict-last, for the second pass, which streams it out evict-first)."""
     if INTERPRET:
-        return [triton.Config({"BLOCK_N": 64}, num_warps=4)]
-    return [triton.Config({"BLOCK_N": block}, num_warps=warps) for block in (2048, 4096, 8192) for warps in (4, 8, 16)]
+        return [triton.Config({"BLOCK_N": 64, "EVICT": 1}, num_warps=4)]
+    return [
+        triton.Config({"BLOCK_N": block, "EVICT": evict}, num_warps=warps)
+        for block in (2048, 4096, 8192)
+        for warps in (4, 8, 16)
+        for evict in (0, 1)
+    ]
 
 
 def prune_norm_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
@@ -71,7 +77,7 @@ def prune_norm_configs(configs: list[triton.Config], named_args: dict, **kwargs)
         if rows > 1 and (width > 1024 or rows > n_rows):
             continue
         # Persistent programs and L2 policies only matter where one row fills a block.
-        if (cfg.kwargs.get("CTAS", 0) or cfg.kwargs.get("EVICT", 0)) and (width < 4096 or rows > 1):
+        if "ROWS" in cfg.kwargs and (cfg.kwargs["CTAS"] or cfg.kwargs["EVICT"]) and (width < 4096 or rows > 1):
             continue
         if "BLOCK_N" in cfg.kwargs and width > next_pow2(named_args["N"]):
             continue
@@ -281,10 +287,18 @@ def _norm_row_kernel(
 
 @triton.jit
 def _load_chunk(
-    X, XB, cols, N, HAS_GELU: tl.constexpr, GELU_IMPL: tl.constexpr, PRECISE: tl.constexpr, FAST_MUFU: tl.constexpr
+    X,
+    XB,
+    cols,
+    N,
+    HAS_GELU: tl.constexpr,
+    GELU_IMPL: tl.constexpr,
+    PRECISE: tl.constexpr,
+    FAST_MUFU: tl.constexpr,
+    POLICY: tl.constexpr,  # L2 eviction policy of the x loads: "", "evict_last" or "evict_first"
 ):
     ok = cols < N
-    x = tl.load(X + cols, mask=ok, other=0.0).to(tl.float32)
+    x = tl.load(X + cols, mask=ok, other=0.0, eviction_policy=POLICY).to(tl.float32)
     if HAS_GELU:
         x = _gelu_erf(x + tl.load(XB + cols, mask=ok, other=0.0).to(tl.float32), GELU_IMPL, PRECISE, FAST_MUFU)
     return x, ok
@@ -310,21 +324,28 @@ def _norm_looped_kernel(
     PRECISE: tl.constexpr,
     FAST_MUFU: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    EVICT: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     x_row = X + row * stride_x
     y_row = Y + row * stride_y
     offs = tl.arange(0, BLOCK_N)
+    if EVICT:  # the second pass re-reads the row: from L2, if the first pass kept it there
+        KEEP: tl.constexpr = "evict_last"
+        DROP: tl.constexpr = "evict_first"
+    else:
+        KEEP: tl.constexpr = ""
+        DROP: tl.constexpr = ""
 
     if IS_RMS:
         shift = 0.0
     else:
-        x0, ok0 = _load_chunk(x_row, XB, offs, N, HAS_GELU, GELU_IMPL, PRECISE, FAST_MUFU)
+        x0, ok0 = _load_chunk(x_row, XB, offs, N, HAS_GELU, GELU_IMPL, PRECISE, FAST_MUFU, KEEP)
         shift = tl.sum(x0, axis=0) / tl.minimum(N, BLOCK_N)
     acc_s = tl.zeros((BLOCK_N,), dtype=tl.float32)
     acc_q = tl.zeros((BLOCK_N,), dtype=tl.float32)
     for start in tl.range(0, N, BLOCK_N):
-        x, ok = _load_chunk(x_row, XB, start + offs, N, HAS_GELU, GELU_IMPL, PRECISE, FAST_MUFU)
+        x, ok = _load_chunk(x_row, XB, start + offs, N, HAS_GELU, GELU_IMPL, PRECISE, FAST_MUFU, KEEP)
         d = tl.where(ok, x - shift, 0.0)
         acc_s += d
         acc_q += d * d
@@ -339,13 +360,16 @@ def _norm_looped_kernel(
 
     for start in tl.range(0, N, BLOCK_N):
         cols = start + offs
-        x, ok = _load_chunk(x_row, XB, cols, N, HAS_GELU, GELU_IMPL, PRECISE, FAST_MUFU)
+        x, ok = _load_chunk(x_row, XB, cols, N, HAS_GELU, GELU_IMPL, PRECISE, FAST_MUFU, DROP)
         y = (x - mean) * rstd
         if HAS_W:
             y = y * tl.load(W + cols, mask=ok, other=0.0).to(tl.float32)
         if HAS_B:
             y = y + tl.load(B + cols, mask=ok, other=0.0).to(tl.float32)
-        tl.store(y_row + cols, y.to(Y.dtype.element_ty), mask=ok)
+        if EVICT:
+            tl.store(y_row + cols, y.to(Y.dtype.element_ty), mask=ok, cache_modifier=".cs")
+        else:
+            tl.store(y_row + cols, y.to(Y.dtype.element_ty), mask=ok)
 
 
 _norm_row_tuned = triton.autotune(
@@ -444,7 +468,7 @@ def _norm_forward(
         if config is None:
             _norm_looped_tuned[grid](*args, **flags)
         else:
-            _norm_looped_kernel[grid](*args, **flags, **config.all_kwargs())
+            _norm_looped_kernel[grid](*args, **flags, **{"EVICT": 0, **config.all_kwargs()})
     else:
         block_n = next_pow2(n)
         sms = num_sms(x.device)

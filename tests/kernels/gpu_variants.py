@@ -181,6 +181,8 @@ def _norm_shape(rows: int, n: int) -> None:
     else:  # every candidate the autotuner keeps for this shape
         block_n = triton.next_power_of_2(n)
         forced = norm_mod.prune_norm_configs(norm_mod.norm_row_configs(), {"n_rows": rows, "N": n}, BLOCK_N=block_n)
+        if n >= 8192:  # the two-pass kernel (second pass from L2) as the alternative for wide rows
+            forced += [triton.Config({"BLOCK_N": c, "EVICT": e}, num_warps=8) for c in (2048, 4096) for e in (0, 1)]
     xf, wf, bf, xbf = x.float(), w.float(), bias.float(), xb.float()
     ops = [
         (
