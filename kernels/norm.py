@@ -35,13 +35,15 @@ PERSISTENT_CTAS = 2
 
 
 def norm_row_configs() -> list[triton.Config]:
-    """Candidates of the whole-row kernel: rows per program x warps x (one program per tile | persistent).
-    (L2 hints, x evict-first and the vectors evict-last, measured 3-7% slower on the H200: not offered.)"""
+    """Candidates of the whole-row kernel: rows per program x warps x (one program per tile | persistent)
+    x L2 policy (EVICT 1: x streamed evict-first, the per-column vectors kept evict-last)."""
     if INTERPRET:
-        return [triton.Config({"ROWS": 2, "CTAS": 0}, num_warps=4)]
+        return [triton.Config({"ROWS": 2, "CTAS": 0, "EVICT": 0}, num_warps=4)]
     warps = (1, 2, 4, 8, 16, 32)
     kinds = [(r, 0) for r in (1, 2, 4, 8)] + [(1, PERSISTENT_CTAS)]
-    return [triton.Config({"ROWS": r, "CTAS": c}, num_warps=w) for r, c in kinds for w in warps]
+    return [
+        triton.Config({"ROWS": r, "CTAS": c, "EVICT": e}, num_warps=w) for r, c in kinds for w in warps for e in (0, 1)
+    ]
 
 
 def norm_looped_configs() -> list[triton.Config]:
@@ -59,7 +61,7 @@ def norm_looped_configs() -> list[triton.Config]:
 
 def prune_norm_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
     """Keep configs giving each thread 8..32 elements of the tile (16-byte loads, no register spills);
-    persistent programs only for rows of 4096 or more, where one row fills a block."""
+    persistent programs and L2 policies only for rows of 4096 or more, where one row fills a block."""
     if len(configs) <= 1:
         return configs
     n_rows = named_args["n_rows"]
@@ -74,8 +76,8 @@ def prune_norm_configs(configs: list[triton.Config], named_args: dict, **kwargs)
         # Several rows per program only pay for short rows; never more rows than exist.
         if rows > 1 and (width > 1024 or rows > n_rows):
             continue
-        # Persistent programs only pay where one row fills a block.
-        if cfg.kwargs.get("CTAS") and (width < 4096 or rows > 1):
+        # Persistent programs and L2 policies only matter where one row fills a block.
+        if "ROWS" in cfg.kwargs and (cfg.kwargs["CTAS"] or cfg.kwargs["EVICT"]) and (width < 4096 or rows > 1):
             continue
         if "BLOCK_N" in cfg.kwargs and width > next_pow2(named_args["N"]):
             continue
@@ -148,6 +150,7 @@ def _load_row_tile(
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
     EVEN_N: tl.constexpr,
+    EVICT: tl.constexpr,
 ):
     # Raw (input dtype) tile of ROWS rows; rows past the end read as 0 and are never stored.
     rows = tile * ROWS + tl.arange(0, ROWS)
@@ -157,14 +160,22 @@ def _load_row_tile(
         mask = (rows < n_rows)[:, None]
     else:
         mask = (rows < n_rows)[:, None] & (cols < N)[None, :]
-    return tl.load(ptrs, mask=mask, other=0.0)
+    if EVICT:  # x is read once: keep it from pushing the per-column vectors out of L2
+        return tl.load(ptrs, mask=mask, other=0.0, eviction_policy="evict_first")
+    else:
+        return tl.load(ptrs, mask=mask, other=0.0)
 
 
 @triton.jit
-def _load_vector(P, cols, col_ok, EVEN_N: tl.constexpr):
+def _load_vector(P, cols, col_ok, EVEN_N: tl.constexpr, EVICT: tl.constexpr):
     # A per-column vector (weight, bias, GELU bias) as fp32; every row reads it again, from L1/L2.
     if EVEN_N:
-        return tl.load(P + cols).to(tl.float32)
+        if EVICT:
+            return tl.load(P + cols, eviction_policy="evict_last").to(tl.float32)
+        else:
+            return tl.load(P + cols).to(tl.float32)
+    elif EVICT:
+        return tl.load(P + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
     else:
         return tl.load(P + cols, mask=col_ok, other=0.0).to(tl.float32)
 
@@ -191,13 +202,14 @@ def _normalize_row_tile(
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
     EVEN_N: tl.constexpr,
+    EVICT: tl.constexpr,
 ):
     rows = tile * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < N
     x = x_raw.to(tl.float32)
     if HAS_GELU:
-        xb = _load_vector(XB, cols, col_ok, EVEN_N)
+        xb = _load_vector(XB, cols, col_ok, EVEN_N, EVICT)
         x = _gelu_erf(x + xb[None, :], GELU_IMPL, PRECISE, FAST_MUFU)  # padded lanes stay 0: gelu(0) = 0
     if IS_RMS:
         rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
@@ -211,15 +223,18 @@ def _normalize_row_tile(
         rstd = tl.rsqrt(tl.sum(xc * xc, axis=1) / N + eps)
         y = xc * rstd[:, None]
     if HAS_W:
-        y = y * _load_vector(W, cols, col_ok, EVEN_N)[None, :]
+        y = y * _load_vector(W, cols, col_ok, EVEN_N, EVICT)[None, :]
     if HAS_B:
-        y = y + _load_vector(B, cols, col_ok, EVEN_N)[None, :]
+        y = y + _load_vector(B, cols, col_ok, EVEN_N, EVICT)[None, :]
     ptrs = Y + rows.to(tl.int64)[:, None] * stride_y + cols[None, :]
     if EVEN_N:
         mask = (rows < n_rows)[:, None]
     else:
         mask = (rows < n_rows)[:, None] & col_ok[None, :]
-    tl.store(ptrs, y.to(Y.dtype.element_ty), mask=mask)
+    if EVICT:  # streamed out, never read back here
+        tl.store(ptrs, y.to(Y.dtype.element_ty), mask=mask, cache_modifier=".cs")
+    else:
+        tl.store(ptrs, y.to(Y.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -244,14 +259,15 @@ def _norm_row_kernel(
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
     CTAS: tl.constexpr,
+    EVICT: tl.constexpr,
     EVEN_N: tl.constexpr,  # N == BLOCK_N: no column masks or padding selects
 ):
     pid = tl.program_id(0)
     if CTAS == 0:
-        x_raw = _load_row_tile(X, pid, n_rows, N, stride_x, BLOCK_N, ROWS, EVEN_N)
+        x_raw = _load_row_tile(X, pid, n_rows, N, stride_x, BLOCK_N, ROWS, EVEN_N, EVICT)
         _normalize_row_tile(
             x_raw, Y, W, B, XB, pid, n_rows, N, stride_y, eps, IS_RMS, HAS_W, HAS_B, HAS_GELU,
-            GELU_IMPL, PRECISE, FAST_MUFU, BLOCK_N, ROWS, EVEN_N,
+            GELU_IMPL, PRECISE, FAST_MUFU, BLOCK_N, ROWS, EVEN_N, EVICT,
         )  # fmt: skip
     else:
         # Persistent: each program walks the tiles pid, pid + G, ... and loads the next tile before working
@@ -259,13 +275,13 @@ def _norm_row_kernel(
         # stored, also when a 16384-wide row leaves room for only one or two blocks per SM.
         step = tl.num_programs(0)
         n_tiles = tl.cdiv(n_rows, ROWS)
-        x_next = _load_row_tile(X, pid, n_rows, N, stride_x, BLOCK_N, ROWS, EVEN_N)
+        x_next = _load_row_tile(X, pid, n_rows, N, stride_x, BLOCK_N, ROWS, EVEN_N, EVICT)
         for tile in tl.range(pid, n_tiles, step):
             x_raw = x_next
-            x_next = _load_row_tile(X, tile + step, n_rows, N, stride_x, BLOCK_N, ROWS, EVEN_N)
+            x_next = _load_row_tile(X, tile + step, n_rows, N, stride_x, BLOCK_N, ROWS, EVEN_N, EVICT)
             _normalize_row_tile(
                 x_raw, Y, W, B, XB, tile, n_rows, N, stride_y, eps, IS_RMS, HAS_W, HAS_B, HAS_GELU,
-                GELU_IMPL, PRECISE, FAST_MUFU, BLOCK_N, ROWS, EVEN_N,
+                GELU_IMPL, PRECISE, FAST_MUFU, BLOCK_N, ROWS, EVEN_N, EVICT,
             )  # fmt: skip
 
 
@@ -465,7 +481,7 @@ def _norm_forward(
         if config is None:
             _norm_row_tuned[grid](*args, **flags)
         else:
-            kwargs = {"CTAS": 0, **config.all_kwargs()}
+            kwargs = {"CTAS": 0, "EVICT": 0, **config.all_kwargs()}
             _norm_row_kernel[grid(kwargs)](*args, **flags, **kwargs)
     return y
 

@@ -18,7 +18,7 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 ROW1 = {"looped": False, "config": nm.triton.Config({"ROWS": 1}, num_warps=4)}
 LOOPED = {"looped": True, "config": nm.triton.Config({"BLOCK_N": 32}, num_warps=4)}
 # Persistent with prefetch: the interpreter's 4 "SMs" give each program several row tiles.
-PERSISTENT = {"looped": False, "config": nm.triton.Config({"ROWS": 1, "CTAS": 1}, num_warps=4)}
+PERSISTENT = {"looped": False, "config": nm.triton.Config({"ROWS": 1, "CTAS": 1, "EVICT": 1}, num_warps=4)}
 VARIANTS = {"auto": {}, "rows1": ROW1, "looped": LOOPED, "persistent": PERSISTENT}
 
 
