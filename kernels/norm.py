@@ -36,7 +36,8 @@ PERSISTENT_CTAS = 2
 
 def norm_row_configs() -> list[triton.Config]:
     """Candidates of the whole-row kernel: rows per program x warps x (one program per tile | persistent)
-    x L2 policy (EVICT 1: x streamed evict-first, the per-column vectors kept evict-last)."""
+    x L2 policy (EVICT 1: x streamed evict-first, the per-column vectors kept evict-last). On the H200 the
+    policy costs 3-7% at widths 8192-16384 but gains 5% on the fused op at 16384x4096: a tuning choice."""
     if INTERPRET:
         return [triton.Config({"ROWS": 2, "CTAS": 0, "EVICT": 0}, num_warps=4)]
     warps = (1, 2, 4, 8, 16, 32)
