@@ -3,10 +3,13 @@
 All three share two kernels, specialised by constexpr flags:
 - `_norm_row_kernel`: ROWS rows per program, each whole row held in registers (hidden <= 16384), so x is
   read once and y written once; fp32 statistics with the centred two-pass variance done in registers.
+  Persistent variants (CTAS > 0) walk several rows per program and prefetch the next row into registers,
+  which is what keeps 16384-wide rows (one block per SM) moving.
 - `_norm_looped_kernel`: one row per program in BLOCK_N chunks for wider rows: a first loop accumulates
   shifted sums (shift = mean of the first chunk, which keeps E[x^2] - E[x]^2 from cancelling), a second
   loop re-reads the row (from L2) to normalise it.
-These are memory bound: the tuning knobs are rows per program (for short rows) and warps per row.
+The fused GELU is exact-erf GELU to within 3.6e-6 (7.8e-7 for float32) in ~10 instructions per element;
+`GELU_IMPL=0` keeps libdevice's erff as the reference variant. One autotune pick per (width, op).
 """
 
 from __future__ import annotations
