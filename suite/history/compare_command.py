@@ -90,9 +90,9 @@ def compare(args: argparse.Namespace, config: AsvConfig) -> int:
     if args.noise != "none":
         path = Path(args.noise) if args.noise else noise.noise_file(_noise_root(config), head.machine)
         if args.noise or path.exists():
-            model, source = noise.load_model(path), str(path)
+            model, source = noise.load_model(path), noise.shown_path(path, config.root)
         else:
-            source = f"none: {path} does not exist (learn it with --learn-noise COMMIT)"
+            source = f"none: {noise.shown_path(path, config.root)} does not exist (learn it with --learn-noise COMMIT)"
     report = compare_results(base, head, model, settings, source, args.bench)
     if not report.rows:
         raise ResultsError(f"no benchmarks to compare{' matching ' + args.bench if args.bench else ''} in "

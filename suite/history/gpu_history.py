@@ -80,7 +80,8 @@ def _report(config: AsvConfig, machine: str, base: asvresults.ResultFile, head: 
     if model is None:
         print(f"gpu_history: no noise model {path}: only the {Settings().floor:.0%} floor guards against drift; "
               "run the aa step first", file=sys.stderr)
-    report = compare_results(base, head, model, Settings(), str(path) if model else "none")
+    source = noise.shown_path(path, config.root) if model else "none"
+    report = compare_results(base, head, model, Settings(), source)
     print(markdown(report))
     return report
 

@@ -37,6 +37,15 @@ class NoiseModel:
         return 0.0, "no A/A data"
 
 
+def shown_path(path: Path, root: Path) -> str:
+    """The path as a report shows it: relative to the project root when inside it, so reports carry no
+    machine-specific folders."""
+    try:
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
+
+
 def noise_file(noise_root: Path, machine: str) -> Path:
     return noise_root / f"{machine}.json"
 

@@ -162,3 +162,12 @@ def test_not_an_asv_file(project, capsys):
     bad.write_text(json.dumps({"hello": 1}))
     code, _, err = run(project, str(bad), str(bad), capsys=capsys)
     assert code == 2 and "is not an asv result file" in err
+
+
+def test_reports_name_the_noise_model_relative_to_the_project(tmp_path):
+    from tierbench.suite.history import noise
+
+    inside = tmp_path / "results" / "noise" / "gpu.json"
+    assert noise.shown_path(inside, tmp_path) == "results/noise/gpu.json"
+    outside = tmp_path.parent / "elsewhere.json"
+    assert noise.shown_path(outside, tmp_path) == str(outside)
