@@ -165,8 +165,6 @@ def test_not_an_asv_file(project, capsys):
 
 
 def test_reports_name_the_noise_model_relative_to_the_project(tmp_path):
-    from tierbench.suite.history import noise
-
     inside = tmp_path / "results" / "noise" / "gpu.json"
     assert noise.shown_path(inside, tmp_path) == "results/noise/gpu.json"
     outside = tmp_path.parent / "elsewhere.json"
