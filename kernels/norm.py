@@ -124,7 +124,7 @@ def _gelu_erf(x, GELU_IMPL: tl.constexpr, PRECISE: tl.constexpr, FAST_MUFU: tl.c
     else:
         # x * sigmoid(g(x)) with g an odd polynomial fitted to logit(Phi) (tests/kernels/fit_gelu.py), its
         # coefficients times -log2(e): x / (1 + 2^(x p(x^2))). Max abs error 3.6e-6 with 5 terms (for 16-bit
-        # outputs, whose rounding is >= 1000x larger), 7.8e-7 with 7 (float32). No branch: the exp2
+        # outputs, whose rounding is >= 100x larger), 7.8e-7 with 7 (float32). No branch: the exp2
         # saturates to 0 or inf in the tails, giving x or -0 like the exact GELU.
         z = x * x
         if PRECISE:
