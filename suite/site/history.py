@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..history import asvresults
+
 STEP_THRESHOLD = 0.05  # a change of the piecewise-constant fit smaller than this is noise, not a step
 
 
@@ -73,10 +75,6 @@ def _load(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _combos(params: list[list[Any]]) -> list[tuple[Any, ...]]:
-    return list(itertools.product(*params)) if params else [()]
-
-
 def read_asv(asv_dir: Path) -> list[Benchmark]:
     """Every benchmark with at least one result, its series per (parameter combination, machine)."""
     if not asv_dir.is_dir():
@@ -85,35 +83,27 @@ def read_asv(asv_dir: Path) -> list[Benchmark]:
         definitions = _load(asv_dir / "benchmarks.json")
     except (OSError, json.JSONDecodeError):
         definitions = {}
-    raw: dict[tuple[str, tuple[Any, ...], str], dict[Commit, float]] = {}
+    raw: dict[tuple[str, tuple[str, ...], str], dict[Commit, float]] = {}
     meta: dict[str, Benchmark] = {}
     for path in sorted(asv_dir.glob("*/*.json")):
         if path.name == "machine.json":
             continue
         try:
-            data = _load(path)
-            columns = data["result_columns"]
-            commit = Commit(str(data["commit_hash"]), float(data.get("date") or 0))
-            machine = str((data.get("params") or {}).get("machine") or path.parent.name)
-        except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError):
+            data = asvresults.load(path)
+        except asvresults.ResultsError:
             continue  # not a result file of this format
-        env = str(data.get("env_name") or "")
-        for name, row in (data.get("results") or {}).items():
-            cols = dict(zip(columns, row or []))
-            spec = definitions.get(name) if isinstance(definitions.get(name), dict) else {}
+        commit = Commit(str(data.commit), float(data.date or 0))
+        for result in data.results.values():
+            spec = definitions.get(result.name) if isinstance(definitions.get(result.name), dict) else {}
             # asv hides results measured by another version of the benchmark's code: so do we.
-            if spec.get("version") and cols.get("version") and cols["version"] != spec["version"]:
+            if spec.get("version") and result.version and result.version != spec["version"]:
                 continue
-            params = cols.get("params") or spec.get("params") or []
-            values = cols.get("result")
-            values = values if isinstance(values, list) else [values]
-            if name not in meta:
-                meta[name] = Benchmark(name, str(spec.get("type") or name.rsplit(".", 1)[-1].split("_")[0]),
-                                       str(spec.get("unit") or ""), list(spec.get("param_names") or
-                                                                         [f"param{i + 1}" for i in range(len(params))]))
-            for combo, value in zip(_combos(params), values):
-                if isinstance(value, (int, float)) and math.isfinite(value):
-                    raw.setdefault((name, combo, f"{machine}\0{env}"), {})[commit] = float(value)
+            if result.name not in meta:
+                names = spec.get("param_names") or [f"param{i + 1}" for i in range(len(result.params))]
+                kind = spec.get("type") or result.name.rsplit(".", 1)[-1].split("_")[0]
+                meta[result.name] = Benchmark(result.name, str(kind), str(spec.get("unit") or ""), list(names))
+            if result.value is not None and math.isfinite(result.value):
+                raw.setdefault((result.name, result.params, f"{data.machine}\0{data.env}"), {})[commit] = result.value
     envs_per_machine: dict[str, set[str]] = {}
     for _, _, key in raw:
         machine, env = key.split("\0")
@@ -122,7 +112,7 @@ def read_asv(asv_dir: Path) -> list[Benchmark]:
         machine, env = key.split("\0")
         label = f"{machine} · {env}" if len(envs_per_machine[machine]) > 1 else machine
         bench = meta[name]
-        series = Series(label, dict(zip(bench.param_names, map(str, combo))),
+        series = Series(label, dict(zip(bench.param_names, combo)),
                         sorted(by_commit.items(), key=lambda cv: (cv[0].date, cv[0].hash)))
         series.steps = find_steps([v for _, v in series.points])
         bench.series.append(series)
