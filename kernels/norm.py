@@ -154,7 +154,7 @@ def _load_row_tile(
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
     EVEN_N: tl.constexpr,
-    EVICT: tl.constexpr,
+    POLICY: tl.constexpr,  # L2 eviction policy of the loads: "", "evict_first" or "evict_last"
 ):
     # Raw (input dtype) tile of ROWS rows; rows past the end read as 0 and are never stored.
     rows = tile * ROWS + tl.arange(0, ROWS)
@@ -164,24 +164,16 @@ def _load_row_tile(
         mask = (rows < n_rows)[:, None]
     else:
         mask = (rows < n_rows)[:, None] & (cols < N)[None, :]
-    if EVICT:  # x is read once: keep it from pushing the per-column vectors out of L2
-        return tl.load(ptrs, mask=mask, other=0.0, eviction_policy="evict_first")
-    else:
-        return tl.load(ptrs, mask=mask, other=0.0)
+    return tl.load(ptrs, mask=mask, other=0.0, eviction_policy=POLICY)
 
 
 @triton.jit
-def _load_vector(P, cols, col_ok, EVEN_N: tl.constexpr, EVICT: tl.constexpr):
+def _load_vector(P, cols, col_ok, EVEN_N: tl.constexpr, POLICY: tl.constexpr):
     # A per-column vector (weight, bias, GELU bias) as fp32; every row reads it again, from L1/L2.
     if EVEN_N:
-        if EVICT:
-            return tl.load(P + cols, eviction_policy="evict_last").to(tl.float32)
-        else:
-            return tl.load(P + cols).to(tl.float32)
-    elif EVICT:
-        return tl.load(P + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        return tl.load(P + cols, eviction_policy=POLICY).to(tl.float32)
     else:
-        return tl.load(P + cols, mask=col_ok, other=0.0).to(tl.float32)
+        return tl.load(P + cols, mask=col_ok, other=0.0, eviction_policy=POLICY).to(tl.float32)
 
 
 @triton.jit
@@ -206,14 +198,15 @@ def _normalize_row_tile(
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
     EVEN_N: tl.constexpr,
-    EVICT: tl.constexpr,
+    VECTOR_POLICY: tl.constexpr,  # eviction policy of the per-column vectors
+    Y_CACHE: tl.constexpr,  # cache modifier of the stores: "" or ".cs" (streamed)
 ):
     rows = tile * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < N
     x = x_raw.to(tl.float32)
     if HAS_GELU:
-        xb = _load_vector(XB, cols, col_ok, EVEN_N, EVICT)
+        xb = _load_vector(XB, cols, col_ok, EVEN_N, VECTOR_POLICY)
         x = _gelu_erf(x + xb[None, :], GELU_IMPL, PRECISE, FAST_MUFU)  # padded lanes stay 0: gelu(0) = 0
     if IS_RMS:
         rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
@@ -227,18 +220,15 @@ def _normalize_row_tile(
         rstd = tl.rsqrt(tl.sum(xc * xc, axis=1) / N + eps)
         y = xc * rstd[:, None]
     if HAS_W:
-        y = y * _load_vector(W, cols, col_ok, EVEN_N, EVICT)[None, :]
+        y = y * _load_vector(W, cols, col_ok, EVEN_N, VECTOR_POLICY)[None, :]
     if HAS_B:
-        y = y + _load_vector(B, cols, col_ok, EVEN_N, EVICT)[None, :]
+        y = y + _load_vector(B, cols, col_ok, EVEN_N, VECTOR_POLICY)[None, :]
     ptrs = Y + rows.to(tl.int64)[:, None] * stride_y + cols[None, :]
     if EVEN_N:
         mask = (rows < n_rows)[:, None]
     else:
         mask = (rows < n_rows)[:, None] & col_ok[None, :]
-    if EVICT:  # streamed out, never read back here
-        tl.store(ptrs, y.to(Y.dtype.element_ty), mask=mask, cache_modifier=".cs")
-    else:
-        tl.store(ptrs, y.to(Y.dtype.element_ty), mask=mask)
+    tl.store(ptrs, y.to(Y.dtype.element_ty), mask=mask, cache_modifier=Y_CACHE)
 
 
 @triton.jit
@@ -266,12 +256,20 @@ def _norm_row_kernel(
     EVICT: tl.constexpr,
     EVEN_N: tl.constexpr,  # N == BLOCK_N: no column masks or padding selects
 ):
+    if EVICT:  # x is read once: streamed through L2 so that it does not push out the per-column vectors
+        X_POLICY: tl.constexpr = "evict_first"
+        VECTOR_POLICY: tl.constexpr = "evict_last"
+        Y_CACHE: tl.constexpr = ".cs"
+    else:
+        X_POLICY: tl.constexpr = ""
+        VECTOR_POLICY: tl.constexpr = ""
+        Y_CACHE: tl.constexpr = ""
     pid = tl.program_id(0)
     if CTAS == 0:
-        x_raw = _load_row_tile(X, pid, n_rows, N, stride_x, BLOCK_N, ROWS, EVEN_N, EVICT)
+        x_raw = _load_row_tile(X, pid, n_rows, N, stride_x, BLOCK_N, ROWS, EVEN_N, X_POLICY)
         _normalize_row_tile(
             x_raw, Y, W, B, XB, pid, n_rows, N, stride_y, eps, IS_RMS, HAS_W, HAS_B, HAS_GELU,
-            GELU_IMPL, PRECISE, FAST_MUFU, BLOCK_N, ROWS, EVEN_N, EVICT,
+            GELU_IMPL, PRECISE, FAST_MUFU, BLOCK_N, ROWS, EVEN_N, VECTOR_POLICY, Y_CACHE,
         )  # fmt: skip
     else:
         # Persistent: each program walks the tiles pid, pid + G, ... and loads the next tile before working
@@ -279,13 +277,13 @@ def _norm_row_kernel(
         # stored, also when a 16384-wide row leaves room for only one or two blocks per SM.
         step = tl.num_programs(0)
         n_tiles = tl.cdiv(n_rows, ROWS)
-        x_next = _load_row_tile(X, pid, n_rows, N, stride_x, BLOCK_N, ROWS, EVEN_N, EVICT)
+        x_next = _load_row_tile(X, pid, n_rows, N, stride_x, BLOCK_N, ROWS, EVEN_N, X_POLICY)
         for tile in tl.range(pid, n_tiles, step):
             x_raw = x_next
-            x_next = _load_row_tile(X, tile + step, n_rows, N, stride_x, BLOCK_N, ROWS, EVEN_N, EVICT)
+            x_next = _load_row_tile(X, tile + step, n_rows, N, stride_x, BLOCK_N, ROWS, EVEN_N, X_POLICY)
             _normalize_row_tile(
                 x_raw, Y, W, B, XB, tile, n_rows, N, stride_y, eps, IS_RMS, HAS_W, HAS_B, HAS_GELU,
-                GELU_IMPL, PRECISE, FAST_MUFU, BLOCK_N, ROWS, EVEN_N, EVICT,
+                GELU_IMPL, PRECISE, FAST_MUFU, BLOCK_N, ROWS, EVEN_N, VECTOR_POLICY, Y_CACHE,
             )  # fmt: skip
 
 
@@ -337,9 +335,11 @@ def _norm_looped_kernel(
     if EVICT:  # the second pass re-reads the row: from L2, if the first pass kept it there
         KEEP: tl.constexpr = "evict_last"
         DROP: tl.constexpr = "evict_first"
+        Y_CACHE: tl.constexpr = ".cs"
     else:
         KEEP: tl.constexpr = ""
         DROP: tl.constexpr = ""
+        Y_CACHE: tl.constexpr = ""
 
     if IS_RMS:
         shift = 0.0
@@ -370,10 +370,7 @@ def _norm_looped_kernel(
             y = y * tl.load(W + cols, mask=ok, other=0.0).to(tl.float32)
         if HAS_B:
             y = y + tl.load(B + cols, mask=ok, other=0.0).to(tl.float32)
-        if EVICT:
-            tl.store(y_row + cols, y.to(Y.dtype.element_ty), mask=ok, cache_modifier=".cs")
-        else:
-            tl.store(y_row + cols, y.to(Y.dtype.element_ty), mask=ok)
+        tl.store(y_row + cols, y.to(Y.dtype.element_ty), mask=ok, cache_modifier=Y_CACHE)
 
 
 _norm_row_tuned = triton.autotune(
