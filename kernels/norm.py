@@ -1,15 +1,17 @@
 """Row normalizations over the last dim: layer_norm, rms_norm, and the fused bias + GELU + LayerNorm.
 
-All three share two kernels, specialised by constexpr flags:
-- `_norm_row_kernel`: ROWS rows per program, each whole row held in registers (hidden <= 16384), so x is
+All three share one kernel, `_norm_kernel`, specialised by constexpr flags, with two kinds of programs that
+the autotuner chooses between per (width, op):
+- whole rows (CHUNK = 0): ROWS rows per program, each whole row held in registers (hidden <= 16384), so x is
   read once and y written once; fp32 statistics with the centred two-pass variance done in registers.
   Persistent variants (CTAS > 0) walk several rows per program and prefetch the next row into registers,
   which is what keeps 16384-wide rows (one block per SM) moving.
-- `_norm_looped_kernel`: one row per program in BLOCK_N chunks for wider rows: a first loop accumulates
-  shifted sums (shift = mean of the first chunk, which keeps E[x^2] - E[x]^2 from cancelling), a second
-  loop re-reads the row (from L2) to normalise it.
+- two passes (CHUNK > 0): one row per program in CHUNK-wide pieces, for rows of 8192 and wider: a first loop
+  accumulates shifted sums (shift = mean of the first chunk, which keeps E[x^2] - E[x]^2 from cancelling)
+  while keeping the row in L2, a second loop re-reads it from there to normalise it. Small programs, many
+  per SM: at 8192-16384 this beats holding the row in registers for the plain norms.
 The fused GELU is exact-erf GELU to within 3.6e-6 (7.8e-7 for float32) in ~10 instructions per element;
-`GELU_IMPL=0` keeps libdevice's erff as the reference variant. One autotune pick per (width, op).
+`GELU_IMPL=0` keeps libdevice's erff as the reference variant.
 """
 
 from __future__ import annotations
@@ -24,8 +26,12 @@ from ._common import INTERPRET, check_eps, check_same_device, check_tensor, next
 # Configs
 # ----------------------------------------------------------------------------------------------------------
 
-# Widest row (elements, a power of two) held whole in registers; wider rows take the looped kernel.
+# Widest row (elements, a power of two) held whole in registers; wider rows take the two-pass programs.
 MAX_FUSED_BLOCK = 16384
+
+# Narrowest row (next power of two) offered the two-pass programs: below it a row is too short to keep
+# enough of them in flight, and holding it in registers always won on the H200.
+MIN_TWO_PASS_BLOCK = 8192
 
 # GELU inside the fused kernel: 0 = libdevice erff (the textbook form, kept as the reference variant),
 # 1 = x * sigmoid(odd polynomial) fitted to the exact GELU (tests/kernels/fit_gelu.py; fewer instructions).
@@ -37,57 +43,63 @@ GELU_IMPL = 1
 PERSISTENT_CTAS = 2
 
 
-def norm_row_configs() -> list[triton.Config]:
-    """Candidates of the whole-row kernel: rows per program x warps x (one program per tile | persistent)
-    x L2 policy (EVICT 1: x streamed evict-first, the per-column vectors kept evict-last). On the H200 the
-    policy costs 3-7% at widths 8192-16384 but gains 5% on the fused op at 16384x4096: a tuning choice."""
-    if INTERPRET:
-        return [triton.Config({"ROWS": 2, "CTAS": 0, "EVICT": 0}, num_warps=4)]
-    warps = (1, 2, 4, 8, 16, 32)
-    kinds = [(r, 0) for r in (1, 2, 4, 8)] + [(1, PERSISTENT_CTAS)]
-    return [
-        triton.Config({"ROWS": r, "CTAS": c, "EVICT": e}, num_warps=w) for r, c in kinds for w in warps for e in (0, 1)
-    ]
+def norm_config(chunk: int = 0, rows: int = 1, ctas: int = 0, evict: int = 0, warps: int = 4) -> triton.Config:
+    """One candidate: CHUNK 0 = whole rows (ROWS per program, CTAS blocks per SM if persistent), else two
+    passes in CHUNK-wide pieces; EVICT 1 = with L2 eviction hints."""
+    # num_stages=1: no loop of these programs gains from Triton's cp.async pipeliner (measured on the H200).
+    return triton.Config({"CHUNK": chunk, "ROWS": rows, "CTAS": ctas, "EVICT": evict}, num_warps=warps, num_stages=1)
 
 
-def norm_looped_configs() -> list[triton.Config]:
-    """Candidates of the chunked kernel: chunk width x warps x L2 policy (EVICT 1: the statistics pass keeps
-    the row in L2, evict-last, for the second pass, which streams it out evict-first)."""
+def norm_configs() -> list[triton.Config]:
+    """Every candidate of `_norm_kernel`; `prune_norm_configs` keeps those that suit a width.
+
+    Whole rows: rows per program x warps x (one program per tile | persistent) x L2 policy (EVICT 1: x
+    streamed evict-first, the per-column vectors kept evict-last; it costs 3-7% at widths 8192-16384 on
+    the H200 but gains 5% on the fused op at 16384x4096: a tuning choice).
+    Two passes: chunk width x warps x L2 policy (EVICT 1: the first pass keeps the row in L2, evict-last,
+    for the second, which streams it out evict-first).
+    """
     if INTERPRET:
-        return [triton.Config({"BLOCK_N": 64, "EVICT": 1}, num_warps=4)]
-    return [
-        triton.Config({"BLOCK_N": block, "EVICT": evict}, num_warps=warps)
-        for block in (2048, 4096, 8192)
-        for warps in (4, 8, 16)
-        for evict in (0, 1)
+        return [norm_config(rows=2)]
+    whole_rows = [
+        norm_config(rows=r, ctas=c, evict=e, warps=w)
+        for r, c in [(1, 0), (2, 0), (4, 0), (8, 0), (1, PERSISTENT_CTAS)]
+        for w in (1, 2, 4, 8, 16, 32)
+        for e in (0, 1)
     ]
+    two_pass = [norm_config(chunk=c, evict=e, warps=w) for c in (1024, 2048, 4096) for w in (4, 8, 16) for e in (0, 1)]
+    return whole_rows + two_pass
 
 
 def prune_norm_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
-    """Keep configs giving each thread 8..32 elements of the tile (16-byte loads, no register spills);
-    persistent programs and L2 policies only for rows of 4096 or more, where one row fills a block."""
+    """Keep the candidates that suit this width (BLOCK_N = next power of two of the hidden size):
+    - whole rows only up to MAX_FUSED_BLOCK, with 8..32 elements of the tile per thread (16-byte loads, no
+      register spills); several rows per program only for rows of 1024 or less; persistent programs and
+      L2 policies only for rows of 4096 or more, where one row fills a block;
+    - two passes only from MIN_TWO_PASS_BLOCK (required above MAX_FUSED_BLOCK), with at least two chunks
+      per row and 4..16 elements of a chunk per thread (8- and 16-byte loads, small programs).
+    """
     if len(configs) <= 1:
         return configs
     n_rows = named_args["n_rows"]
-    block_n = kwargs.get("BLOCK_N")
+    block_n = kwargs["BLOCK_N"]
     kept = []
     for cfg in configs:
-        rows = cfg.kwargs.get("ROWS", 1)
-        width = cfg.kwargs.get("BLOCK_N", block_n)
-        per_thread = rows * width // (32 * cfg.num_warps)
-        if not 8 <= per_thread <= 32:
+        chunk, rows = cfg.kwargs["CHUNK"], cfg.kwargs["ROWS"]
+        threads = 32 * cfg.num_warps
+        if chunk:
+            if block_n >= MIN_TWO_PASS_BLOCK and 2 * chunk <= block_n and 4 <= chunk // threads <= 16:
+                kept.append(cfg)
             continue
-        # Several rows per program only pay for short rows; never more rows than exist.
-        if rows > 1 and (width > 1024 or rows > n_rows):
+        if block_n > MAX_FUSED_BLOCK or not 8 <= rows * block_n // threads <= 32:
             continue
-        # Persistent programs and L2 policies only matter where one row fills a block.
-        if "ROWS" in cfg.kwargs and (cfg.kwargs["CTAS"] or cfg.kwargs["EVICT"]) and (width < 4096 or rows > 1):
+        if rows > 1 and (block_n > 1024 or rows > n_rows):
             continue
-        if "BLOCK_N" in cfg.kwargs and width > next_pow2(named_args["N"]):
+        if (cfg.kwargs["CTAS"] or cfg.kwargs["EVICT"]) and (block_n < 4096 or rows > 1):
             continue
         kept.append(cfg)
-    if not kept:  # tiny rows: the smallest tile
-        kept = [min(configs, key=lambda c: c.kwargs.get("ROWS", 1) * c.kwargs.get("BLOCK_N", 1) * c.num_warps)]
+    if not kept:  # tiny rows: the smallest whole-row tile
+        kept = [min((c for c in configs if not c.kwargs["CHUNK"]), key=lambda c: c.kwargs["ROWS"] * c.num_warps)]
     return kept
 
 
@@ -232,7 +244,7 @@ def _normalize_row_tile(
 
 
 @triton.jit
-def _norm_row_kernel(
+def _whole_row_program(
     X,
     Y,
     W,
@@ -254,7 +266,7 @@ def _norm_row_kernel(
     ROWS: tl.constexpr,
     CTAS: tl.constexpr,
     EVICT: tl.constexpr,
-    EVEN_N: tl.constexpr,  # N == BLOCK_N: no column masks or padding selects
+    EVEN_N: tl.constexpr,
 ):
     if EVICT:  # x is read once: streamed through L2 so that it does not push out the per-column vectors
         X_POLICY: tl.constexpr = "evict_first"
@@ -297,17 +309,96 @@ def _load_chunk(
     GELU_IMPL: tl.constexpr,
     PRECISE: tl.constexpr,
     FAST_MUFU: tl.constexpr,
+    EVEN_N: tl.constexpr,
     POLICY: tl.constexpr,  # L2 eviction policy of the x loads: "", "evict_last" or "evict_first"
+    VECTOR_POLICY: tl.constexpr,  # and of the GELU bias
 ):
+    # One chunk of a row as fp32 (GELU(x + bias) for the fused op); lanes past N read as 0.
     ok = cols < N
-    x = tl.load(X + cols, mask=ok, other=0.0, eviction_policy=POLICY).to(tl.float32)
+    if EVEN_N:
+        x = tl.load(X + cols, eviction_policy=POLICY).to(tl.float32)
+    else:
+        x = tl.load(X + cols, mask=ok, other=0.0, eviction_policy=POLICY).to(tl.float32)
     if HAS_GELU:
-        x = _gelu_erf(x + tl.load(XB + cols, mask=ok, other=0.0).to(tl.float32), GELU_IMPL, PRECISE, FAST_MUFU)
+        x = _gelu_erf(x + _load_vector(XB, cols, ok, EVEN_N, VECTOR_POLICY), GELU_IMPL, PRECISE, FAST_MUFU)
     return x, ok
 
 
 @triton.jit
-def _norm_looped_kernel(
+def _two_pass_program(
+    X,
+    Y,
+    W,
+    B,
+    XB,
+    N,
+    stride_x,
+    stride_y,
+    eps,
+    IS_RMS: tl.constexpr,
+    HAS_W: tl.constexpr,
+    HAS_B: tl.constexpr,
+    HAS_GELU: tl.constexpr,
+    GELU_IMPL: tl.constexpr,
+    PRECISE: tl.constexpr,
+    FAST_MUFU: tl.constexpr,
+    CHUNK: tl.constexpr,
+    EVICT: tl.constexpr,
+    EVEN_N: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    x_row = X + row * stride_x
+    y_row = Y + row * stride_y
+    offs = tl.arange(0, CHUNK)
+    if EVICT:  # the second pass re-reads the row: from L2, if the first pass kept it there
+        KEEP: tl.constexpr = "evict_last"
+        DROP: tl.constexpr = "evict_first"
+        Y_CACHE: tl.constexpr = ".cs"
+    else:
+        KEEP: tl.constexpr = ""
+        DROP: tl.constexpr = ""
+        Y_CACHE: tl.constexpr = ""
+
+    if IS_RMS:
+        shift = 0.0
+    else:
+        x0, ok0 = _load_chunk(x_row, XB, offs, N, HAS_GELU, GELU_IMPL, PRECISE, FAST_MUFU, EVEN_N, KEEP, KEEP)
+        shift = tl.sum(x0, axis=0) / tl.minimum(N, CHUNK)
+    acc_s = tl.zeros((CHUNK,), dtype=tl.float32)
+    acc_q = tl.zeros((CHUNK,), dtype=tl.float32)
+    for start in tl.range(0, N, CHUNK):
+        x, ok = _load_chunk(x_row, XB, start + offs, N, HAS_GELU, GELU_IMPL, PRECISE, FAST_MUFU, EVEN_N, KEEP, KEEP)
+        if EVEN_N:
+            d = x - shift
+        else:
+            d = tl.where(ok, x - shift, 0.0)
+        acc_s += d
+        acc_q += d * d
+    mean_d = tl.sum(acc_s, axis=0) / N
+    if IS_RMS:
+        mean = 0.0
+        rstd = tl.rsqrt(tl.sum(acc_q, axis=0) / N + eps)
+    else:
+        mean = shift + mean_d
+        var = tl.maximum(tl.sum(acc_q, axis=0) / N - mean_d * mean_d, 0.0)
+        rstd = tl.rsqrt(var + eps)
+
+    for start in tl.range(0, N, CHUNK):
+        cols = start + offs
+        x, ok = _load_chunk(x_row, XB, cols, N, HAS_GELU, GELU_IMPL, PRECISE, FAST_MUFU, EVEN_N, DROP, KEEP)
+        y = (x - mean) * rstd
+        if HAS_W:
+            y = y * _load_vector(W, cols, ok, EVEN_N, KEEP)
+        if HAS_B:
+            y = y + _load_vector(B, cols, ok, EVEN_N, KEEP)
+        if EVEN_N:
+            tl.store(y_row + cols, y.to(Y.dtype.element_ty), cache_modifier=Y_CACHE)
+        else:
+            tl.store(y_row + cols, y.to(Y.dtype.element_ty), mask=ok, cache_modifier=Y_CACHE)
+
+
+@triton.jit
+def _norm_kernel(
     X,
     Y,
     W,
@@ -325,65 +416,30 @@ def _norm_looped_kernel(
     GELU_IMPL: tl.constexpr,
     PRECISE: tl.constexpr,
     FAST_MUFU: tl.constexpr,
-    BLOCK_N: tl.constexpr,
+    BLOCK_N: tl.constexpr,  # next power of two of N
+    EVEN_N: tl.constexpr,  # N == BLOCK_N: no column masks or padding selects
+    CHUNK: tl.constexpr,  # 0: whole rows in registers; else two passes over each row in CHUNK-wide pieces
+    ROWS: tl.constexpr,
+    CTAS: tl.constexpr,
     EVICT: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
-    x_row = X + row * stride_x
-    y_row = Y + row * stride_y
-    offs = tl.arange(0, BLOCK_N)
-    if EVICT:  # the second pass re-reads the row: from L2, if the first pass kept it there
-        KEEP: tl.constexpr = "evict_last"
-        DROP: tl.constexpr = "evict_first"
-        Y_CACHE: tl.constexpr = ".cs"
+    if CHUNK == 0:
+        _whole_row_program(
+            X, Y, W, B, XB, n_rows, N, stride_x, stride_y, eps, IS_RMS, HAS_W, HAS_B, HAS_GELU, GELU_IMPL,
+            PRECISE, FAST_MUFU, BLOCK_N, ROWS, CTAS, EVICT, EVEN_N,
+        )  # fmt: skip
     else:
-        KEEP: tl.constexpr = ""
-        DROP: tl.constexpr = ""
-        Y_CACHE: tl.constexpr = ""
-
-    if IS_RMS:
-        shift = 0.0
-    else:
-        x0, ok0 = _load_chunk(x_row, XB, offs, N, HAS_GELU, GELU_IMPL, PRECISE, FAST_MUFU, KEEP)
-        shift = tl.sum(x0, axis=0) / tl.minimum(N, BLOCK_N)
-    acc_s = tl.zeros((BLOCK_N,), dtype=tl.float32)
-    acc_q = tl.zeros((BLOCK_N,), dtype=tl.float32)
-    for start in tl.range(0, N, BLOCK_N):
-        x, ok = _load_chunk(x_row, XB, start + offs, N, HAS_GELU, GELU_IMPL, PRECISE, FAST_MUFU, KEEP)
-        d = tl.where(ok, x - shift, 0.0)
-        acc_s += d
-        acc_q += d * d
-    mean_d = tl.sum(acc_s, axis=0) / N
-    if IS_RMS:
-        mean = 0.0
-        rstd = tl.rsqrt(tl.sum(acc_q, axis=0) / N + eps)
-    else:
-        mean = shift + mean_d
-        var = tl.maximum(tl.sum(acc_q, axis=0) / N - mean_d * mean_d, 0.0)
-        rstd = tl.rsqrt(var + eps)
-
-    for start in tl.range(0, N, BLOCK_N):
-        cols = start + offs
-        x, ok = _load_chunk(x_row, XB, cols, N, HAS_GELU, GELU_IMPL, PRECISE, FAST_MUFU, DROP)
-        y = (x - mean) * rstd
-        if HAS_W:
-            y = y * tl.load(W + cols, mask=ok, other=0.0).to(tl.float32)
-        if HAS_B:
-            y = y + tl.load(B + cols, mask=ok, other=0.0).to(tl.float32)
-        tl.store(y_row + cols, y.to(Y.dtype.element_ty), mask=ok, cache_modifier=Y_CACHE)
+        _two_pass_program(
+            X, Y, W, B, XB, N, stride_x, stride_y, eps, IS_RMS, HAS_W, HAS_B, HAS_GELU, GELU_IMPL, PRECISE,
+            FAST_MUFU, CHUNK, EVICT, EVEN_N,
+        )  # fmt: skip
 
 
-_norm_row_tuned = triton.autotune(
-    configs=norm_row_configs(),
+_norm_tuned = triton.autotune(
+    configs=norm_configs(),
     key=["N", "IS_RMS", "HAS_GELU"],  # each op its own pick: the best config differs between them
     prune_configs_by={"early_config_prune": prune_norm_configs},
-)(_norm_row_kernel)
-
-_norm_looped_tuned = triton.autotune(
-    configs=norm_looped_configs(),
-    key=["N", "IS_RMS", "HAS_GELU"],
-    prune_configs_by={"early_config_prune": prune_norm_configs},
-)(_norm_looped_kernel)
+)(_norm_kernel)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -428,11 +484,10 @@ def _norm_forward(
     eps: float,
     is_rms: bool,
     *,
-    looped: bool | None = None,
     config: triton.Config | None = None,
     gelu_impl: int = GELU_IMPL,
 ) -> torch.Tensor:
-    """Launch without validation. `looped` forces the chunked kernel on/off; `config` skips the autotuner."""
+    """Launch without validation; `config` (a `norm_configs()`-style config) skips the autotuner."""
     n = x.shape[-1]
     x2 = x.view(-1, n)
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
@@ -440,8 +495,6 @@ def _norm_forward(
     if n_rows == 0:
         return y
     y2 = y.view(-1, n)
-    if looped is None:
-        looped = next_pow2(n) > MAX_FUSED_BLOCK
     # Absent operands become x itself: never read, since the matching HAS_* flag is off.
     args = (
         x2,
@@ -455,6 +508,7 @@ def _norm_forward(
         y2.stride(0),
         eps,
     )
+    block_n = next_pow2(n)
     flags = {
         "IS_RMS": is_rms,
         "HAS_W": weight is not None,
@@ -463,27 +517,22 @@ def _norm_forward(
         "GELU_IMPL": gelu_impl,
         "PRECISE": x.dtype == torch.float32,  # the 7-term GELU fit; 16-bit outputs take 5 terms
         "FAST_MUFU": not INTERPRET,  # inline PTX, which the interpreter cannot run
+        "BLOCK_N": block_n,
+        "EVEN_N": n == block_n,
     }
-    if looped:
-        grid = (n_rows,)
-        if config is None:
-            _norm_looped_tuned[grid](*args, **flags)
-        else:
-            _norm_looped_kernel[grid](*args, **flags, **{"EVICT": 0, **config.all_kwargs()})
+    sms = num_sms(x.device)
+
+    def grid(meta: dict) -> tuple[int]:
+        tiles = triton.cdiv(n_rows, meta["ROWS"])
+        return (tiles if meta["CTAS"] == 0 else min(tiles, sms * meta["CTAS"]),)
+
+    if config is None:
+        _norm_tuned[grid](*args, **flags)
     else:
-        block_n = next_pow2(n)
-        sms = num_sms(x.device)
-
-        def grid(meta: dict) -> tuple[int]:
-            tiles = triton.cdiv(n_rows, meta["ROWS"])
-            return (tiles if meta["CTAS"] == 0 else min(tiles, sms * meta["CTAS"]),)
-
-        flags.update(BLOCK_N=block_n, EVEN_N=n == block_n)
-        if config is None:
-            _norm_row_tuned[grid](*args, **flags)
-        else:
-            kwargs = {"CTAS": 0, "EVICT": 0, **config.all_kwargs()}
-            _norm_row_kernel[grid(kwargs)](*args, **flags, **kwargs)
+        kwargs = {"CHUNK": 0, "ROWS": 1, "CTAS": 0, "EVICT": 0, **config.all_kwargs()}
+        if kwargs["CHUNK"] == 0 and block_n > MAX_FUSED_BLOCK:
+            raise ValueError(f"rows of {n} do not fit the whole-row programs (at most {MAX_FUSED_BLOCK})")
+        _norm_kernel[grid(kwargs)](*args, **flags, **kwargs)
     return y
 
 

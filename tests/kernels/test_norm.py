@@ -14,12 +14,13 @@ from tierbench.suite.ops.norm import bias_gelu_layer_norm_ref, layer_norm_ref, r
 nm = importlib.import_module("tierbench.kernels.norm")
 DTYPES = [torch.float16, torch.bfloat16, torch.float32]
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-# Forced configs: whole rows one per program, and the chunked kernel with 32-wide chunks (hidden 100 -> 4).
-ROW1 = {"looped": False, "config": nm.triton.Config({"ROWS": 1}, num_warps=4)}
-LOOPED = {"looped": True, "config": nm.triton.Config({"BLOCK_N": 32}, num_warps=4)}
+# Forced configs: whole rows one per program, and two passes in 32-wide chunks (hidden 100 -> 4 chunks, the
+# last one ragged; hidden 64 -> 2 unmasked chunks), with the L2 hints.
+ROW1 = {"config": nm.norm_config(rows=1)}
+TWO_PASS = {"config": nm.norm_config(chunk=32, evict=1)}
 # Persistent with prefetch: the interpreter's 4 "SMs" give each program several row tiles.
-PERSISTENT = {"looped": False, "config": nm.triton.Config({"ROWS": 1, "CTAS": 1, "EVICT": 1}, num_warps=4)}
-VARIANTS = {"auto": {}, "rows1": ROW1, "looped": LOOPED, "persistent": PERSISTENT}
+PERSISTENT = {"config": nm.norm_config(rows=1, ctas=1, evict=1)}
+VARIANTS = {"auto": {}, "rows1": ROW1, "two_pass": TWO_PASS, "persistent": PERSISTENT}
 
 
 def _rand(shape, dtype, device, gen, offset=0.0):
@@ -170,15 +171,52 @@ def test_norms_gpu_full_size(rows, hidden, dtype, assert_close):
 @pytest.mark.gpu
 @needs_cuda
 @pytest.mark.parametrize("hidden", [4096, 16384])
-def test_every_row_config_gpu(hidden, assert_close):
-    """Each candidate the autotuner may pick (persistent and pipelined ones included), forced, on 1000 rows."""
+def test_every_config_gpu(hidden, assert_close):
+    """Each candidate the autotuner may pick (whole-row, persistent and two-pass ones), forced, on 1000 rows."""
     g = torch.Generator(device="cuda").manual_seed(5)
     dtype = torch.bfloat16
     x = torch.randn(1000, hidden, device="cuda", dtype=dtype, generator=g)
     w, b, xb = (torch.randn(hidden, device="cuda", dtype=dtype, generator=g) for _ in range(3))
     ref = bias_gelu_layer_norm_ref(x.cpu(), xb.cpu(), w.cpu(), b.cpu(), 1e-5)
-    configs = nm.prune_norm_configs(nm.norm_row_configs(), {"n_rows": 1000, "N": hidden}, BLOCK_N=hidden)
+    configs = nm.prune_norm_configs(nm.norm_configs(), {"n_rows": 1000, "N": hidden}, BLOCK_N=hidden)
     assert any(c.kwargs["CTAS"] for c in configs), "persistent candidates are kept at this width"
+    assert any(c.kwargs["CHUNK"] for c in configs) == (hidden >= nm.MIN_TWO_PASS_BLOCK)
     for cfg in configs:
-        out = nm._norm_forward(x, w, b, xb, 1e-5, False, looped=False, config=cfg)
+        out = nm._norm_forward(x, w, b, xb, 1e-5, False, config=cfg)
         assert_close(out, ref, dtype, f"bias_gelu_layer_norm {cfg}")
+
+
+def _candidates(hidden: int, n_rows: int = 16384) -> list[tuple[int, int, int, int, int]]:
+    """(CHUNK, ROWS, CTAS, EVICT, warps) of every candidate the pruning rule keeps, with the GPU's list."""
+    block_n = triton.next_power_of_2(hidden)
+    gpu_list = [nm.norm_config(chunk=c, rows=r, ctas=p, evict=e, warps=w)
+                for c in (0, 1024, 2048, 4096) for r in (1, 2, 4, 8) for p in (0, nm.PERSISTENT_CTAS)
+                for e in (0, 1) for w in (1, 2, 4, 8, 16, 32) if not (c and (r > 1 or p))]  # fmt: skip
+    kept = nm.prune_norm_configs(gpu_list, {"n_rows": n_rows, "N": hidden}, BLOCK_N=block_n)
+    return [(c.kwargs["CHUNK"], c.kwargs["ROWS"], c.kwargs["CTAS"], c.kwargs["EVICT"], c.num_warps) for c in kept]
+
+
+def test_pruning_rule():
+    """Whole rows up to 16384 with 8..32 elements a thread; two passes from 8192, required beyond 16384."""
+    for hidden in (100, 1024, 4096, 8192, 16384, 65536):
+        kept = _candidates(hidden)
+        block_n = triton.next_power_of_2(hidden)
+        assert kept, hidden
+        for chunk, rows, ctas, evict, warps in kept:
+            per_thread = (chunk or rows * block_n) // (32 * warps)
+            if chunk:
+                assert block_n >= nm.MIN_TWO_PASS_BLOCK and 2 * chunk <= block_n and 4 <= per_thread <= 16
+            else:
+                assert block_n <= nm.MAX_FUSED_BLOCK and 8 <= per_thread <= 32
+                assert rows == 1 or block_n <= 1024
+                assert not (ctas or evict) or block_n >= 4096
+        kinds = {bool(k[0]) for k in kept}
+        assert kinds == ({False} if hidden < 8192 else {False, True} if hidden <= 16384 else {True}), hidden
+    assert _candidates(8) == [(0, 1, 0, 0, 1)], "tiny rows: the smallest whole-row tile"
+    assert all(rows <= 2 for _, rows, *_ in _candidates(512, n_rows=2)), "never more rows than exist"
+
+
+def test_forced_whole_row_config_too_wide_is_refused(device):
+    x = torch.zeros(2, 20000, device=device, dtype=torch.float32)
+    with pytest.raises(ValueError, match="do not fit the whole-row programs"):
+        nm._norm_forward(x, None, None, None, 1e-5, False, config=nm.norm_config(rows=1))
