@@ -109,8 +109,8 @@ def prune_norm_configs(configs: list[triton.Config], named_args: dict, **kwargs)
 
 
 @triton.jit
-def _exp2(x, FAST_MUFU: tl.constexpr):
-    if FAST_MUFU:  # one MUFU.EX2; tl.math.exp2 adds a subnormal rescale around it
+def _exp2(x, INLINE_PTX: tl.constexpr):
+    if INLINE_PTX:  # one MUFU.EX2; tl.math.exp2 adds a subnormal rescale around it
         return tl.inline_asm_elementwise(
             "ex2.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
         )
@@ -119,8 +119,8 @@ def _exp2(x, FAST_MUFU: tl.constexpr):
 
 
 @triton.jit
-def _reciprocal(x, FAST_MUFU: tl.constexpr):
-    if FAST_MUFU:  # one MUFU.RCP; a division adds range checks the callers' operands (>= 1) never need
+def _reciprocal(x, INLINE_PTX: tl.constexpr):
+    if INLINE_PTX:  # one MUFU.RCP; a division adds range checks the callers' operands (>= 1) never need
         return tl.inline_asm_elementwise(
             "rcp.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
         )
@@ -129,7 +129,24 @@ def _reciprocal(x, FAST_MUFU: tl.constexpr):
 
 
 @triton.jit
-def _gelu_erf(x, GELU_IMPL: tl.constexpr, PRECISE: tl.constexpr, FAST_MUFU: tl.constexpr):
+def _to_f32(x, INLINE_PTX: tl.constexpr):
+    if INLINE_PTX and x.dtype == tl.bfloat16:
+        # A bf16 pair sits in one 32-bit register; each half becomes an fp32 by one shift or one mask. The
+        # compiler's own widening of the upper half takes two instructions (PRMT + SHF), 1.5 a element.
+        return tl.inline_asm_elementwise(
+            "{ shl.b32 $0, $2, 16; and.b32 $1, $2, 0xffff0000; }",
+            "=r,=r,r",
+            [x],
+            dtype=tl.float32,
+            is_pure=True,
+            pack=2,
+        )
+    else:
+        return x.to(tl.float32)
+
+
+@triton.jit
+def _gelu_erf(x, GELU_IMPL: tl.constexpr, PRECISE: tl.constexpr, INLINE_PTX: tl.constexpr):
     # Exact GELU, x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)).
     if GELU_IMPL == 0:
         return 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
@@ -153,7 +170,7 @@ def _gelu_erf(x, GELU_IMPL: tl.constexpr, PRECISE: tl.constexpr, FAST_MUFU: tl.c
             p = p * z + 3.620472271e-04
             p = p * z - 1.052299738e-01
             p = p * z - 2.302043676e00
-        return x * _reciprocal(1.0 + _exp2(x * p, FAST_MUFU), FAST_MUFU)
+        return x * _reciprocal(1.0 + _exp2(x * p, INLINE_PTX), INLINE_PTX)
 
 
 @triton.jit
@@ -180,12 +197,13 @@ def _load_row_tile(
 
 
 @triton.jit
-def _load_vector(P, cols, col_ok, EVEN_N: tl.constexpr, POLICY: tl.constexpr):
+def _load_vector(P, cols, col_ok, EVEN_N: tl.constexpr, POLICY: tl.constexpr, INLINE_PTX: tl.constexpr):
     # A per-column vector (weight, bias, GELU bias) as fp32; every row reads it again, from L1/L2.
     if EVEN_N:
-        return tl.load(P + cols, eviction_policy=POLICY).to(tl.float32)
+        v = tl.load(P + cols, eviction_policy=POLICY)
     else:
-        return tl.load(P + cols, mask=col_ok, other=0.0, eviction_policy=POLICY).to(tl.float32)
+        v = tl.load(P + cols, mask=col_ok, other=0.0, eviction_policy=POLICY)
+    return _to_f32(v, INLINE_PTX)
 
 
 @triton.jit
@@ -206,7 +224,7 @@ def _normalize_row_tile(
     HAS_GELU: tl.constexpr,
     GELU_IMPL: tl.constexpr,
     PRECISE: tl.constexpr,
-    FAST_MUFU: tl.constexpr,
+    INLINE_PTX: tl.constexpr,
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
     EVEN_N: tl.constexpr,
@@ -216,10 +234,10 @@ def _normalize_row_tile(
     rows = tile * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < N
-    x = x_raw.to(tl.float32)
+    x = _to_f32(x_raw, INLINE_PTX)
     if HAS_GELU:
-        xb = _load_vector(XB, cols, col_ok, EVEN_N, VECTOR_POLICY)
-        x = _gelu_erf(x + xb[None, :], GELU_IMPL, PRECISE, FAST_MUFU)  # padded lanes stay 0: gelu(0) = 0
+        xb = _load_vector(XB, cols, col_ok, EVEN_N, VECTOR_POLICY, INLINE_PTX)
+        x = _gelu_erf(x + xb[None, :], GELU_IMPL, PRECISE, INLINE_PTX)  # padded lanes stay 0: gelu(0) = 0
     if IS_RMS:
         rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
         y = x * rstd[:, None]
@@ -232,9 +250,9 @@ def _normalize_row_tile(
         rstd = tl.rsqrt(tl.sum(xc * xc, axis=1) / N + eps)
         y = xc * rstd[:, None]
     if HAS_W:
-        y = y * _load_vector(W, cols, col_ok, EVEN_N, VECTOR_POLICY)[None, :]
+        y = y * _load_vector(W, cols, col_ok, EVEN_N, VECTOR_POLICY, INLINE_PTX)[None, :]
     if HAS_B:
-        y = y + _load_vector(B, cols, col_ok, EVEN_N, VECTOR_POLICY)[None, :]
+        y = y + _load_vector(B, cols, col_ok, EVEN_N, VECTOR_POLICY, INLINE_PTX)[None, :]
     ptrs = Y + rows.to(tl.int64)[:, None] * stride_y + cols[None, :]
     if EVEN_N:
         mask = (rows < n_rows)[:, None]
@@ -261,7 +279,7 @@ def _whole_row_program(
     HAS_GELU: tl.constexpr,
     GELU_IMPL: tl.constexpr,
     PRECISE: tl.constexpr,
-    FAST_MUFU: tl.constexpr,
+    INLINE_PTX: tl.constexpr,
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
     CTAS: tl.constexpr,
@@ -281,7 +299,7 @@ def _whole_row_program(
         x_raw = _load_row_tile(X, pid, n_rows, N, stride_x, BLOCK_N, ROWS, EVEN_N, X_POLICY)
         _normalize_row_tile(
             x_raw, Y, W, B, XB, pid, n_rows, N, stride_y, eps, IS_RMS, HAS_W, HAS_B, HAS_GELU,
-            GELU_IMPL, PRECISE, FAST_MUFU, BLOCK_N, ROWS, EVEN_N, VECTOR_POLICY, Y_CACHE,
+            GELU_IMPL, PRECISE, INLINE_PTX, BLOCK_N, ROWS, EVEN_N, VECTOR_POLICY, Y_CACHE,
         )  # fmt: skip
     else:
         # Persistent: each program walks the tiles pid, pid + G, ... and loads the next tile before working
@@ -295,7 +313,7 @@ def _whole_row_program(
             x_next = _load_row_tile(X, tile + step, n_rows, N, stride_x, BLOCK_N, ROWS, EVEN_N, X_POLICY)
             _normalize_row_tile(
                 x_raw, Y, W, B, XB, tile, n_rows, N, stride_y, eps, IS_RMS, HAS_W, HAS_B, HAS_GELU,
-                GELU_IMPL, PRECISE, FAST_MUFU, BLOCK_N, ROWS, EVEN_N, VECTOR_POLICY, Y_CACHE,
+                GELU_IMPL, PRECISE, INLINE_PTX, BLOCK_N, ROWS, EVEN_N, VECTOR_POLICY, Y_CACHE,
             )  # fmt: skip
 
 
@@ -308,7 +326,7 @@ def _load_chunk(
     HAS_GELU: tl.constexpr,
     GELU_IMPL: tl.constexpr,
     PRECISE: tl.constexpr,
-    FAST_MUFU: tl.constexpr,
+    INLINE_PTX: tl.constexpr,
     EVEN_N: tl.constexpr,
     POLICY: tl.constexpr,  # L2 eviction policy of the x loads: "", "evict_last" or "evict_first"
     VECTOR_POLICY: tl.constexpr,  # and of the GELU bias
@@ -316,11 +334,11 @@ def _load_chunk(
     # One chunk of a row as fp32 (GELU(x + bias) for the fused op); lanes past N read as 0.
     ok = cols < N
     if EVEN_N:
-        x = tl.load(X + cols, eviction_policy=POLICY).to(tl.float32)
+        x = _to_f32(tl.load(X + cols, eviction_policy=POLICY), INLINE_PTX)
     else:
-        x = tl.load(X + cols, mask=ok, other=0.0, eviction_policy=POLICY).to(tl.float32)
+        x = _to_f32(tl.load(X + cols, mask=ok, other=0.0, eviction_policy=POLICY), INLINE_PTX)
     if HAS_GELU:
-        x = _gelu_erf(x + _load_vector(XB, cols, ok, EVEN_N, VECTOR_POLICY), GELU_IMPL, PRECISE, FAST_MUFU)
+        x = _gelu_erf(x + _load_vector(XB, cols, ok, EVEN_N, VECTOR_POLICY, INLINE_PTX), GELU_IMPL, PRECISE, INLINE_PTX)
     return x, ok
 
 
@@ -341,7 +359,7 @@ def _two_pass_program(
     HAS_GELU: tl.constexpr,
     GELU_IMPL: tl.constexpr,
     PRECISE: tl.constexpr,
-    FAST_MUFU: tl.constexpr,
+    INLINE_PTX: tl.constexpr,
     CHUNK: tl.constexpr,
     EVICT: tl.constexpr,
     EVEN_N: tl.constexpr,
@@ -350,47 +368,59 @@ def _two_pass_program(
     x_row = X + row * stride_x
     y_row = Y + row * stride_y
     offs = tl.arange(0, CHUNK)
-    if EVICT:  # the second pass re-reads the row: from L2, if the first pass kept it there
-        KEEP: tl.constexpr = "evict_last"
-        DROP: tl.constexpr = "evict_first"
-        Y_CACHE: tl.constexpr = ".cs"
-    else:
+    if EVICT == 0:
         KEEP: tl.constexpr = ""
         DROP: tl.constexpr = ""
         Y_CACHE: tl.constexpr = ""
+    elif EVICT == 1:  # the second pass re-reads the row: from L2, if the first pass kept it there
+        KEEP: tl.constexpr = "evict_last"
+        DROP: tl.constexpr = "evict_first"
+        Y_CACHE: tl.constexpr = ".cs"
+    else:  # the same, with plain stores
+        KEEP: tl.constexpr = "evict_last"
+        DROP: tl.constexpr = "evict_first"
+        Y_CACHE: tl.constexpr = ""
 
+    # First pass. The first chunk is also the shift: each lane accumulates its later samples' deviations
+    # from its own first one (no E[x^2] - E[x]^2 cancellation), and no extra round trip or block-wide
+    # reduction stands before the loop.
+    x0, _ = _load_chunk(x_row, XB, offs, N, HAS_GELU, GELU_IMPL, PRECISE, INLINE_PTX, EVEN_N, KEEP, KEEP)
     if IS_RMS:
-        shift = 0.0
+        shift = tl.zeros((CHUNK,), dtype=tl.float32)
+        acc_q = x0 * x0
     else:
-        x0, ok0 = _load_chunk(x_row, XB, offs, N, HAS_GELU, GELU_IMPL, PRECISE, FAST_MUFU, EVEN_N, KEEP, KEEP)
-        shift = tl.sum(x0, axis=0) / tl.minimum(N, CHUNK)
+        shift = x0  # lanes past N read 0 and stay 0
+        acc_q = tl.zeros((CHUNK,), dtype=tl.float32)
     acc_s = tl.zeros((CHUNK,), dtype=tl.float32)
-    acc_q = tl.zeros((CHUNK,), dtype=tl.float32)
-    for start in tl.range(0, N, CHUNK):
-        x, ok = _load_chunk(x_row, XB, start + offs, N, HAS_GELU, GELU_IMPL, PRECISE, FAST_MUFU, EVEN_N, KEEP, KEEP)
+    for start in tl.range(CHUNK, N, CHUNK):
+        x, ok = _load_chunk(x_row, XB, start + offs, N, HAS_GELU, GELU_IMPL, PRECISE, INLINE_PTX, EVEN_N, KEEP, KEEP)
         if EVEN_N:
             d = x - shift
         else:
             d = tl.where(ok, x - shift, 0.0)
         acc_s += d
         acc_q += d * d
-    mean_d = tl.sum(acc_s, axis=0) / N
     if IS_RMS:
         mean = 0.0
         rstd = tl.rsqrt(tl.sum(acc_q, axis=0) / N + eps)
     else:
-        mean = shift + mean_d
-        var = tl.maximum(tl.sum(acc_q, axis=0) / N - mean_d * mean_d, 0.0)
+        # Lane l saw count_l samples (its shift and count_l - 1 deviations); with dm = shift_l - mean, its
+        # squared deviations from the mean sum to acc_q + dm * (2 acc_s + count_l dm).
+        count = tl.where(offs < N, (N - offs + CHUNK - 1) // CHUNK, 0).to(tl.float32)
+        mean = tl.sum(acc_s + count * shift, axis=0) / N
+        dm = shift - mean
+        var = tl.maximum(tl.sum(acc_q + dm * (2.0 * acc_s + count * dm), axis=0) / N, 0.0)
         rstd = tl.rsqrt(var + eps)
 
+    # Second pass: the row again, from L2, normalised.
     for start in tl.range(0, N, CHUNK):
         cols = start + offs
-        x, ok = _load_chunk(x_row, XB, cols, N, HAS_GELU, GELU_IMPL, PRECISE, FAST_MUFU, EVEN_N, DROP, KEEP)
+        x, ok = _load_chunk(x_row, XB, cols, N, HAS_GELU, GELU_IMPL, PRECISE, INLINE_PTX, EVEN_N, DROP, KEEP)
         y = (x - mean) * rstd
         if HAS_W:
-            y = y * _load_vector(W, cols, ok, EVEN_N, KEEP)
+            y = y * _load_vector(W, cols, ok, EVEN_N, KEEP, INLINE_PTX)
         if HAS_B:
-            y = y + _load_vector(B, cols, ok, EVEN_N, KEEP)
+            y = y + _load_vector(B, cols, ok, EVEN_N, KEEP, INLINE_PTX)
         if EVEN_N:
             tl.store(y_row + cols, y.to(Y.dtype.element_ty), cache_modifier=Y_CACHE)
         else:
@@ -415,7 +445,7 @@ def _norm_kernel(
     HAS_GELU: tl.constexpr,
     GELU_IMPL: tl.constexpr,
     PRECISE: tl.constexpr,
-    FAST_MUFU: tl.constexpr,
+    INLINE_PTX: tl.constexpr,
     BLOCK_N: tl.constexpr,  # next power of two of N
     EVEN_N: tl.constexpr,  # N == BLOCK_N: no column masks or padding selects
     CHUNK: tl.constexpr,  # 0: whole rows in registers; else two passes over each row in CHUNK-wide pieces
@@ -426,12 +456,12 @@ def _norm_kernel(
     if CHUNK == 0:
         _whole_row_program(
             X, Y, W, B, XB, n_rows, N, stride_x, stride_y, eps, IS_RMS, HAS_W, HAS_B, HAS_GELU, GELU_IMPL,
-            PRECISE, FAST_MUFU, BLOCK_N, ROWS, CTAS, EVICT, EVEN_N,
+            PRECISE, INLINE_PTX, BLOCK_N, ROWS, CTAS, EVICT, EVEN_N,
         )  # fmt: skip
     else:
         _two_pass_program(
             X, Y, W, B, XB, N, stride_x, stride_y, eps, IS_RMS, HAS_W, HAS_B, HAS_GELU, GELU_IMPL, PRECISE,
-            FAST_MUFU, CHUNK, EVICT, EVEN_N,
+            INLINE_PTX, CHUNK, EVICT, EVEN_N,
         )  # fmt: skip
 
 
@@ -516,7 +546,7 @@ def _norm_forward(
         "HAS_GELU": gelu_bias is not None,
         "GELU_IMPL": gelu_impl,
         "PRECISE": x.dtype == torch.float32,  # the 7-term GELU fit; 16-bit outputs take 5 terms
-        "FAST_MUFU": not INTERPRET,  # inline PTX, which the interpreter cannot run
+        "INLINE_PTX": not INTERPRET,  # inline PTX, which the interpreter cannot run
         "BLOCK_N": block_n,
         "EVEN_N": n == block_n,
     }
@@ -532,6 +562,8 @@ def _norm_forward(
         kwargs = {"CHUNK": 0, "ROWS": 1, "CTAS": 0, "EVICT": 0, **config.all_kwargs()}
         if kwargs["CHUNK"] == 0 and block_n > MAX_FUSED_BLOCK:
             raise ValueError(f"rows of {n} do not fit the whole-row programs (at most {MAX_FUSED_BLOCK})")
+        if kwargs["CHUNK"] > block_n:  # the unmasked (EVEN_N) build relies on chunks that divide the row
+            raise ValueError(f"a chunk of {kwargs['CHUNK']} is wider than rows of {n}")
         _norm_kernel[grid(kwargs)](*args, **flags, **kwargs)
     return y
 

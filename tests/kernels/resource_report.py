@@ -243,7 +243,7 @@ def report_norm(disasm: list[str] | None, sass_dir: Path | None) -> list[str]:
             "HAS_GELU": kind == "gelu",
             "GELU_IMPL": impl or 0,
             "PRECISE": False,
-            "FAST_MUFU": True,
+            "INLINE_PTX": True,
         }
         kname = {"gelu": f"bgln {'fit' if impl == 1 else 'erff'}", "ln": "layer_norm"}[kind]
         c = compile_sm90(fn, args, {**flags, **kw}, f"{kname.replace(' ', '_')}_{label.replace(' ', '_')}")

@@ -70,10 +70,10 @@ def test_bias_gelu_layer_norm(dtype, variant, gelu_impl, hidden, device, assert_
 
 
 @triton.jit
-def _gelu_elementwise(X, Y, n, GELU_IMPL: tl.constexpr, PRECISE: tl.constexpr, FAST_MUFU: tl.constexpr):
+def _gelu_elementwise(X, Y, n, GELU_IMPL: tl.constexpr, PRECISE: tl.constexpr, INLINE_PTX: tl.constexpr):
     offs = tl.program_id(0) * 1024 + tl.arange(0, 1024)
     x = tl.load(X + offs, mask=offs < n)
-    tl.store(Y + offs, nm._gelu_erf(x, GELU_IMPL, PRECISE, FAST_MUFU), mask=offs < n)
+    tl.store(Y + offs, nm._gelu_erf(x, GELU_IMPL, PRECISE, INLINE_PTX), mask=offs < n)
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered in multiply:RuntimeWarning")  # x = +-1e30, on purpose
@@ -84,7 +84,7 @@ def test_gelu_fit_error_and_tails(precise, bound, device):
     x = x.to(device=device, dtype=torch.float32)
     y = torch.empty_like(x)
     grid = (triton.cdiv(x.numel(), 1024),)
-    _gelu_elementwise[grid](x, y, x.numel(), GELU_IMPL=1, PRECISE=precise, FAST_MUFU=device.type == "cuda")
+    _gelu_elementwise[grid](x, y, x.numel(), GELU_IMPL=1, PRECISE=precise, INLINE_PTX=device.type == "cuda")
     exact = F.gelu(x.double().cpu()).to(device)
     err = (y.double() - exact).abs()
     assert torch.isfinite(y).all()
@@ -216,7 +216,18 @@ def test_pruning_rule():
     assert all(rows <= 2 for _, rows, *_ in _candidates(512, n_rows=2)), "never more rows than exist"
 
 
-def test_forced_whole_row_config_too_wide_is_refused(device):
+def test_forced_configs_that_do_not_fit_are_refused(device):
     x = torch.zeros(2, 20000, device=device, dtype=torch.float32)
     with pytest.raises(ValueError, match="do not fit the whole-row programs"):
         nm._norm_forward(x, None, None, None, 1e-5, False, config=nm.norm_config(rows=1))
+    with pytest.raises(ValueError, match="a chunk of 64 is wider than rows of 32"):
+        nm._norm_forward(x[:, :32], None, None, None, 1e-5, False, config=nm.norm_config(chunk=64))
+
+
+@pytest.mark.parametrize("variant", ["rows1", "two_pass"])
+def test_variance_is_centred_for_a_large_mean(variant, device, assert_close):
+    """Mean 1000, std 1: E[x^2] - E[x]^2 in fp32 would lose the variance; both programs centre first."""
+    g = torch.Generator().manual_seed(6)
+    x = _rand((3, 256), torch.float32, device, g, offset=1000.0)
+    out = nm._norm_forward(x, None, None, None, 1e-5, False, **VARIANTS[variant])
+    assert_close(out, _ref_layer_norm(x, None, None, 1e-5), torch.float32, f"layer_norm mean 1000 {variant}")
