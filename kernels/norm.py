@@ -381,18 +381,19 @@ def _two_pass_program(
         DROP: tl.constexpr = "evict_first"
         Y_CACHE: tl.constexpr = ""
 
-    # First pass. The first chunk is also the shift: each lane accumulates its later samples' deviations
-    # from its own first one (no E[x^2] - E[x]^2 cancellation), and no extra round trip or block-wide
-    # reduction stands before the loop.
-    x0, _ = _load_chunk(x_row, XB, offs, N, HAS_GELU, GELU_IMPL, PRECISE, INLINE_PTX, EVEN_N, KEEP, KEEP)
+    # First pass: shifted sums, the shift being the row's first value (GELU'd for the fused op), which keeps
+    # E[d^2] - E[d]^2 from cancelling unless that value sits thousands of deviations from the mean. It is a
+    # scalar load beside the first chunk's: no extra round trip, no block-wide reduction before the loop,
+    # and no per-lane shift to hold (registers decide how many of these programs share an SM).
     if IS_RMS:
-        shift = tl.zeros((CHUNK,), dtype=tl.float32)
-        acc_q = x0 * x0
+        shift = 0.0
     else:
-        shift = x0  # lanes past N read 0 and stay 0
-        acc_q = tl.zeros((CHUNK,), dtype=tl.float32)
+        shift = tl.load(x_row).to(tl.float32)
+        if HAS_GELU:
+            shift = _gelu_erf(shift + tl.load(XB).to(tl.float32), GELU_IMPL, PRECISE, INLINE_PTX)
     acc_s = tl.zeros((CHUNK,), dtype=tl.float32)
-    for start in tl.range(CHUNK, N, CHUNK):
+    acc_q = tl.zeros((CHUNK,), dtype=tl.float32)
+    for start in tl.range(0, N, CHUNK):
         x, ok = _load_chunk(x_row, XB, start + offs, N, HAS_GELU, GELU_IMPL, PRECISE, INLINE_PTX, EVEN_N, KEEP, KEEP)
         if EVEN_N:
             d = x - shift
@@ -400,16 +401,13 @@ def _two_pass_program(
             d = tl.where(ok, x - shift, 0.0)
         acc_s += d
         acc_q += d * d
+    mean_d = tl.sum(acc_s, axis=0) / N
     if IS_RMS:
         mean = 0.0
         rstd = tl.rsqrt(tl.sum(acc_q, axis=0) / N + eps)
     else:
-        # Lane l saw count_l samples (its shift and count_l - 1 deviations); with dm = shift_l - mean, its
-        # squared deviations from the mean sum to acc_q + dm * (2 acc_s + count_l dm).
-        count = tl.where(offs < N, (N - offs + CHUNK - 1) // CHUNK, 0).to(tl.float32)
-        mean = tl.sum(acc_s + count * shift, axis=0) / N
-        dm = shift - mean
-        var = tl.maximum(tl.sum(acc_q + dm * (2.0 * acc_s + count * dm), axis=0) / N, 0.0)
+        mean = shift + mean_d
+        var = tl.maximum(tl.sum(acc_q, axis=0) / N - mean_d * mean_d, 0.0)
         rstd = tl.rsqrt(var + eps)
 
     # Second pass: the row again, from L2, normalised.
