@@ -175,6 +175,17 @@ def _gelu_erf(x, GELU_IMPL: tl.constexpr, PRECISE: tl.constexpr, INLINE_PTX: tl.
 
 
 @triton.jit
+def _add_pairs(a0, b0, a1, b1):
+    return a0 + a1, b0 + b1
+
+
+@triton.jit
+def _sum_pair(a, b, axis: tl.constexpr):
+    # Two sums in one reduction: one round of shared-memory exchange and barriers instead of two.
+    return tl.reduce((a, b), axis, _add_pairs)
+
+
+@triton.jit
 def _load_row_tile(
     X,
     tile,
@@ -186,15 +197,19 @@ def _load_row_tile(
     EVEN_N: tl.constexpr,
     POLICY: tl.constexpr,  # L2 eviction policy of the loads: "", "evict_first" or "evict_last"
 ):
-    # Raw (input dtype) tile of ROWS rows; rows past the end read as 0 and are never stored.
+    # Raw (input dtype) tile of ROWS rows, and each row's first value again as its own vector (the variance
+    # shift; a second load of a line already on its way, so no row waits for a broadcast from registers).
+    # Rows past the end read as 0 and are never stored.
     rows = tile * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_N)
-    ptrs = X + rows.to(tl.int64)[:, None] * stride_x + cols[None, :]
+    starts = X + rows.to(tl.int64) * stride_x
+    ptrs = starts[:, None] + cols[None, :]
     if EVEN_N:
         mask = (rows < n_rows)[:, None]
     else:
         mask = (rows < n_rows)[:, None] & (cols < N)[None, :]
-    return tl.load(ptrs, mask=mask, other=0.0, eviction_policy=POLICY)
+    first = tl.load(starts, mask=rows < n_rows, other=0.0)
+    return tl.load(ptrs, mask=mask, other=0.0, eviction_policy=POLICY), first
 
 
 @triton.jit
@@ -210,6 +225,7 @@ def _load_vector(P, cols, col_ok, EVEN_N: tl.constexpr, POLICY: tl.constexpr, IN
 @triton.jit
 def _normalize_row_tile(
     x_raw,
+    first_raw,
     Y,
     W,
     B,
@@ -243,13 +259,19 @@ def _normalize_row_tile(
         rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
         y = x * rstd[:, None]
     else:
-        mean = tl.sum(x, axis=1) / N
+        # Sums of deviations from the row's first value: one reduction for both moments, and no
+        # E[x^2] - E[x]^2 cancellation unless that value sits thousands of deviations from the mean.
+        shift = first_raw.to(tl.float32)
+        if HAS_GELU:
+            shift = _gelu_erf(shift + tl.load(XB).to(tl.float32), GELU_IMPL, PRECISE, INLINE_PTX)
         if EVEN_N:
-            xc = x - mean[:, None]
+            d = x - shift[:, None]
         else:
-            xc = tl.where(col_ok[None, :], x - mean[:, None], 0.0)
-        rstd = tl.rsqrt(tl.sum(xc * xc, axis=1) / N + eps)
-        y = xc * rstd[:, None]
+            d = tl.where(col_ok[None, :], x - shift[:, None], 0.0)
+        sum_d, sum_d2 = _sum_pair(d, d * d, 1)
+        mean_d = sum_d / N
+        rstd = tl.rsqrt(tl.maximum(sum_d2 / N - mean_d * mean_d, 0.0) + eps)
+        y = d * rstd[:, None] - (mean_d * rstd)[:, None]
     if HAS_W:
         y = y * _load_vector(W, cols, col_ok, EVEN_N, VECTOR_POLICY, INLINE_PTX)[None, :]
     if HAS_B:
@@ -297,9 +319,9 @@ def _whole_row_program(
         Y_CACHE: tl.constexpr = ""
     pid = tl.program_id(0)
     if CTAS == 0:
-        x_raw = _load_row_tile(X, pid, n_rows, N, stride_x, BLOCK_N, ROWS, EVEN_N, X_POLICY)
+        x_raw, first = _load_row_tile(X, pid, n_rows, N, stride_x, BLOCK_N, ROWS, EVEN_N, X_POLICY)
         _normalize_row_tile(
-            x_raw, Y, W, B, XB, pid, n_rows, N, stride_y, eps, IS_RMS, HAS_W, HAS_B, HAS_GELU,
+            x_raw, first, Y, W, B, XB, pid, n_rows, N, stride_y, eps, IS_RMS, HAS_W, HAS_B, HAS_GELU,
             GELU_IMPL, PRECISE, INLINE_PTX, BLOCK_N, ROWS, EVEN_N, VECTOR_POLICY, Y_CACHE,
         )  # fmt: skip
     else:
@@ -308,12 +330,12 @@ def _whole_row_program(
         # stored, also when a 16384-wide row leaves room for only one or two blocks per SM.
         step = tl.num_programs(0)
         n_tiles = tl.cdiv(n_rows, ROWS)
-        x_next = _load_row_tile(X, pid, n_rows, N, stride_x, BLOCK_N, ROWS, EVEN_N, X_POLICY)
+        x_next, first_next = _load_row_tile(X, pid, n_rows, N, stride_x, BLOCK_N, ROWS, EVEN_N, X_POLICY)
         for tile in tl.range(pid, n_tiles, step):
-            x_raw = x_next
-            x_next = _load_row_tile(X, tile + step, n_rows, N, stride_x, BLOCK_N, ROWS, EVEN_N, X_POLICY)
+            x_raw, first = x_next, first_next
+            x_next, first_next = _load_row_tile(X, tile + step, n_rows, N, stride_x, BLOCK_N, ROWS, EVEN_N, X_POLICY)
             _normalize_row_tile(
-                x_raw, Y, W, B, XB, tile, n_rows, N, stride_y, eps, IS_RMS, HAS_W, HAS_B, HAS_GELU,
+                x_raw, first, Y, W, B, XB, tile, n_rows, N, stride_y, eps, IS_RMS, HAS_W, HAS_B, HAS_GELU,
                 GELU_IMPL, PRECISE, INLINE_PTX, BLOCK_N, ROWS, EVEN_N, VECTOR_POLICY, Y_CACHE,
             )  # fmt: skip
 
@@ -398,14 +420,14 @@ def _two_pass_program(
             d = tl.where(ok, x - shift, 0.0)
         acc_s += d
         acc_q += d * d
-    mean_d = tl.sum(acc_s, axis=0) / N
     if IS_RMS:
         mean = 0.0
         rstd = tl.rsqrt(tl.sum(acc_q, axis=0) / N + eps)
     else:
+        sum_d, sum_d2 = _sum_pair(acc_s, acc_q, 0)
+        mean_d = sum_d / N
         mean = shift + mean_d
-        var = tl.maximum(tl.sum(acc_q, axis=0) / N - mean_d * mean_d, 0.0)
-        rstd = tl.rsqrt(var + eps)
+        rstd = tl.rsqrt(tl.maximum(sum_d2 / N - mean_d * mean_d, 0.0) + eps)
 
     # Second pass: the row again, from L2, normalised.
     for start in tl.range(0, N, CHUNK):
@@ -541,7 +563,9 @@ def _norm_forward(
         "HAS_GELU": gelu_bias is not None,
         "GELU_IMPL": gelu_impl,
         "PRECISE": x.dtype == torch.float32,  # the 7-term GELU fit; 16-bit outputs take 5 terms
-        "INLINE_PTX": not INTERPRET,  # inline PTX, which the interpreter cannot run
+        # Hand-written PTX (MUFU ops, bf16 widened in pairs): not under the interpreter, which cannot run it,
+        # nor for rows under 256, whose tiles may leave a thread a single bf16.
+        "INLINE_PTX": not INTERPRET and block_n >= 256,
         "BLOCK_N": block_n,
         "EVEN_N": n == block_n,
     }

@@ -173,16 +173,9 @@ def _norm_shape(rows: int, n: int) -> None:
     xb = torch.randn(n, device="cuda", dtype=dtype)
     nbytes = 2.0 * x.numel() * x.element_size()
     shape = f"{rows}x{n} bf16"
-    looped = triton.next_power_of_2(n) > norm_mod.MAX_FUSED_BLOCK
-    if looped:
-        forced = [triton.Config({"BLOCK_N": c}, num_warps=nw) for c in (2048, 4096, 8192) for nw in (8, 16)]
-        if n <= 65536:  # the whole row in registers at 32 warps (64 elements a thread) instead
-            forced.append(triton.Config({"ROWS": 1}, num_warps=32))
-    else:  # every candidate the autotuner keeps for this shape
-        block_n = triton.next_power_of_2(n)
-        forced = norm_mod.prune_norm_configs(norm_mod.norm_row_configs(), {"n_rows": rows, "N": n}, BLOCK_N=block_n)
-        if n >= 8192:  # the two-pass kernel (second pass from L2) as the alternative for wide rows
-            forced += [triton.Config({"BLOCK_N": c, "EVICT": e}, num_warps=8) for c in (2048, 4096) for e in (0, 1)]
+    # Every candidate the autotuner keeps for this width: whole-row, persistent and two-pass programs.
+    block_n = triton.next_power_of_2(n)
+    forced = norm_mod.prune_norm_configs(norm_mod.norm_configs(), {"n_rows": rows, "N": n}, BLOCK_N=block_n)
     xf, wf, bf, xbf = x.float(), w.float(), bias.float(), xb.float()
     ops = [
         (
@@ -220,17 +213,17 @@ def _norm_shape(rows: int, n: int) -> None:
                 )
             )
         for c in forced:
-            if "ROWS" not in c.kwargs:
-                label = f"looped {c.kwargs['BLOCK_N']}"
-            elif c.kwargs.get("CTAS"):
+            if c.kwargs["CHUNK"]:
+                label = f"two-pass {c.kwargs['CHUNK']}"
+            elif c.kwargs["CTAS"]:
                 label = f"persistent x{c.kwargs['CTAS']}"
             else:
                 label = f"rows {c.kwargs['ROWS']}"
-            if c.kwargs.get("EVICT"):
+            if c.kwargs["EVICT"]:
                 label += " evict"
 
             def fn(c=c, ww=ww, bb=bb, gb=gb, is_rms=is_rms, eps=eps):
-                return norm_mod._norm_forward(x, ww, bb, gb, eps, is_rms, looped="BLOCK_N" in c.kwargs, config=c)
+                return norm_mod._norm_forward(x, ww, bb, gb, eps, is_rms, config=c)
 
             variants.append((f"{label} w{c.num_warps}", fn))
         run_variants(name, shape, variants, ref_fn(), 1e-2, nbytes, "GB/s", peer)
@@ -331,8 +324,7 @@ def main() -> None:
     for mod, name in [
         (mm_mod, "_matmul_tma_tuned"),
         (mm_mod, "_matmul_ptr_tuned"),
-        (norm_mod, "_norm_row_tuned"),
-        (norm_mod, "_norm_looped_tuned"),
+        (norm_mod, "_norm_tuned"),
         (attn_mod, "_attn_fwd_tuned"),
     ]:
         for key, cfg in getattr(mod, name).cache.items():

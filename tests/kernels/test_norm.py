@@ -231,3 +231,21 @@ def test_variance_is_centred_for_a_large_mean(variant, device, assert_close):
     x = _rand((3, 256), torch.float32, device, g, offset=1000.0)
     out = nm._norm_forward(x, None, None, None, 1e-5, False, **VARIANTS[variant])
     assert_close(out, _ref_layer_norm(x, None, None, 1e-5), torch.float32, f"layer_norm mean 1000 {variant}")
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_small_and_odd_hidden_sizes_gpu(dtype, assert_close):
+    """Widths around the kernels' switches (inline PTX from 256, two passes from 8192, chunks past 16384)."""
+    g = torch.Generator(device="cuda").manual_seed(7)
+    for hidden in (1, 7, 100, 255, 256, 1000, 3000, 8191, 20000):
+        x = torch.randn(37, hidden, device="cuda", dtype=dtype, generator=g) + 2.0
+        w, b, xb = (torch.randn(hidden, device="cuda", dtype=dtype, generator=g) for _ in range(3))
+        xd, wd, bd, xbd = x.double(), w.double(), b.double(), xb.double()
+        ref = F.layer_norm(xd, (hidden,), wd, bd, 1e-5)
+        assert_close(layer_norm(x, w, b), ref, dtype, f"layer_norm {hidden}")
+        ref = xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-6) * wd
+        assert_close(rms_norm(x, w), ref, dtype, f"rms_norm {hidden}")
+        ref = F.layer_norm(F.gelu(xd + xbd), (hidden,), wd, bd, 1e-5)
+        assert_close(bias_gelu_layer_norm(x, xb, w, b), ref, dtype, f"bias_gelu_layer_norm {hidden}")
