@@ -235,17 +235,28 @@ def test_variance_is_centred_for_a_large_mean(variant, device, assert_close):
 
 @pytest.mark.gpu
 @needs_cuda
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
-def test_small_and_odd_hidden_sizes_gpu(dtype, assert_close):
-    """Widths around the kernels' switches (inline PTX from 256, two passes from 8192, chunks past 16384)."""
+@pytest.mark.parametrize(
+    "dtype,widths",
+    [
+        (torch.bfloat16, (1, 7, 100, 255, 256, 1000, 3000, 8191, 20000)),
+        (torch.float16, (100, 1000, 20000)),
+        (torch.float32, (100, 1000, 20000)),
+    ],
+)
+def test_small_and_odd_hidden_sizes_gpu(dtype, widths, assert_close):
+    """Widths around the kernels' switches (inline PTX from 256, two passes from 8192, chunks past 16384),
+    each with the first and the last candidate the pruning rule keeps (bf16; the first for the others)."""
     g = torch.Generator(device="cuda").manual_seed(7)
-    for hidden in (1, 7, 100, 255, 256, 1000, 3000, 8191, 20000):
+    for hidden in widths:
         x = torch.randn(37, hidden, device="cuda", dtype=dtype, generator=g) + 2.0
         w, b, xb = (torch.randn(hidden, device="cuda", dtype=dtype, generator=g) for _ in range(3))
         xd, wd, bd, xbd = x.double(), w.double(), b.double(), xb.double()
-        ref = F.layer_norm(xd, (hidden,), wd, bd, 1e-5)
-        assert_close(layer_norm(x, w, b), ref, dtype, f"layer_norm {hidden}")
-        ref = xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-6) * wd
-        assert_close(rms_norm(x, w), ref, dtype, f"rms_norm {hidden}")
-        ref = F.layer_norm(F.gelu(xd + xbd), (hidden,), wd, bd, 1e-5)
-        assert_close(bias_gelu_layer_norm(x, xb, w, b), ref, dtype, f"bias_gelu_layer_norm {hidden}")
+        refs = {
+            "layer_norm": (F.layer_norm(xd, (hidden,), wd, bd, 1e-5), (w, b, None, 1e-5, False)),
+            "rms_norm": (xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-6) * wd, (w, None, None, 1e-6, True)),
+            "bias_gelu_ln": (F.layer_norm(F.gelu(xd + xbd), (hidden,), wd, bd, 1e-5), (w, b, xb, 1e-5, False)),
+        }
+        kept = nm.prune_norm_configs(nm.norm_configs(), {"n_rows": 37, "N": hidden}, BLOCK_N=nm.next_pow2(hidden))
+        for cfg in kept[:: max(1, len(kept) - 1)] if dtype == torch.bfloat16 else kept[:1]:
+            for op, (ref, args) in refs.items():
+                assert_close(nm._norm_forward(x, *args, config=cfg), ref, dtype, f"{op} {hidden} {cfg}")
