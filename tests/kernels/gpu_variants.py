@@ -321,13 +321,14 @@ def main() -> None:
     for line in ROWS:
         log(line)
     log("\n== autotuner choices (key -> config)")
-    for mod, name in [
-        (mm_mod, "_matmul_tma_tuned"),
-        (mm_mod, "_matmul_ptr_tuned"),
-        (norm_mod, "_norm_tuned"),
-        (attn_mod, "_attn_fwd_tuned"),
-    ]:
-        for key, cfg in getattr(mod, name).cache.items():
+    tuners = [
+        ("_matmul_tma_tuned", mm_mod._matmul_tma_tuned),
+        ("_matmul_ptr_tuned", mm_mod._matmul_ptr_tuned),
+        *((f"_norm_tuned[band {i}]", t) for i, t in enumerate(norm_mod._norm_tuned)),
+        ("_attn_fwd_tuned", attn_mod._attn_fwd_tuned),
+    ]
+    for name, tuner in tuners:
+        for key, cfg in tuner.cache.items():
             log(f"{name} {key}: {cfg}")
 
 

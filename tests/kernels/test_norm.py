@@ -260,3 +260,17 @@ def test_small_and_odd_hidden_sizes_gpu(dtype, widths, assert_close):
         for cfg in kept[:: max(1, len(kept) - 1)] if dtype == torch.bfloat16 else kept[:1]:
             for op, (ref, args) in refs.items():
                 assert_close(nm._norm_forward(x, *args, config=cfg), ref, dtype, f"{op} {hidden} {cfg}")
+
+
+def test_rows_per_sm_bands_pick_separate_autotuners(device, assert_close):
+    """A width autotuned at few rows is tuned again, not reused, at many rows per SM."""
+    assert [nm.rows_per_sm_band(n, 132) for n in (1, 1055, 1056, 8447, 8448, 16384)] == [0, 0, 1, 1, 2, 2]
+    sms = nm.num_sms(device)
+    g = torch.Generator().manual_seed(8)
+    w = _rand((48,), torch.float32, device, g)
+    for band, n_rows in enumerate((1, 8 * sms, 64 * sms)):
+        for tuner in nm._norm_tuned:
+            tuner.best_config = None  # set by the autotuner that launches
+        x = _rand((n_rows, 48), torch.float32, device, g)
+        assert_close(nm.rms_norm(x, w), _ref_rms_norm(x, w, 1e-6), torch.float32, f"rms_norm {n_rows} rows")
+        assert [t.best_config is not None for t in nm._norm_tuned] == [i == band for i in range(3)]
