@@ -1,17 +1,17 @@
 """Row normalizations over the last dim: layer_norm, rms_norm, and the fused bias + GELU + LayerNorm.
 
 All three share one kernel, `_norm_kernel`, specialised by constexpr flags, with two kinds of programs that
-the autotuner chooses between per (width, op):
+the autotuner chooses between per (width, op, band of rows per SM):
 - whole rows (CHUNK = 0): ROWS rows per program, each whole row held in registers (hidden <= 16384), so x is
-  read once and y written once; fp32 statistics with the centred two-pass variance done in registers.
-  Persistent variants (CTAS > 0) walk several rows per program and prefetch the next row into registers,
-  which is what keeps 16384-wide rows (one block per SM) moving.
-- two passes (CHUNK > 0): one row per program in CHUNK-wide pieces, for rows of 8192 and wider: a first loop
-  accumulates shifted sums (shift = mean of the first chunk, which keeps E[x^2] - E[x]^2 from cancelling)
-  while keeping the row in L2, a second loop re-reads it from there to normalise it. Small programs, many
-  per SM: at 8192-16384 this beats holding the row in registers for the plain norms.
-The fused GELU is exact-erf GELU to within 3.6e-6 (7.8e-7 for float32) in ~10 instructions per element;
-`GELU_IMPL=0` keeps libdevice's erff as the reference variant.
+  read once and y written once. Persistent variants (CTAS > 0) walk several rows per program and prefetch
+  the next row into registers, which is what keeps 16384-wide rows (one block per SM) moving.
+- two passes (CHUNK > 0): one row per program in CHUNK-wide pieces, for rows of 8192 and wider: the first
+  loop sums while keeping the row in L2, the second re-reads it from there to normalise it. Small
+  programs, four per SM: at 16384 this beats holding the row in registers for RMSNorm.
+Statistics are fp32. LayerNorm's moments are sums of deviations from the row's first value, both taken in
+one reduction; that shift keeps E[d^2] - E[d]^2 from cancelling unless the first value sits thousands of
+standard deviations from the mean. The fused GELU is exact-erf GELU to within 3.6e-6 (7.8e-7 for
+float32) in ~10 instructions per element; `GELU_IMPL=0` keeps libdevice's erff as the reference variant.
 """
 
 from __future__ import annotations
@@ -37,6 +37,13 @@ MIN_TWO_PASS_BLOCK = 8192
 # 1 = x * sigmoid(odd polynomial) fitted to the exact GELU (tests/kernels/fit_gelu.py; fewer instructions).
 GELU_IMPL = 1
 
+# LayerNorm's moments are taken about each row's first value: var = E[d^2] - E[d]^2 loses about
+# eps_fp32 * (1 + k^2) of itself when the mean sits k standard deviations from that value (an outlier
+# channel at index 0), and the mean some of itself. Rows with k^2 > RECENTRE get both moments again about
+# the mean found (the corrected two-pass algorithm: one more reduction, or one more pass from L2); ordinary
+# data never does, and below that the loss stays under ~4e-6.
+RECENTRE: tl.constexpr = tl.constexpr(64.0)
+
 # Blocks per SM of the persistent whole-row programs (rows of 4096 or more, one row per step, the next row
 # prefetched into registers). On the H200 1 and 2 measured alike at width 16384 and 2 was better below;
 # a cp.async double buffer in shared memory (Triton's pipeliner) was 1.5-2x slower than either.
@@ -57,8 +64,8 @@ def norm_configs() -> list[triton.Config]:
     streamed evict-first, the per-column vectors kept evict-last; it costs 3-7% at widths 8192-16384 on
     the H200 but gains 5% on the fused op at 16384x4096: a tuning choice).
     Two passes: chunk width x warps, with L2 policies (EVICT 1: the first pass keeps the row in L2,
-    evict-last, for the second, which streams it out evict-first; without them, or with plain stores,
-    they measured 1-5% slower on the H200).
+    evict-last, for the second, which streams it out evict-first; on the H200 they were up to 7% slower
+    without the hints, and plain stores instead of streaming ones gained nothing).
     """
     if INTERPRET:
         return [norm_config(rows=2)]
@@ -259,8 +266,7 @@ def _normalize_row_tile(
         rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
         y = x * rstd[:, None]
     else:
-        # Sums of deviations from the row's first value: one reduction for both moments, and no
-        # E[x^2] - E[x]^2 cancellation unless that value sits thousands of deviations from the mean.
+        # Sums of deviations d from the row's first value: one reduction for both moments.
         shift = first_raw.to(tl.float32)
         if HAS_GELU:
             shift = _gelu_erf(shift + tl.load(XB).to(tl.float32), GELU_IMPL, PRECISE, INLINE_PTX)
@@ -270,7 +276,17 @@ def _normalize_row_tile(
             d = tl.where(col_ok[None, :], x - shift[:, None], 0.0)
         sum_d, sum_d2 = _sum_pair(d, d * d, 1)
         mean_d = sum_d / N
-        rstd = tl.rsqrt(tl.maximum(sum_d2 / N - mean_d * mean_d, 0.0) + eps)
+        var = tl.maximum(sum_d2 / N - mean_d * mean_d, 0.0)
+        if tl.max(mean_d * mean_d - RECENTRE * var, axis=0) > 0.0:  # rare: see RECENTRE
+            # The moments again, about the mean just found: d becomes x - mean up to a small rest.
+            if EVEN_N:
+                d = d - mean_d[:, None]
+            else:
+                d = tl.where(col_ok[None, :], d - mean_d[:, None], 0.0)
+            sum_d, sum_d2 = _sum_pair(d, d * d, 1)
+            mean_d = sum_d / N
+            var = tl.maximum(sum_d2 / N - mean_d * mean_d, 0.0)
+        rstd = tl.rsqrt(var + eps)
         y = d * rstd[:, None] - (mean_d * rstd)[:, None]
     if HAS_W:
         y = y * _load_vector(W, cols, col_ok, EVEN_N, VECTOR_POLICY, INLINE_PTX)[None, :]
@@ -427,7 +443,25 @@ def _two_pass_program(
         sum_d, sum_d2 = _sum_pair(acc_s, acc_q, 0)
         mean_d = sum_d / N
         mean = shift + mean_d
-        rstd = tl.rsqrt(tl.maximum(sum_d2 / N - mean_d * mean_d, 0.0) + eps)
+        var = tl.maximum(sum_d2 / N - mean_d * mean_d, 0.0)
+        if mean_d * mean_d > RECENTRE * var:  # rare: see RECENTRE; the moments again, about this mean
+            acc_s = tl.zeros((CHUNK,), dtype=tl.float32)
+            acc_q = tl.zeros((CHUNK,), dtype=tl.float32)
+            for start in tl.range(0, N, CHUNK):  # one more pass, from L2
+                x, ok = _load_chunk(
+                    x_row, XB, start + offs, N, HAS_GELU, GELU_IMPL, PRECISE, INLINE_PTX, EVEN_N, KEEP, KEEP
+                )
+                if EVEN_N:
+                    d = x - mean
+                else:
+                    d = tl.where(ok, x - mean, 0.0)
+                acc_s += d
+                acc_q += d * d
+            sum_d, sum_d2 = _sum_pair(acc_s, acc_q, 0)
+            mean_d = sum_d / N
+            mean = mean + mean_d
+            var = tl.maximum(sum_d2 / N - mean_d * mean_d, 0.0)
+        rstd = tl.rsqrt(var + eps)
 
     # Second pass: the row again, from L2, normalised.
     for start in tl.range(0, N, CHUNK):

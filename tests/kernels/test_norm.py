@@ -274,3 +274,15 @@ def test_rows_per_sm_bands_pick_separate_autotuners(device, assert_close):
         x = _rand((n_rows, 48), torch.float32, device, g)
         assert_close(nm.rms_norm(x, w), _ref_rms_norm(x, w, 1e-6), torch.float32, f"rms_norm {n_rows} rows")
         assert [t.best_config is not None for t in nm._norm_tuned] == [i == band for i in range(3)]
+
+
+@pytest.mark.parametrize("variant", ["rows1", "two_pass"])
+def test_variance_is_exact_when_the_first_value_is_an_outlier(variant, device, assert_close):
+    """The moments are taken about each row's first value; an outlier there (an LLM's massive-activation
+    channel) must not cost fp32 its precision: such rows get their variance again, centred."""
+    g = torch.Generator().manual_seed(9)
+    x = _rand((2, 4096), torch.float64, "cpu", g)
+    x[:, 0] = 1e6  # 64 standard deviations of the row from its mean
+    x = x.to(device=device, dtype=torch.float32)
+    out = nm._norm_forward(x, None, None, None, 1e-5, False, **VARIANTS[variant])
+    assert_close(out, _ref_layer_norm(x, None, None, 1e-5), torch.float32, f"outlier first value {variant}")
