@@ -123,3 +123,23 @@ def ensure_allocator() -> None:
 
 def next_pow2(n: int) -> int:
     return triton.next_power_of_2(max(int(n), 1))
+
+
+# What each family's latest launch ran (the autotuner's pick, or the forced config), for benchmark records:
+# a kernel's speed is a fact about a config, and the pick can differ from run to run.
+_LAST_LAUNCH: dict[str, str] = {}
+
+
+def describe_config(config: triton.Config, kind: str) -> str:
+    """One line naming a config: its kind (kernel path or program kind), meta-parameters, warps, stages."""
+    params = ", ".join(f"{k}={v}" for k, v in config.kwargs.items())
+    return f"{kind}: {params}, warps={config.num_warps}, stages={config.num_stages}"
+
+
+def note_launch(family: str, description: str) -> None:
+    _LAST_LAUNCH[family] = description
+
+
+def last_launch(family: str) -> str | None:
+    """The config of the family's latest launch in this process ("matmul", "norm", "attention"), or None."""
+    return _LAST_LAUNCH.get(family)

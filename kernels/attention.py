@@ -20,7 +20,16 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import HALF_DTYPES, INTERPRET, check_same_device, check_tensor, ensure_allocator, on_device
+from ._common import (
+    HALF_DTYPES,
+    INTERPRET,
+    check_same_device,
+    check_tensor,
+    describe_config,
+    ensure_allocator,
+    note_launch,
+    on_device,
+)
 
 # ----------------------------------------------------------------------------------------------------------
 # Configs
@@ -329,6 +338,7 @@ def _attention_forward(
     }
     if config is None:
         _attn_fwd_tuned[lambda meta: (triton.cdiv(sq, meta["BLOCK_M"]), b * h)](*args, **consts)
+        config = _attn_fwd_tuned.best_config
     else:
         bm, bn = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
         if causal and bm % bn:
@@ -336,6 +346,7 @@ def _attention_forward(
         grid = (triton.cdiv(sq, bm), b * h)
         even = sk % config.kwargs["BLOCK_N"] == 0
         _attn_fwd_kernel[grid](*args, **consts, EVEN_N=even, **config.all_kwargs())
+    note_launch("attention", describe_config(config, "causal" if causal else "full"))
     return o
 
 

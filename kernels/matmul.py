@@ -18,7 +18,17 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import FLOAT_DTYPES, INTERPRET, check_same_device, check_tensor, ensure_allocator, num_sms, on_device
+from ._common import (
+    FLOAT_DTYPES,
+    INTERPRET,
+    check_same_device,
+    check_tensor,
+    describe_config,
+    ensure_allocator,
+    note_launch,
+    num_sms,
+    on_device,
+)
 
 # ----------------------------------------------------------------------------------------------------------
 # Configs
@@ -296,6 +306,7 @@ def _matmul_forward(
         args = (a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0))
         if config is None:
             _matmul_tma_tuned[grid](*args, NUM_SMS=sms, **common)
+            config = _matmul_tma_tuned.best_config
         else:
             _matmul_tma_kernel[grid(config.kwargs)](*args, NUM_SMS=sms, **common, **config.all_kwargs())
     elif path == "ptr":
@@ -306,10 +317,12 @@ def _matmul_forward(
         args = (a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride())
         if config is None:
             _matmul_ptr_tuned[grid](*args, **common)
+            config = _matmul_ptr_tuned.best_config
         else:
             _matmul_ptr_kernel[grid(config.kwargs)](*args, **common, **config.all_kwargs())
     else:
         raise ValueError(f"matmul: path must be 'tma', 'ptr' or None, got {path!r}")
+    note_launch("matmul", describe_config(config, path))
     return c
 
 

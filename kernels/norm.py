@@ -20,7 +20,17 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import INTERPRET, check_eps, check_same_device, check_tensor, next_pow2, num_sms, on_device
+from ._common import (
+    INTERPRET,
+    check_eps,
+    check_same_device,
+    check_tensor,
+    describe_config,
+    next_pow2,
+    note_launch,
+    num_sms,
+    on_device,
+)
 
 # ----------------------------------------------------------------------------------------------------------
 # Configs
@@ -633,7 +643,9 @@ def _norm_forward(
         return (tiles if meta["CTAS"] == 0 else min(tiles, sms * meta["CTAS"]),)
 
     if config is None:
-        _norm_tuned[rows_per_sm_band(n_rows, sms)][grid](*args, **flags)
+        tuner = _norm_tuned[rows_per_sm_band(n_rows, sms)]
+        tuner[grid](*args, **flags)
+        config = tuner.best_config
     else:
         kwargs = {"CHUNK": 0, "ROWS": 1, "CTAS": 0, "EVICT": 0, **config.all_kwargs()}
         if kwargs["CHUNK"] == 0 and block_n > MAX_FUSED_BLOCK:
@@ -641,6 +653,7 @@ def _norm_forward(
         if kwargs["CHUNK"] > block_n:  # the unmasked (EVEN_N) build relies on chunks that divide the row
             raise ValueError(f"a chunk of {kwargs['CHUNK']} is wider than rows of {n}")
         _norm_kernel[grid(kwargs)](*args, **flags, **kwargs)
+    note_launch("norm", describe_config(config, "two-pass" if config.kwargs.get("CHUNK") else "whole-row"))
     return y
 
 

@@ -50,6 +50,7 @@ class Measurement:
     peak_mem_bytes: int | None = None
     prepare_s: float | None = None  # preparation plus first call (compilation lands here, never in timing)
     provider_version: str | None = None
+    launch: str | None = None  # what the provider launched, where it says (the triton tier: the autotuner's pick)
     telemetry: dict[str, Any] = field(default_factory=dict)
     env: dict[str, Any] = field(default_factory=dict)
     time: float = field(default_factory=time.time)

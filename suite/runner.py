@@ -180,10 +180,18 @@ def _prepare_and_check(provider: Provider, inputs: dict[str, torch.Tensor], opti
         _release(device)
         return _failure("oom" if is_oom(exc) else "error", describe(exc), prepare_s=prepare_s)
     facts = {"rel_error": verdict.rel_error, "tolerance": verdict.tolerance, "peak_mem_bytes": peak,
-             "prepare_s": prepare_s}
+             "prepare_s": prepare_s, "launch": _launch_of(provider)}
     if not verdict.ok:
         return _failure("incorrect", verdict.reason, **facts)
     return fn, facts
+
+
+def _launch_of(provider: Provider) -> str | None:
+    """The provider's account of the call just checked (the one the timed calls repeat), if it gives one."""
+    try:
+        return provider.describe_launch()
+    except Exception:  # noqa: BLE001 - a description is a courtesy: it never costs the measurement
+        return None
 
 
 @dataclass

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -10,7 +12,7 @@ from tierbench.suite.ops.base import Case
 from tierbench.suite.plan import PlannedCase
 from tierbench.suite.providers import vendor
 from tierbench.suite.providers.base import Provider, Unavailable
-from tierbench.suite.records import read_records
+from tierbench.suite.records import Measurement, read_records
 from tierbench.suite.runner import RunContext, measure_case, run_plan
 from tierbench.suite.timing import CpuTimer, TimingSettings
 
@@ -75,6 +77,22 @@ def test_each_outcome_is_recorded_and_only_correct_providers_are_timed(tmp_path)
     assert records["late-skip"].status == "skipped" and "head_dim 96" in records["late-skip"].reason
     assert records["absent"].status == "skipped" and "pip install x" in records["absent"].reason
     assert all(r.provider_version is None or isinstance(r.provider_version, str) for r in records.values())
+
+
+def test_the_record_names_what_the_provider_launched_and_a_failing_description_costs_nothing(tmp_path):
+    def ok(i, o, c):
+        return lambda: i["a"] @ i["b"]
+
+    def broken() -> str:
+        raise KeyError("no launch log")
+
+    described = Provider("described", "cuda", "matmul", ok, describe_launch=lambda: "ptr: BLOCK_M=64, warps=4")
+    silent = Provider("silent", "cuda", "matmul", ok, describe_launch=broken)
+    records = {r.provider: r for r in measure_case(CASE, [_eager(), described, silent], _ctx(tmp_path))}
+    assert records["described"].status == "ok" and records["described"].launch == "ptr: BLOCK_M=64, warps=4"
+    assert records["silent"].status == "ok" and records["silent"].launch is None
+    assert records["eager"].launch is None
+    assert Measurement.from_dict(json.loads(records["described"].to_json())).launch == "ptr: BLOCK_M=64, warps=4"
 
 
 def test_run_plan_skips_what_is_done_and_appends_the_rest(tmp_path):

@@ -37,6 +37,8 @@ class Provider:
     package: str = "torch"
     # Views the output in the op's layout for the check (outside the timed call); identity for most.
     to_op_layout: Callable[[torch.Tensor], torch.Tensor] = field(default=lambda out: out)
+    # What the latest call launched, for the record (the triton tier: its autotuner's pick), or None.
+    describe_launch: Callable[[], str | None] = field(default=lambda: None)
 
     def version(self) -> str | None:
         return package_version(self.package)

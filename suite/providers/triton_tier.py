@@ -49,5 +49,20 @@ def _prepare(op: str):
     return prepare
 
 
+# Kernel family of each op: the launch log of tierbench.kernels is kept per family.
+_FAMILY = {"matmul": "matmul", "layer_norm": "norm", "rms_norm": "norm", "bias_gelu_layer_norm": "norm",
+           "attention": "attention"}
+
+
+def _describe_launch(op: str) -> Callable[[], str | None]:
+    def describe() -> str | None:
+        from tierbench.kernels._common import last_launch
+
+        return last_launch(_FAMILY[op])
+
+    return describe
+
+
 def providers() -> list[Provider]:
-    return [Provider("triton", "triton", op, _prepare(op), _why_unavailable, package="triton") for op in _CALLS]
+    return [Provider("triton", "triton", op, _prepare(op), _why_unavailable, package="triton",
+                     describe_launch=_describe_launch(op)) for op in _CALLS]
