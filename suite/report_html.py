@@ -61,7 +61,7 @@ def _charts(family: str, records: list[Measurement]) -> str:
 def _table(records: list[Measurement]) -> str:
     rows = ["<table><tr><th>case</th><th>provider</th><th>tier</th><th>status</th><th>median ms</th>"
             "<th>p10–p90 ms</th><th>speedup</th><th>TFLOP/s</th><th>GB/s</th><th>SOL</th><th>rel. error</th>"
-            "<th>peak mem MiB</th><th>reason</th></tr>"]
+            "<th>peak mem MiB</th><th>reason</th><th>launched</th></tr>"]
     for _, group in by_case(records).items():
         ranked, rest = rank(group)
         for item in ranked:
@@ -81,7 +81,7 @@ def _row(r: Measurement, spread: str, speedup: str) -> str:
              f'<span class="status-{escape(r.status)}">{escape(r.status)}</span>']
     nums = [_fmt(r.median_ms), spread, speedup, _fmt(r.tflops), _fmt(r.gbps), sol, _fmt(r.rel_error, 3), mem]
     return ("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "".join(f'<td class="num">{escape(n)}</td>'
-            for n in nums) + f"<td>{escape(r.reason or '')}</td></tr>")
+            for n in nums) + f"<td>{escape(r.reason or '')}</td><td>{escape(r.launch or '')}</td></tr>")
 
 
 def render(records: list[Measurement], run_id: str, ceilings: Ceilings | None) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cli_runner import tierbench_cli
 
-from tierbench.suite import markdown, table
+from tierbench.suite import markdown, report_html, table
 from tierbench.suite.records import Measurement, RecordWriter
 from tierbench.suite.summary import rank
 
@@ -60,3 +60,10 @@ def test_markdown_summary_has_a_column_per_tier(tmp_path):
         writer.append(r)
     result = tierbench_cli("summary", str(tmp_path), cwd=tmp_path, timeout=120)
     assert result.returncode == 0 and "### attention" in result.stdout
+
+
+def test_run_report_names_what_each_provider_launched():
+    tuned = Measurement(**{**RECORDS[2].__dict__, "launch": "two-pass: CHUNK=4096, warps=16, stages=1"})
+    html = report_html.render([RECORDS[0], RECORDS[1], tuned], "r", None)
+    assert "<th>launched</th>" in html and "<td>two-pass: CHUNK=4096, warps=16, stages=1</td>" in html
+
