@@ -55,10 +55,15 @@ def device_views(selected: list[runs.Run], explicit: bool, ceilings_dir: Path) -
         per_device = runs.latest_per_device(selected)
     views = []
     for device, merged in per_device.items():
-        records = runs.merge(merged)
+        # By default a provider the newest runs skipped keeps its measurement from an earlier run.
+        earlier = [] if explicit else [r for r in selected if r.device == device and r not in merged]
+        records = runs.merge(merged, earlier)
+        chosen = {id(r) for r in records}
+        stand_ins = [run for run in earlier if any(id(r) in chosen for r in run.records)]
         newest_run = max(merged, key=lambda run: run.finished)
         found = load_for_run(newest_run.path) or runs.find_ceilings(ceilings_dir, newest_run.env)
-        views.append(model.DeviceView(device, merged, records, found))
+        views.append(model.DeviceView(device, merged + stand_ins, records, found,
+                                      frozenset(r.run_id for r in stand_ins)))
     return views
 
 

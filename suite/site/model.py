@@ -42,6 +42,7 @@ class DeviceView:
     runs: list[Run]
     records: list[Measurement]
     ceilings: Ceilings | None
+    earlier_runs: frozenset[str] = frozenset()  # runs whose measurements stand in for newer skips
 
     @property
     def env(self) -> dict[str, Any]:

@@ -75,6 +75,7 @@ class FamilySummary:
     tiers: list[str]
     matrix: dict[str, list[Row]]
     numbers: dict[tuple[str, str], int]  # (case_id, provider) -> footnote on the family page
+    earlier_runs: frozenset[str] = frozenset()  # cells measured there say so
 
 
 def family_href(view: DeviceView, family: str) -> str:
@@ -94,6 +95,8 @@ def _cell(row: Row, tier: str, f: FamilySummary) -> Markup:
     r = cell.best
     value = model.metric_of(r, f.name)
     shown = f"{model.fmt(value)} {model.SHORT_UNITS.get(f.unit, f.unit)}" if value else f"{model.fmt(r.median_ms)} ms"
+    if r.run_id in f.earlier_runs:  # the newest run skipped this provider: its last measurement
+        refs = f"<small>measured in run {escape(r.run_id)}</small>{refs}"
     if row.winner == tier:
         note = (f"{row.margin:.2f}× over {escape(row.runner_up or '')}" if row.margin
                 else "the only tier timed")
@@ -126,7 +129,7 @@ def family_summary(view: DeviceView, family: str, records: list[Measurement]) ->
     tiers = model.tiers_of(records)
     _, numbers = model.problems(records, family)
     return FamilySummary(family, family_href(view, family), v["unit"], v["x"], tiers,
-                         model.matrix(records, family, tiers), numbers)
+                         model.matrix(records, family, tiers), numbers, view.earlier_runs)
 
 
 def index_page(views: list[DeviceView], asv_site: bool, runs_dir: str, trends: list[dict[str, Any]]) -> str:

@@ -105,13 +105,24 @@ def latest_per_device(runs: list[Run]) -> OrderedDict[Device, list[Run]]:
     return out
 
 
-def merge(runs: list[Run]) -> list[Measurement]:
-    """Records of several runs of one device: the newest record per (case_id, provider) wins."""
+def merge(runs: list[Run], earlier: list[Run] | None = None) -> list[Measurement]:
+    """Records of several runs of one device: the newest record per (case_id, provider) wins.
+
+    Where that record is a skip (a package not installed there, no GPU), the provider's newest measurement
+    in the `earlier` runs of the device stands instead: a run that could not measure a provider does not
+    erase what an earlier one measured. Failures (incorrect, error, oom) always stand: they are news.
+    """
     latest: dict[tuple[str, str], Measurement] = {}
     order: dict[tuple[str, str], int] = {}
     for i, r in enumerate(sorted((r for run in runs for r in run.records), key=lambda r: r.time)):
         latest[r.key] = r
         order.setdefault(r.key, i)
+    measured: dict[tuple[str, str], Measurement] = {}
+    for r in sorted((r for run in earlier or [] for r in run.records if r.status == "ok"), key=lambda r: r.time):
+        measured[r.key] = r
+    for key, r in latest.items():
+        if r.status == "skipped" and key in measured:
+            latest[key] = measured[key]
     return sorted(latest.values(), key=lambda r: order[r.key])
 
 

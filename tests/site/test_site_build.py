@@ -138,6 +138,22 @@ def test_runs_page_lists_every_run_with_its_report(tree):
     assert "runs/r2/report.html" in index and "runs/r1/report.html" not in index  # newest of the suite
 
 
+def test_index_keeps_a_measurement_the_newest_run_skipped_and_says_where_it_is_from(tree):
+    write_run(tree["runs"], "before", [record(run_id="before", provider="quack", tier="cuda", time=1.0),
+                                       record(run_id="before", time=1.0)], "smoke")  # fmt: skip
+    write_run(tree["runs"], "after", [record(run_id="after", provider="quack", tier="cuda", time=2.0,
+                                             status="skipped", reason="package not installed", median_ms=None),
+                                      record(run_id="after", time=2.0)], "smoke")  # fmt: skip
+    _build(tree)
+    index = (tree["html"] / "index.html").read_text()
+    assert "measured in run before" in index
+    assert 'href="runs/after/report.html"' in index and 'href="runs/before/report.html"' in index
+    # Runs named on the command line are shown as they are.
+    _build(tree, run_ids=["after"])
+    index = (tree["html"] / "index.html").read_text()
+    assert "measured in run before" not in index and "skipped" in index
+
+
 def test_command_errors_name_the_valid_choices(tree, capsys):
     args = ["--runs", str(tree["runs"]), "--out", str(tree["html"]), "--asv", str(tree["asv"])]
     assert command.main(args) == 2

@@ -44,6 +44,23 @@ def test_latest_run_per_device_and_suite_merged_newest_record_wins(tree):
     assert merged[("matmul/m=512", "eager")].run_id == "c-mm"
 
 
+def test_a_newer_skip_does_not_erase_an_earlier_measurement_but_a_failure_does(tree):
+    gone = dict(status="skipped", reason="package not installed: quack", median_ms=None)
+    earlier = _runs(tree, ("old", "norm", [record(run_id="old", provider="quack", tier="cuda", time=1.0),
+                                           record(run_id="old", provider="fused", tier="cuda", time=1.0)]))
+    newest = _runs(tree, ("new", "norm", [record(run_id="new", provider="quack", tier="cuda", time=2.0, **gone),
+                                          record(run_id="new", provider="fused", tier="cuda", time=2.0,
+                                                 status="incorrect", reason="max error 0.3", median_ms=None),
+                                          record(run_id="new", provider="absent", tier="cuda", time=2.0, **gone)]))
+    newest = [r for r in newest if r.run_id == "new"]
+    earlier = [r for r in earlier if r.run_id == "old"]
+    merged = {r.provider: r for r in site_runs.merge(newest, earlier)}
+    assert merged["quack"].run_id == "old" and merged["quack"].status == "ok"  # measured before, skipped now
+    assert merged["fused"].status == "incorrect"  # news: a failure is never hidden by an old measurement
+    assert merged["absent"].status == "skipped"  # never measured anywhere
+    assert {r.provider: r.status for r in site_runs.merge(newest)}["quack"] == "skipped"  # no earlier runs given
+
+
 def test_select_runs_names_valid_choices(tree):
     found = _runs(tree, ("r1", "smoke", [record()]))
     assert site_runs.select_runs(found, ["r1"], tree["runs"])[0].run_id == "r1"
