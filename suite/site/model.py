@@ -230,8 +230,9 @@ class RecordHovers:
     speedup, baseline, rel. error, SOL, bound, MiB, FLOP/B, TFLOP/s], names as indexes into P, C, B.
     """
 
-    def __init__(self, unit: str) -> None:
+    def __init__(self, unit: str, earlier_runs: frozenset[str] = frozenset()) -> None:
         self.unit = unit
+        self.earlier_runs = earlier_runs
         self.providers: dict[str, int] = {}
         self.cases: dict[str, int] = {}
         self.bases: dict[str, int] = {}
@@ -246,7 +247,8 @@ class RecordHovers:
     def add_record(self, r: Measurement, family: str, base: Measurement | None) -> None:
         q = r.quantiles_ms or {}
         tf = r.flops / (r.median_ms * 1e-3) / 1e12 if r.flops else None
-        row = [self._id(self.providers, f"{r.provider} ({r.tier})"),
+        origin = f"; measured in run {r.run_id}" if r.run_id in self.earlier_runs else ""
+        row = [self._id(self.providers, f"{r.provider} ({r.tier}{origin})"),
                self._id(self.cases, f"{r.label} · {group_key(r, family)}"),
                _short(metric_of(r, family)), _short(r.median_ms), _short(q.get("p10")), _short(q.get("p90")),
                _short(base.median_ms / r.median_ms) if base else None,
@@ -267,9 +269,10 @@ class RecordHovers:
                 "B": list(self.bases), "D": list(self.bounds), "R": self.rows}
 
 
-def describe(records: list[Measurement], family: str) -> RecordHovers:
-    """The hover rows of every timed record of a family page."""
-    table = RecordHovers(view_of(family)["unit"])
+def describe(records: list[Measurement], family: str, earlier_runs: frozenset[str] = frozenset()) -> RecordHovers:
+    """The hover rows of every timed record of a family page; records of `earlier_runs` (standing in for
+    newer skips) name their run."""
+    table = RecordHovers(view_of(family)["unit"], earlier_runs)
     cases: OrderedDict[str, list[Measurement]] = OrderedDict()
     for r in records:
         cases.setdefault(r.case_id, []).append(r)

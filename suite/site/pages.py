@@ -155,7 +155,7 @@ def family_page(view: DeviceView, family: str, records: list[Measurement], style
     # The legend names providers with marks; the others are in the list of what was not timed.
     used = {r.provider for r in records if model.timed(r)}
     shown = {k: s for k, s in styles.items() if k in used}
-    hovers = model.describe(records, family)
+    hovers = model.describe(records, family, view.earlier_runs)
     groups = []
     for key, recs in model.by_group(records, family).items():
         speed, base = model.speedup_points(recs)

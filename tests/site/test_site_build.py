@@ -148,6 +148,8 @@ def test_index_keeps_a_measurement_the_newest_run_skipped_and_says_where_it_is_f
     index = (tree["html"] / "index.html").read_text()
     assert "measured in run before" in index
     assert 'href="runs/after/report.html"' in index and 'href="runs/before/report.html"' in index
+    family = (tree["html"] / "devices/nvidia-h100-80gb-hbm3/matmul.html").read_text()
+    assert "quack (cuda; measured in run before)" in family  # its hover rows name the run too
     # Runs named on the command line are shown as they are.
     _build(tree, run_ids=["after"])
     index = (tree["html"] / "index.html").read_text()
