@@ -210,6 +210,32 @@ def _sum_pair(a, b, axis: tl.constexpr):
 
 
 @triton.jit
+def _row_shift(first_raw, XB, HAS_GELU: tl.constexpr, GELU_IMPL: tl.constexpr, PRECISE: tl.constexpr,
+               INLINE_PTX: tl.constexpr):  # fmt: skip
+    # LayerNorm's moments are taken about the row's first value, GELU'd for the fused op (see RECENTRE).
+    shift = first_raw.to(tl.float32)
+    if HAS_GELU:
+        shift = _gelu_erf(shift + tl.load(XB).to(tl.float32), GELU_IMPL, PRECISE, INLINE_PTX)
+    return shift
+
+
+@triton.jit
+def _deviation(x, centre, ok, EVEN_N: tl.constexpr):
+    # x - centre, and 0 in the padding lanes past N, which must not count in the sums.
+    if EVEN_N:
+        return x - centre
+    else:
+        return tl.where(ok, x - centre, 0.0)
+
+
+@triton.jit
+def _mean_var(sum_d, sum_d2, N):
+    # Mean and (non-negative) variance of deviations from their sums over N values.
+    mean_d = sum_d / N
+    return mean_d, tl.maximum(sum_d2 / N - mean_d * mean_d, 0.0)
+
+
+@triton.jit
 def _load_row_tile(
     X,
     tile,
@@ -284,25 +310,15 @@ def _normalize_row_tile(
         y = x * rstd[:, None]
     else:
         # Sums of deviations d from the row's first value: one reduction for both moments.
-        shift = first_raw.to(tl.float32)
-        if HAS_GELU:
-            shift = _gelu_erf(shift + tl.load(XB).to(tl.float32), GELU_IMPL, PRECISE, INLINE_PTX)
-        if EVEN_N:
-            d = x - shift[:, None]
-        else:
-            d = tl.where(col_ok[None, :], x - shift[:, None], 0.0)
+        shift = _row_shift(first_raw, XB, HAS_GELU, GELU_IMPL, PRECISE, INLINE_PTX)
+        d = _deviation(x, shift[:, None], col_ok[None, :], EVEN_N)
         sum_d, sum_d2 = _sum_pair(d, d * d, 1)
-        mean_d = sum_d / N
-        var = tl.maximum(sum_d2 / N - mean_d * mean_d, 0.0)
+        mean_d, var = _mean_var(sum_d, sum_d2, N)
         if tl.max(mean_d * mean_d - RECENTRE * var, axis=0) > 0.0:  # rare: see RECENTRE
             # The moments again, about the mean just found: d becomes x - mean up to a small rest.
-            if EVEN_N:
-                d = d - mean_d[:, None]
-            else:
-                d = tl.where(col_ok[None, :], d - mean_d[:, None], 0.0)
+            d = _deviation(d, mean_d[:, None], col_ok[None, :], EVEN_N)
             sum_d, sum_d2 = _sum_pair(d, d * d, 1)
-            mean_d = sum_d / N
-            var = tl.maximum(sum_d2 / N - mean_d * mean_d, 0.0)
+            mean_d, var = _mean_var(sum_d, sum_d2, N)
         rstd = tl.rsqrt(var + eps)
         y = d * rstd[:, None] - (mean_d * rstd)[:, None]
     if HAS_W:
@@ -399,6 +415,33 @@ def _load_chunk(
 
 
 @triton.jit
+def _chunk_moments(
+    x_row,
+    XB,
+    offs,
+    centre,
+    N,
+    HAS_GELU: tl.constexpr,
+    GELU_IMPL: tl.constexpr,
+    PRECISE: tl.constexpr,
+    INLINE_PTX: tl.constexpr,
+    CHUNK: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    POLICY: tl.constexpr,
+):
+    # One pass over a row in chunks: per lane, the sums of the deviations from `centre` and of their squares.
+    acc_s = tl.zeros((CHUNK,), dtype=tl.float32)
+    acc_q = tl.zeros((CHUNK,), dtype=tl.float32)
+    for start in tl.range(0, N, CHUNK):
+        cols = start + offs
+        x, ok = _load_chunk(x_row, XB, cols, N, HAS_GELU, GELU_IMPL, PRECISE, INLINE_PTX, EVEN_N, POLICY, POLICY)
+        d = _deviation(x, centre, ok, EVEN_N)
+        acc_s += d
+        acc_q += d * d
+    return acc_s, acc_q
+
+
+@triton.jit
 def _two_pass_program(
     X,
     Y,
@@ -433,51 +476,30 @@ def _two_pass_program(
         DROP: tl.constexpr = ""
         Y_CACHE: tl.constexpr = ""
 
-    # First pass: shifted sums, the shift being the row's first value (GELU'd for the fused op), which keeps
-    # E[d^2] - E[d]^2 from cancelling unless that value sits thousands of deviations from the mean. It is a
-    # scalar load beside the first chunk's: no extra round trip, no block-wide reduction before the loop,
-    # and no per-lane shift to hold (registers decide how many of these programs share an SM).
+    # First pass: shifted sums, the shift being the row's first value: a scalar load beside the first chunk's,
+    # so no extra round trip, no block-wide reduction before the loop and no per-lane shift to hold
+    # (registers decide how many of these programs share an SM).
     if IS_RMS:
         shift = 0.0
     else:
-        shift = tl.load(x_row).to(tl.float32)
-        if HAS_GELU:
-            shift = _gelu_erf(shift + tl.load(XB).to(tl.float32), GELU_IMPL, PRECISE, INLINE_PTX)
-    acc_s = tl.zeros((CHUNK,), dtype=tl.float32)
-    acc_q = tl.zeros((CHUNK,), dtype=tl.float32)
-    for start in tl.range(0, N, CHUNK):
-        x, ok = _load_chunk(x_row, XB, start + offs, N, HAS_GELU, GELU_IMPL, PRECISE, INLINE_PTX, EVEN_N, KEEP, KEEP)
-        if EVEN_N:
-            d = x - shift
-        else:
-            d = tl.where(ok, x - shift, 0.0)
-        acc_s += d
-        acc_q += d * d
+        shift = _row_shift(tl.load(x_row), XB, HAS_GELU, GELU_IMPL, PRECISE, INLINE_PTX)
+    acc_s, acc_q = _chunk_moments(
+        x_row, XB, offs, shift, N, HAS_GELU, GELU_IMPL, PRECISE, INLINE_PTX, CHUNK, EVEN_N, KEEP
+    )  # fmt: skip
     if IS_RMS:
         mean = 0.0
         rstd = tl.rsqrt(tl.sum(acc_q, axis=0) / N + eps)
     else:
         sum_d, sum_d2 = _sum_pair(acc_s, acc_q, 0)
-        mean_d = sum_d / N
+        mean_d, var = _mean_var(sum_d, sum_d2, N)
         mean = shift + mean_d
-        var = tl.maximum(sum_d2 / N - mean_d * mean_d, 0.0)
-        if mean_d * mean_d > RECENTRE * var:  # rare: see RECENTRE; the moments again, about this mean
-            acc_s = tl.zeros((CHUNK,), dtype=tl.float32)
-            acc_q = tl.zeros((CHUNK,), dtype=tl.float32)
-            for start in tl.range(0, N, CHUNK):  # one more pass, from L2
-                x, ok = _load_chunk(
-                    x_row, XB, start + offs, N, HAS_GELU, GELU_IMPL, PRECISE, INLINE_PTX, EVEN_N, KEEP, KEEP
-                )
-                if EVEN_N:
-                    d = x - mean
-                else:
-                    d = tl.where(ok, x - mean, 0.0)
-                acc_s += d
-                acc_q += d * d
+        if mean_d * mean_d > RECENTRE * var:  # rare: see RECENTRE; the moments again (from L2), about this mean
+            acc_s, acc_q = _chunk_moments(
+                x_row, XB, offs, mean, N, HAS_GELU, GELU_IMPL, PRECISE, INLINE_PTX, CHUNK, EVEN_N, KEEP
+            )  # fmt: skip
             sum_d, sum_d2 = _sum_pair(acc_s, acc_q, 0)
-            mean_d = sum_d / N
+            mean_d, var = _mean_var(sum_d, sum_d2, N)
             mean = mean + mean_d
-            var = tl.maximum(sum_d2 / N - mean_d * mean_d, 0.0)
         rstd = tl.rsqrt(var + eps)
 
     # Second pass: the row again, from L2, normalised.

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from ..ops import OPS
 from ..ops.base import Case
 from .base import Inputs, Prepared, Provider, missing_module
 
@@ -49,16 +50,11 @@ def _prepare(op: str):
     return prepare
 
 
-# Kernel family of each op: the launch log of tierbench.kernels is kept per family.
-_FAMILY = {"matmul": "matmul", "layer_norm": "norm", "rms_norm": "norm", "bias_gelu_layer_norm": "norm",
-           "attention": "attention"}
-
-
 def _describe_launch(op: str) -> Callable[[], str | None]:
     def describe() -> str | None:
         from tierbench.kernels._common import last_launch
 
-        return last_launch(_FAMILY[op])
+        return last_launch(OPS[op].family)  # tierbench.kernels keeps one launch log per op family
 
     return describe
 

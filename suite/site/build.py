@@ -56,7 +56,8 @@ def device_views(selected: list[runs.Run], explicit: bool, ceilings_dir: Path) -
     views = []
     for device, merged in per_device.items():
         # By default a provider the newest runs skipped keeps its measurement from an earlier run.
-        earlier = [] if explicit else [r for r in selected if r.device == device and r not in merged]
+        newest = {id(run) for run in merged}
+        earlier = [] if explicit else [r for r in selected if r.device == device and id(r) not in newest]
         records = runs.merge(merged, earlier)
         chosen = {id(r) for r in records}
         stand_ins = [run for run in earlier if any(id(r) in chosen for r in run.records)]

@@ -165,6 +165,13 @@ def bench_matmul(quick: bool) -> None:
 # ----------------------------------------------------------------------------------------------------------
 
 
+def norm_label(c: triton.Config) -> str:
+    """A norm candidate in a few words: program kind, L2 policy, warps."""
+    k = c.kwargs
+    kind = f"two-pass {k['CHUNK']}" if k["CHUNK"] else f"persistent x{k['CTAS']}" if k["CTAS"] else f"rows {k['ROWS']}"
+    return kind + (" evict" if k["EVICT"] else "") + f" w{c.num_warps}"
+
+
 def _norm_shape(rows: int, n: int) -> None:
     dtype = torch.bfloat16
     x = torch.randn(rows, n, device="cuda", dtype=dtype)
@@ -213,19 +220,11 @@ def _norm_shape(rows: int, n: int) -> None:
                 )
             )
         for c in forced:
-            if c.kwargs["CHUNK"]:
-                label = f"two-pass {c.kwargs['CHUNK']}"
-            elif c.kwargs["CTAS"]:
-                label = f"persistent x{c.kwargs['CTAS']}"
-            else:
-                label = f"rows {c.kwargs['ROWS']}"
-            if c.kwargs["EVICT"]:
-                label += " evict"
 
             def fn(c=c, ww=ww, bb=bb, gb=gb, is_rms=is_rms, eps=eps):
                 return norm_mod._norm_forward(x, ww, bb, gb, eps, is_rms, config=c)
 
-            variants.append((f"{label} w{c.num_warps}", fn))
+            variants.append((norm_label(c), fn))
         run_variants(name, shape, variants, ref_fn(), 1e-2, nbytes, "GB/s", peer)
 
 

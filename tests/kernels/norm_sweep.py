@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import statistics
 import sys
 import time
 import traceback
@@ -22,7 +23,10 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 import triton
+from gpu_variants import norm_label  # the same labels as the do_bench sweep
 
+# isort: split
+from tierbench.suite.checking import check
 from tierbench.suite.timing import CudaEventTimer, TimingSettings
 
 nm = importlib.import_module("tierbench.kernels.norm")
@@ -34,27 +38,20 @@ def log(msg: str) -> None:
     print(f"[{time.time() - T0:6.1f}s] {msg}", flush=True)
 
 
-def label(cfg: triton.Config) -> str:
-    k = cfg.kwargs
-    kind = f"two-pass {k['CHUNK']}" if k["CHUNK"] else f"persistent x{k['CTAS']}" if k["CTAS"] else f"rows {k['ROWS']}"
-    return kind + (" evict" if k["EVICT"] else "") + f" w{cfg.num_warps}"
-
-
 def median(samples: object) -> float:
-    return sorted(samples)[len(samples) // 2] if isinstance(samples, list) and samples else float("nan")
+    return statistics.median(samples) if isinstance(samples, list) and samples else float("nan")
 
 
 def time_together(timer: CudaEventTimer, fns: dict[str, Callable[[], torch.Tensor]], ref: torch.Tensor) -> dict:
-    """Median ms of each variant that matches the reference; wrong or failing ones are reported, not timed."""
+    """Median ms of each variant that passes the suite's check; wrong or failing ones are reported, not timed."""
     good = {}
     for name, fn in fns.items():
         try:
-            out = fn().float()
-            err = ((out - ref).norm() / ref.norm()).item()
-            if err <= 1e-2:
+            verdict = check(fn(), ref, torch.bfloat16)
+            if verdict.ok:
                 good[name] = fn
             else:
-                log(f"  {name}: WRONG, relative error {err:.2e}")
+                log(f"  {name}: WRONG, {verdict.reason}")
         except Exception as exc:  # one broken variant must not stop the sweep
             log(f"  {name}: FAILED {type(exc).__name__}: {str(exc)[:200]}")
     return {name: median(s) for name, s in timer.measure(good).items()}
@@ -79,7 +76,7 @@ def sweep(timer: CudaEventTimer, rows: int, n: int, ops: list[str]) -> None:
         torch._dynamo.reset()
         compiled = torch.compile(eager, fullgraph=True, dynamic=False)
         fns = {"compile": lambda f=compiled: f(x), "auto": lambda a=args: nm._norm_forward(x, *a)}
-        fns.update({label(c): (lambda c=c, a=args: nm._norm_forward(x, *a, config=c)) for c in kept})
+        fns.update({norm_label(c): (lambda c=c, a=args: nm._norm_forward(x, *a, config=c)) for c in kept})
         med = time_together(timer, fns, ref)
         peer = med.get("compile", float("nan"))
         log(f"== {op} {rows}x{n}: compile {nbytes / peer * 1e-6:.0f} GB/s")
@@ -89,7 +86,7 @@ def sweep(timer: CudaEventTimer, rows: int, n: int, ops: list[str]) -> None:
         for band, tuner in enumerate(nm._norm_tuned):
             for key, cfg in tuner.cache.items():
                 if key[0] == n:
-                    print(f"   autotune band {band} {key[:3]} -> {label(cfg)}", flush=True)
+                    print(f"   autotune band {band} {key[:3]} -> {norm_label(cfg)}", flush=True)
 
 
 def diagnose(timer: CudaEventTimer) -> None:
