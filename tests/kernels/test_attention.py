@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from tierbench.kernels import attention
+from tierbench.kernels._common import last_launch
 from tierbench.suite.ops.attention import attention_ref
 
 at = importlib.import_module("tierbench.kernels.attention")
@@ -58,6 +59,32 @@ def test_attention_forced_configs(block_m, block_n, causal, device, assert_close
     q, k, v = _qkv(1, 1, 70, 70, 64, torch.float16, device, seed=4)
     out = at._attention_forward(q, k, v, causal, None, config=cfg)
     assert_close(out, _ref(q, k, v, causal), torch.float16, f"{block_m}x{block_n} S=70 causal={causal}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_packed_rows(causal, dtype, device, assert_close):
+    # Contiguous inputs with lengths that are multiples of 128 go through one descriptor over all heads'
+    # rows: each head must still see only its own keys, and write only its own rows.
+    q, k, v = _qkv(2, 3, 256, 256, 64, dtype, device, seed=9)
+    v[1, 2] += 100.0  # a head whose values differ wildly from its neighbours' shows any cross-head read
+    ref = _ref(q, k, v, causal)
+    assert_close(attention(q, k, v, causal=causal), ref, dtype, f"packed causal={causal}")
+    assert "packed rows" in last_launch("attention")
+    out = at._attention_forward(q, k, v, causal, None, packed=False)
+    assert "per-head descriptors" in last_launch("attention")
+    assert_close(out, ref, dtype, f"per-head causal={causal}")
+
+
+def test_attention_packed_only_where_layout_allows(device):
+    q, k, v = _qkv(1, 2, 128, 130, 32, torch.float16, device)
+    attention(q, k, v)  # key length not a multiple of 128
+    assert "per-head descriptors" in last_launch("attention")
+    q, k, v = _qkv(1, 2, 128, 128, 32, torch.float16, device)
+    attention(q, k.transpose(1, 2).contiguous().transpose(1, 2), v)  # k not contiguous
+    assert "per-head descriptors" in last_launch("attention")
+    attention(q, k, v)
+    assert "packed rows" in last_launch("attention")
 
 
 def test_attention_causal_config_check(device):
