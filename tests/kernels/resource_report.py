@@ -294,7 +294,9 @@ def report_attention(disasm: list[str] | None, sass_dir: Path | None) -> list[st
         strides = (heads * ATTN_SEQ * head_dim, ATTN_SEQ * head_dim, head_dim)
         args = (_BF16, _BF16, _BF16, _BF16, heads, ATTN_SEQ, ATTN_SEQ, *strides * 4, 0.125 * 1.4427)
         bm, bn = cfg.kwargs["BLOCK_M"], cfg.kwargs["BLOCK_N"]
+        # The per-head descriptor path (PACKED=False): its binder takes plain pointers.
         consts = {"HEAD_DIM": head_dim, "CAUSAL": causal, "UPCAST": False, "EVEN_N": ATTN_SEQ % bn == 0}
+        consts["PACKED"] = False
         label = f"D{head_dim} {'causal' if causal else 'full'} {bm}x{bn} w{cfg.num_warps} s{cfg.num_stages}"
         c = compile_sm90(fn, args, {**consts, **cfg.all_kwargs()}, f"attn_{label.replace(' ', '_')}")
         spill = "?" if c.spill_bytes is None else str(sum(c.spill_bytes))
