@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -12,6 +13,15 @@ from .stats import Comparison, Settings, compare_samples
 # Rows that carry no verdict, after the four verdicts, in report order.
 OTHER_STATES = ("failed", "skipped", "new", "gone", "incomparable")
 
+# Providers whose code lives in this repository: a commit can change them. Every other provider (vendor
+# libraries, the compiler, flash-attn) is pinned by the environment, so between two runs in the same
+# environment its series are controls: when one of them moves, the machine moved (clocks, power state,
+# another session), and the project's own series in the same case get at least that much threshold.
+OWN_PROVIDERS = ("triton",)
+
+# asv names: <module>.<Class>.track_<provider>(<params>)
+_KEY = re.compile(r"^(?P<family>.+)\.track_(?P<provider>\w+)(?P<params>\(.*\))?$")
+
 
 @dataclass
 class Row:
@@ -21,6 +31,7 @@ class Row:
     noise: float | None = None
     noise_origin: str = ""
     note: str = ""
+    drift: float = 0.0  # threshold floor set by control series that moved (0: none)
 
 
 @dataclass
@@ -34,9 +45,38 @@ class Report:
     def count(self, state: str) -> int:
         return sum(1 for r in self.rows if r.state == state)
 
+    own_providers: tuple[str, ...] = OWN_PROVIDERS
+
     @property
     def regressions(self) -> list[Row]:
         return [r for r in self.rows if r.state == "slower"]
+
+    @property
+    def moved_controls(self) -> list[Row]:
+        """Control series (providers not built here) called faster or slower: the machine drifted."""
+        return [r for r in self.rows if r.state in ("faster", "slower") and not is_own(r.key, self.own_providers)]
+
+
+def split_key(key: str) -> tuple[str, str, str] | None:
+    """(family, provider, params) of an asv benchmark name `module.Class.track_provider(params)`, else None."""
+    m = _KEY.match(key)
+    return (m["family"], m["provider"], m["params"] or "") if m else None
+
+
+def is_own(key: str, own_providers: tuple[str, ...] = OWN_PROVIDERS) -> bool:
+    parts = split_key(key)
+    return parts is None or parts[1] in own_providers  # unknown names are never treated as controls
+
+
+def surely_moved(c: Comparison) -> float:
+    """How far the ratio's interval lies beyond 1, as a relative change (0 when it contains 1)."""
+    if not (math.isfinite(c.ci_low) and math.isfinite(c.ci_high)):
+        return 0.0
+    if c.ci_low > 1:
+        return c.ci_low - 1
+    if c.ci_high < 1:
+        return 1 / c.ci_high - 1
+    return 0.0
 
 
 def _samples(result: BenchmarkResult) -> list[float]:
@@ -44,7 +84,7 @@ def _samples(result: BenchmarkResult) -> list[float]:
 
 
 def compare_row(key: str, base: BenchmarkResult | None, head: BenchmarkResult | None,
-                noise: NoiseModel | None, settings: Settings) -> Row:
+                noise: NoiseModel | None, settings: Settings, drift: float = 0.0) -> Row:
     if base is None:
         return Row(key, "new", note="no result at the base commit")
     if head is None:
@@ -63,20 +103,49 @@ def compare_row(key: str, base: BenchmarkResult | None, head: BenchmarkResult | 
                                 float("nan"), max(settings.floor, level), "ambiguous",
                                 "no samples stored (run asv with --record-samples)")
     else:
-        comparison = compare_samples(before, after, level, settings)
-    return Row(key, comparison.verdict, comparison, level, origin, comparison.reason)
+        comparison = compare_samples(before, after, level, settings, drift)
+    return Row(key, comparison.verdict, comparison, level, origin, comparison.reason, drift)
+
+
+def _drift_by_case(rows: list[Row], own_providers: tuple[str, ...]) -> dict[tuple[str, str], tuple[float, str]]:
+    """Per (family, params): the largest sure move among control series called faster or slower."""
+    drift: dict[tuple[str, str], tuple[float, str]] = {}
+    for row in rows:
+        parts = split_key(row.key)
+        if parts is None or parts[1] in own_providers or row.state not in ("faster", "slower"):
+            continue
+        moved = surely_moved(row.comparison)
+        case = (parts[0], parts[2])
+        if moved > drift.get(case, (0.0, ""))[0]:
+            drift[case] = (moved, f"{parts[1]} x{row.comparison.ratio:.3f}")
+    return drift
 
 
 def compare_results(base: ResultFile, head: ResultFile, noise: NoiseModel | None, settings: Settings,
-                    noise_source: str = "", bench: str | None = None) -> Report:
-    """Every benchmark of either file (matching `bench`, a regex), worst news first."""
+                    noise_source: str = "", bench: str | None = None,
+                    own_providers: tuple[str, ...] = OWN_PROVIDERS) -> Report:
+    """Every benchmark of either file (matching `bench`, a regex), worst news first.
+
+    The project's own series (`own_providers`) are judged against at least the drift of the control
+    series of the same case: a control that moved beyond its threshold sets how much change the machine
+    alone can account for."""
     pattern = re.compile(bench) if bench else None
     keys = sorted(set(base.results) | set(head.results))
     if pattern:
         keys = [k for k in keys if pattern.search(k)]
-    report = Report(base, head, settings, noise_source)
+    report = Report(base, head, settings, noise_source, own_providers=own_providers)
     for key in keys:
         report.rows.append(compare_row(key, base.results.get(key), head.results.get(key), noise, settings))
+    drift = _drift_by_case(report.rows, own_providers)
+    for i, row in enumerate(report.rows):
+        parts = split_key(row.key)
+        case = (parts[0], parts[2]) if parts and parts[1] in own_providers else None
+        if case in drift and row.comparison is not None and drift[case][0] > row.comparison.threshold:
+            moved, control = drift[case]
+            judged = compare_row(row.key, base.results.get(row.key), head.results.get(row.key), noise, settings,
+                                 drift=moved)
+            judged.note += f"; threshold raised to the drift of the control {control}"
+            report.rows[i] = judged
     order = {state: i for i, state in enumerate(("slower", "faster", "ambiguous", *OTHER_STATES, "unchanged"))}
     report.rows.sort(key=lambda r: (order[r.state], r.key))
     return report

@@ -28,7 +28,7 @@ from .asvtool import (
     resolve_commit,
     run_asv,
 )
-from .compare import compare_results
+from .compare import OWN_PROVIDERS, compare_results
 from .stats import Settings
 
 
@@ -50,6 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--noise-factor", type=float, default=Settings.noise_factor,
                    help="a change must exceed this many times the benchmark's A/A noise")
     p.add_argument("--bench", help="only benchmarks whose name matches this regex")
+    p.add_argument("--own", default=",".join(OWN_PROVIDERS),
+                   help="providers built by this project, comma-separated; every other provider's series is a "
+                        "control for machine drift (default: %(default)s)")
     p.add_argument("--md", help="write the Markdown here (default: results/compare/<base>-<head>.md)")
     p.add_argument("--html", help="write the HTML here (default: results/compare/<base>-<head>.html)")
     return p
@@ -93,7 +96,10 @@ def compare(args: argparse.Namespace, config: AsvConfig) -> int:
             model, source = noise.load_model(path), noise.shown_path(path, config.root)
         else:
             source = f"none: {noise.shown_path(path, config.root)} does not exist (learn it with --learn-noise COMMIT)"
-    report = compare_results(base, head, model, settings, source, args.bench)
+    own = tuple(p.strip() for p in args.own.split(",") if p.strip())
+    if not own:
+        raise AsvError("--own needs at least one provider name, e.g. --own triton")
+    report = compare_results(base, head, model, settings, source, args.bench, own)
     if not report.rows:
         raise ResultsError(f"no benchmarks to compare{' matching ' + args.bench if args.bench else ''} in "
                            f"{base.path} and {head.path}")

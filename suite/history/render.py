@@ -59,6 +59,18 @@ def settings_line(report: Report) -> str:
             f"noise: {report.noise_source}")
 
 
+def drift_line(report: Report) -> str | None:
+    """The machine-drift warning, when control series (providers this project does not build) moved."""
+    moved = report.moved_controls
+    if not moved:
+        return None
+    named = ", ".join(f"{r.key} x{r.comparison.ratio:.3f}" for r in moved[:4]) + (" ..." if len(moved) > 4 else "")
+    own = "/".join(report.own_providers)
+    return (f"Machine drift: {len(moved)} control series (code this project does not build) moved: {named}. "
+            f"The machine's state differed between the two runs, or the harness changed; {own} series of the "
+            f"same cases are judged against at least that change.")
+
+
 def title(report: Report) -> str:
     return f"tierbench compare {report.base.label} → {report.head.label} on {report.head.machine}"
 
@@ -66,7 +78,11 @@ def title(report: Report) -> str:
 def markdown(report: Report) -> str:
     lines = [f"### {title(report)}", ""]
     verdict = "**Performance regression**" if report.regressions else "No confirmed regression"
-    lines += [f"{verdict}: {summary(report)}.", "", f"<sub>{settings_line(report)}</sub>", ""]
+    lines += [f"{verdict}: {summary(report)}.", ""]
+    drift = drift_line(report)
+    if drift:
+        lines += [f"⚠️ {drift}", ""]
+    lines += [f"<sub>{settings_line(report)}</sub>", ""]
     lines.append("| " + " | ".join(HEADER) + " |")
     lines.append("|" + "|".join(["---"] * len(HEADER)) + "|")
     for row in report.rows:
@@ -93,9 +109,11 @@ table {{ border-collapse: collapse; }}
 th, td {{ border: 1px solid #ccc; padding: 3px 8px; text-align: left; }}
 td:nth-child(2) {{ font-family: monospace; }}
 .note {{ color: #555; }}
+.drift {{ background: #fff5cc; padding: 4px 8px; }}
 </style></head><body>
 <h1>{esc(title(report))}</h1>
 <p><b>{esc(verdict)}</b>: {esc(summary(report))}.</p>
+{f'<p class="drift">{esc(drift_line(report))}</p>' if drift_line(report) else ""}
 <p class="note">{esc(settings_line(report))}</p>
 <p class="note">base {esc(report.base.commit)} ({esc(report.base.env)}), head {esc(report.head.commit)}
 ({esc(report.head.env)})</p>

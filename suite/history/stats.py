@@ -95,10 +95,13 @@ def threshold(settings: Settings, noise: float) -> float:
 
 
 def compare_samples(before: Sequence[float], after: Sequence[float], noise: float = 0.0,
-                    settings: Settings | None = None) -> Comparison:
-    """The verdict on one benchmark: slower, faster, unchanged or ambiguous, with the numbers behind it."""
+                    settings: Settings | None = None, drift: float = 0.0) -> Comparison:
+    """The verdict on one benchmark: slower, faster, unchanged or ambiguous, with the numbers behind it.
+
+    `drift`: a change the machine itself made between the two runs (see compare.py); the threshold is at
+    least that."""
     settings = settings or Settings()
-    limit = threshold(settings, noise)
+    limit = max(threshold(settings, noise), drift)
     if min(len(before), len(after)) < settings.min_samples:
         med_b = statistics.median(before) if before else math.nan
         med_a = statistics.median(after) if after else math.nan

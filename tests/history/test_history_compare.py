@@ -169,3 +169,55 @@ def test_reports_name_the_noise_model_relative_to_the_project(tmp_path):
     assert noise.shown_path(inside, tmp_path) == "results/noise/gpu.json"
     outside = tmp_path.parent / "elsewhere.json"
     assert noise.shown_path(outside, tmp_path) == str(outside)
+
+
+ATT_OWN, ATT_CONTROL = "attention.Attention.track_triton", "attention.Attention.track_sdpa_flash"
+CASE, OTHER_CASE = "B2 H16 S8192 D128 causal bf16 fwd", "B8 H16 S2048 D128 causal bf16 fwd"
+
+
+def drifting_machine(project, control_factor: float, own_factor: float):
+    """Base and head where the control (sdpa_flash) moved by control_factor at CASE and the project's
+    triton kernel by own_factor at both cases."""
+    results = project / "results" / "asv"
+    base = {ATT_OWN: {CASE: times(1e-3, 11), OTHER_CASE: times(3e-4, 12)},
+            ATT_CONTROL: {CASE: times(2e-3, 13), OTHER_CASE: times(5e-4, 14)}}
+    head = {ATT_OWN: {CASE: [t * own_factor for t in times(1e-3, 15)],
+                      OTHER_CASE: [t * own_factor for t in times(3e-4, 16)]},
+            ATT_CONTROL: {CASE: [t * control_factor for t in times(2e-3, 17)], OTHER_CASE: times(5e-4, 18)}}
+    write_result(results, "h200-x", BASE, base)
+    write_result(results, "h200-x", HEAD, head)
+
+
+def _line(out: str, key: str) -> list[str]:
+    return [c.strip() for c in next(line for line in out.splitlines() if f"`{key}`" in line).strip("|").split("|")]
+
+
+def test_a_control_series_that_moved_raises_the_own_threshold_of_its_case(project, capsys):
+    # The vendor kernel got 8% faster with no change of its code: the machine drifted. The project's kernel
+    # reading 5% slower in that case is within what the drift explains; in the other case, whose control
+    # stayed put, the same 5% is a regression.
+    drifting_machine(project, control_factor=0.92, own_factor=1.05)
+    code, out, _ = run(project, BASE, HEAD, "--noise", "none", capsys=capsys)
+    assert "Machine drift: 1 control series" in out and "track_sdpa_flash" in out
+    control = _line(out, f"{ATT_CONTROL}('{CASE}')")
+    assert control[0] == "🟢 faster" and control[6] == "3.0%"  # controls keep their own threshold
+    drifted = _line(out, f"{ATT_OWN}('{CASE}')")
+    assert drifted[0] == "unchanged"
+    assert float(drifted[6].rstrip("%")) > 5.0
+    assert "threshold raised to the drift of the control sdpa_flash" in drifted[8]
+    steady = _line(out, f"{ATT_OWN}('{OTHER_CASE}')")
+    assert steady[0] == "🔴 slower" and steady[6] == "3.0%"
+    assert code == 1
+    assert "Machine drift" in (project / "results" / "compare" / "aaaaaaaa-bbbbbbbb.html").read_text()
+
+
+def test_a_regression_beyond_the_drift_is_still_called(project, capsys):
+    drifting_machine(project, control_factor=0.95, own_factor=1.25)
+    code, out, _ = run(project, BASE, HEAD, "--noise", "none", capsys=capsys)
+    assert _line(out, f"{ATT_OWN}('{CASE}')")[0] == "🔴 slower" and code == 1
+
+
+def test_no_drift_line_when_the_controls_stay_put(project, capsys):
+    drifting_machine(project, control_factor=1.0, own_factor=1.0)
+    code, out, _ = run(project, BASE, HEAD, "--noise", "none", capsys=capsys)
+    assert code == 0 and "Machine drift" not in out and "threshold raised" not in out
