@@ -26,5 +26,5 @@ def test_each_family_names_the_config_it_launched(device):
 
     q, k, v = (torch.randn(1, 2, 17, 64, generator=g).to(device=device, dtype=torch.float16) for _ in range(3))
     attention(q, k, v, causal=True)
-    assert last_launch("attention").startswith("causal: BLOCK_M=")
+    assert last_launch("attention").startswith("causal, per-head descriptors: BLOCK_M=")  # seq 17: not packed
     assert last_launch("nothing") is None
