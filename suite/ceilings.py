@@ -42,8 +42,9 @@ def device_name(device: torch.device) -> str:
 
 def _median_ms(fn, device: torch.device) -> float:
     # No CUDA graph: a device copy captured in a graph runs on the copy engines, far below the SMs' bandwidth.
-    settings = TimingSettings(warmup_ms=50, rep_ms=200, rounds=3, min_reps=5, max_reps=200, flush_l2=False,
-                              cuda_graph=False)
+    settings = TimingSettings(
+        warmup_ms=50, rep_ms=200, rounds=3, min_reps=5, max_reps=200, flush_l2=False, cuda_graph=False
+    )
     samples = make_timer(settings, device).measure({"x": fn})["x"]
     if isinstance(samples, BaseException):
         raise samples
@@ -76,15 +77,18 @@ def measure(device: torch.device) -> Ceilings:
     copy_gbps = 2 * n_bytes / (copy_ms * 1e-3) / 1e9
 
     rates: dict[str, float] = {}
-    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32} if on_gpu \
-        else {"fp32": torch.float32}
+    dtypes = (
+        {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32} if on_gpu else {"fp32": torch.float32}
+    )
     for name, dtype in dtypes.items():
         # The best rate over a few large sizes: no single size is the library's best on every card.
         sizes = (4096, 8192) if on_gpu else (1024,)
         rates[name] = max(_matmul_tflops(n, dtype, device) for n in sizes)
-    method = (f"copy: median of {n_bytes >> 20} MiB device copies (read + write counted); "
-              f"matmul: best median over square products (4096, 8192 on a GPU) through torch.matmul, "
-              f"random inputs, TF32 off")
+    method = (
+        f"copy: median of {n_bytes >> 20} MiB device copies (read + write counted); "
+        f"matmul: best median over square products (4096, 8192 on a GPU) through torch.matmul, "
+        f"random inputs, TF32 off"
+    )
     return Ceilings(device_name(device), copy_gbps, rates, method)
 
 

@@ -15,8 +15,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "nightly": ("tierbench.suite.history.nightly_command", "benchmark new commits with asv, publish the site"),
 }
 
-USAGE = "usage: tierbench {" + ",".join(COMMANDS) + "} [args...]\n\n" + "\n".join(
-    f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items())
+USAGE = (
+    "usage: tierbench {"
+    + ",".join(COMMANDS)
+    + "} [args...]\n\n"
+    + "\n".join(f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items())
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,8 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     name, rest = args[0], args[1:]
     if name not in COMMANDS:
-        print(f"tierbench: unknown command {name!r}; valid choices: {', '.join(COMMANDS)}\n\n{USAGE}",
-              file=sys.stderr)
+        print(f"tierbench: unknown command {name!r}; valid choices: {', '.join(COMMANDS)}\n\n{USAGE}", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[name][0])
     return int(module.main(rest) or 0)

@@ -14,9 +14,15 @@ from .providers.base import package_version
 
 # NVML clock-event (throttle) reason bits, named as nvidia-smi names them.
 _THROTTLE_REASONS = {
-    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
-    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
-    0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting",
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
 }
 
 
@@ -24,8 +30,7 @@ def git_commit(start: Path | None = None) -> str | None:
     """The commit of the checkout the harness runs from (or the current folder), if it is a git checkout."""
     for where in (start or Path.cwd(), Path(__file__).resolve().parent):
         try:
-            out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True,
-                                 timeout=10)
+            out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=10)
         except (OSError, subprocess.SubprocessError):
             continue
         if out.returncode == 0:
@@ -56,9 +61,13 @@ def environment(device: torch.device) -> dict[str, Any]:
     }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        env.update(device_name=props.name, sm_count=props.multi_processor_count,
-                   compute_capability=f"{props.major}.{props.minor}",
-                   memory_bytes=props.total_memory, cudnn=torch.backends.cudnn.version())
+        env.update(
+            device_name=props.name,
+            sm_count=props.multi_processor_count,
+            compute_capability=f"{props.major}.{props.minor}",
+            memory_bytes=props.total_memory,
+            cudnn=torch.backends.cudnn.version(),
+        )
         nvml = _nvml()
         if nvml is not None:
             env["driver"] = nvml.nvmlSystemGetDriverVersion()

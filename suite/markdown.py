@@ -35,8 +35,10 @@ def render(records: list[Measurement], families: list[str] | None = None) -> str
         metric, unit = _METRIC.get(first.family, ("tflops", "TFLOP/s"))
         if first.family not in tables:
             head = " | ".join(f"{t} ({unit})" for t in TIERS)
-            tables[first.family] = [f"| op | shape | dtype | {head} | best vs vendor | best SOL | not timed |",
-                                    "|" + " --- |" * (len(TIERS) + 6)]
+            tables[first.family] = [
+                f"| op | shape | dtype | {head} | best vs vendor | best SOL | not timed |",
+                "|" + " --- |" * (len(TIERS) + 6),
+            ]
         best = _best_per_tier(group)
         base = baseline(group)
         cells = []
@@ -46,11 +48,17 @@ def render(records: list[Measurement], families: list[str] | None = None) -> str
         winner = min(best.values(), key=lambda r: r.median_ms) if best else None
         ratio = f"{base.median_ms / winner.median_ms:.2f}x {winner.provider}" if base and winner else ""
         sol = f"{100 * winner.sol:.0f}%" if winner and winner.sol is not None else ""
-        failed = ", ".join(f"{r.provider}: {r.status}" for r in group
-                           if r.status not in ("ok", "skipped") or (r.status == "skipped" and "installed" not in
-                                                                    r.reason and r.tier != "triton"))
-        tables[first.family].append(f"| {first.op} | {first.label} | {first.case.get('dtype', '')} | "
-                                    + " | ".join(cells) + f" | {ratio} | {sol} | {failed} |")
+        failed = ", ".join(
+            f"{r.provider}: {r.status}"
+            for r in group
+            if r.status not in ("ok", "skipped")
+            or (r.status == "skipped" and "installed" not in r.reason and r.tier != "triton")
+        )
+        tables[first.family].append(
+            f"| {first.op} | {first.label} | {first.case.get('dtype', '')} | "
+            + " | ".join(cells)
+            + f" | {ratio} | {sol} | {failed} |"
+        )
     return "\n\n".join(f"### {family}\n\n" + "\n".join(rows) for family, rows in tables.items()) + "\n"
 
 

@@ -99,8 +99,9 @@ def create_run_dir(results_dir: str | Path, run_id: str | None = None) -> tuple[
             return rid, path
         except FileExistsError:
             if run_id:
-                raise FileExistsError(f"run folder {path} exists already: choose another run_id, "
-                                      f"or finish that run with resume={run_id}") from None
+                raise FileExistsError(
+                    f"run folder {path} exists already: choose another run_id, or finish that run with resume={run_id}"
+                ) from None
     raise RuntimeError(f"could not create a new run folder under {root}")
 
 
@@ -131,8 +132,7 @@ def _cut_partial_tail(path: Path) -> None:
     data = path.read_bytes()
     if data and not data.endswith(b"\n"):
         keep = data.rfind(b"\n") + 1
-        warnings.warn(f"{path}: cut a truncated last record ({len(data) - keep} bytes) before resuming",
-                      stacklevel=2)
+        warnings.warn(f"{path}: cut a truncated last record ({len(data) - keep} bytes) before resuming", stacklevel=2)
         with path.open("r+b") as f:
             f.truncate(keep)
 

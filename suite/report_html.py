@@ -16,8 +16,12 @@ from .svgchart import Series, line_chart
 FAMILY_VIEW: dict[str, dict[str, Any]] = {
     "matmul": {"metric": "tflops", "unit": "TFLOP/s", "x": "size: cube root of M·N·K", "split": ("dtype",)},
     "norm": {"metric": "gbps", "unit": "GB/s", "x": "elements (rows × hidden)", "split": ("dtype",)},
-    "attention": {"metric": "tflops", "unit": "TFLOP/s", "x": "sequence length",
-                  "split": ("dtype", "head_dim", "causal")},
+    "attention": {
+        "metric": "tflops",
+        "unit": "TFLOP/s",
+        "x": "sequence length",
+        "split": ("dtype", "head_dim", "causal"),
+    },
 }
 
 CSS = """
@@ -52,16 +56,20 @@ def _charts(family: str, records: list[Measurement]) -> str:
         key = _chart_key(r, view["split"])
         series = groups.setdefault(key, {}).setdefault(r.provider, Series(r.provider))
         value = getattr(r, view["metric"])
-        hover = (f"{r.provider} ({r.tier}) {r.label}: {value:.4g} {view['unit']}, median {r.median_ms:.4g} ms, "
-                 f"SOL {100 * (r.sol or 0):.1f}%, rel. error {_fmt(r.rel_error, 3)}")
+        hover = (
+            f"{r.provider} ({r.tier}) {r.label}: {value:.4g} {view['unit']}, median {r.median_ms:.4g} ms, "
+            f"SOL {100 * (r.sol or 0):.1f}%, rel. error {_fmt(r.rel_error, 3)}"
+        )
         series.points.append((r.x, value, hover))
     return "".join(line_chart(list(s.values()), key, view["x"], view["unit"]) for key, s in groups.items())
 
 
 def _table(records: list[Measurement]) -> str:
-    rows = ["<table><tr><th>case</th><th>provider</th><th>tier</th><th>status</th><th>median ms</th>"
-            "<th>p10–p90 ms</th><th>speedup</th><th>TFLOP/s</th><th>GB/s</th><th>SOL</th><th>rel. error</th>"
-            "<th>peak mem MiB</th><th>reason</th><th>launched</th></tr>"]
+    rows = [
+        "<table><tr><th>case</th><th>provider</th><th>tier</th><th>status</th><th>median ms</th>"
+        "<th>p10–p90 ms</th><th>speedup</th><th>TFLOP/s</th><th>GB/s</th><th>SOL</th><th>rel. error</th>"
+        "<th>peak mem MiB</th><th>reason</th><th>launched</th></tr>"
+    ]
     for _, group in by_case(records).items():
         ranked, rest = rank(group)
         for item in ranked:
@@ -77,25 +85,41 @@ def _table(records: list[Measurement]) -> str:
 def _row(r: Measurement, spread: str, speedup: str) -> str:
     mem = _fmt(r.peak_mem_bytes / 2**20, 4) if r.peak_mem_bytes is not None else ""
     sol = f"{100 * r.sol:.1f}%" if r.sol is not None else ""
-    cells = [escape(f"{r.label} {r.case.get('dtype', '')}"), escape(r.provider), escape(r.tier),
-             f'<span class="status-{escape(r.status)}">{escape(r.status)}</span>']
+    cells = [
+        escape(f"{r.label} {r.case.get('dtype', '')}"),
+        escape(r.provider),
+        escape(r.tier),
+        f'<span class="status-{escape(r.status)}">{escape(r.status)}</span>',
+    ]
     nums = [_fmt(r.median_ms), spread, speedup, _fmt(r.tflops), _fmt(r.gbps), sol, _fmt(r.rel_error, 3), mem]
-    return ("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "".join(f'<td class="num">{escape(n)}</td>'
-            for n in nums) + f"<td>{escape(r.reason or '')}</td><td>{escape(r.launch or '')}</td></tr>")
+    return (
+        "<tr>"
+        + "".join(f"<td>{c}</td>" for c in cells)
+        + "".join(f'<td class="num">{escape(n)}</td>' for n in nums)
+        + f"<td>{escape(r.reason or '')}</td><td>{escape(r.launch or '')}</td></tr>"
+    )
 
 
 def render(records: list[Measurement], run_id: str, ceilings: Ceilings | None) -> str:
     env = records[0].env if records else {}
-    meta = [("run", run_id), ("device", env.get("device_name")), ("driver", env.get("driver")),
-            ("CUDA", env.get("cuda")), ("torch", env.get("torch")), ("triton", env.get("triton")),
-            ("commit", env.get("git_commit"))]
+    meta = [
+        ("run", run_id),
+        ("device", env.get("device_name")),
+        ("driver", env.get("driver")),
+        ("CUDA", env.get("cuda")),
+        ("torch", env.get("torch")),
+        ("triton", env.get("triton")),
+        ("commit", env.get("git_commit")),
+    ]
     if ceilings:
         meta.append(("copy ceiling", f"{ceilings.copy_gbps:.0f} GB/s"))
         meta += [(f"matmul ceiling {k}", f"{v:.1f} TFLOP/s") for k, v in ceilings.matmul_tflops.items()]
-    parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8><title>tierbench run {escape(run_id)}"
-             f"</title><style>{CSS}</style></head><body><h1>tierbench run {escape(run_id)}</h1><table class=meta>",
-             *(f"<tr><td>{escape(k)}</td><td>{escape(str(v))}</td></tr>" for k, v in meta if v is not None),
-             "</table>"]
+    parts = [
+        f"<!doctype html><html lang=en><head><meta charset=utf-8><title>tierbench run {escape(run_id)}"
+        f"</title><style>{CSS}</style></head><body><h1>tierbench run {escape(run_id)}</h1><table class=meta>",
+        *(f"<tr><td>{escape(k)}</td><td>{escape(str(v))}</td></tr>" for k, v in meta if v is not None),
+        "</table>",
+    ]
     by_family: OrderedDict[str, list[Measurement]] = OrderedDict()
     for r in records:
         by_family.setdefault(r.family, []).append(r)

@@ -45,8 +45,11 @@ def execute(cfg: DictConfig) -> int:
     try:
         session.run()
     except KeyboardInterrupt:
-        print(f"\ntierbench run: interrupted; {session.count()} records are safe in {session.run_dir}. "
-              f"Finish with: tierbench run resume={session.run_id}", file=sys.stderr)
+        print(
+            f"\ntierbench run: interrupted; {session.count()} records are safe in {session.run_dir}. "
+            f"Finish with: tierbench run resume={session.run_id}",
+            file=sys.stderr,
+        )
         return 130
     session.finish()
     return 0
@@ -72,4 +75,3 @@ def main(argv: list[str]) -> int:
     finally:
         sys.argv = saved
     return status["code"]
-

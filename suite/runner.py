@@ -63,16 +63,24 @@ def _release(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
-def run_plan(plan: list[PlannedCase], ctx: RunContext,
-             on_record: Callable[[Measurement], None] | None = None) -> list[Measurement]:
+def run_plan(
+    plan: list[PlannedCase], ctx: RunContext, on_record: Callable[[Measurement], None] | None = None
+) -> list[Measurement]:
     """Measure every (case, provider) of the plan not already in ctx.done; returns the new records."""
     writer = RecordWriter(ctx.run_dir)
     new: list[Measurement] = []
     todo = [(pc.case, [p for p in pc.providers if (pc.case.case_id, p.name) not in ctx.done]) for pc in plan]
     todo = [(case, providers) for case, providers in todo if providers]
     for index, (case, providers) in enumerate(todo, 1):
-        log.info("[%d/%d] %s %s (%s): %s", index, len(todo), case.op, case.label, case.params["dtype"],
-                 ", ".join(p.name for p in providers))
+        log.info(
+            "[%d/%d] %s %s (%s): %s",
+            index,
+            len(todo),
+            case.op,
+            case.label,
+            case.params["dtype"],
+            ", ".join(p.name for p in providers),
+        )
         for record in measure_case(case, providers, ctx):
             writer.append(record)
             ctx.done.add(record.key)
@@ -89,10 +97,24 @@ def measure_case(case: Case, providers: list[Provider], ctx: RunContext) -> Iter
     work = op.work(case)
 
     def record(provider: Provider, status: str, reason: str = "", **fields: Any) -> Measurement:
-        return Measurement(run_id=ctx.run_id, op=case.op, family=case.family, case=case.to_json(),
-                           case_id=case.case_id, label=case.label, x=case.x, provider=provider.name,
-                           tier=provider.tier, status=status, reason=reason, flops=work.flops,
-                           min_bytes=work.min_bytes, provider_version=ctx.version_of(provider), env=ctx.env, **fields)
+        return Measurement(
+            run_id=ctx.run_id,
+            op=case.op,
+            family=case.family,
+            case=case.to_json(),
+            case_id=case.case_id,
+            label=case.label,
+            x=case.x,
+            provider=provider.name,
+            tier=provider.tier,
+            status=status,
+            reason=reason,
+            flops=work.flops,
+            min_bytes=work.min_bytes,
+            provider_version=ctx.version_of(provider),
+            env=ctx.env,
+            **fields,
+        )
 
     runnable = []
     for provider in providers:
@@ -126,8 +148,13 @@ def measure_case(case: Case, providers: list[Provider], ctx: RunContext) -> Iter
             continue
         fn, facts = outcome
         if provider.tier == "triton" and interpreted():
-            yield record(provider, "skipped", "correct, not timed: TRITON_INTERPRET=1 runs the kernel through "
-                                              "Triton's CPU interpreter, whose speed means nothing", **facts)
+            yield record(
+                provider,
+                "skipped",
+                "correct, not timed: TRITON_INTERPRET=1 runs the kernel through "
+                "Triton's CPU interpreter, whose speed means nothing",
+                **facts,
+            )
             continue
         checked[provider.name] = (provider, fn, facts)
     del ref
@@ -142,12 +169,24 @@ def measure_case(case: Case, providers: list[Provider], ctx: RunContext) -> Iter
             status = "oom" if is_oom(result) else "error"
             yield record(provider, status, f"while timing: {describe(result)}", telemetry=state, **facts)
             continue
-        yield record(provider, "ok", telemetry=state, timer=ctx.timer.kinds.get(name, ctx.timer.kind),
-                     **summarize(result, work.flops, work.min_bytes, case.params["dtype"], ctx.ceilings), **facts)
+        yield record(
+            provider,
+            "ok",
+            telemetry=state,
+            timer=ctx.timer.kinds.get(name, ctx.timer.kind),
+            **summarize(result, work.flops, work.min_bytes, case.params["dtype"], ctx.ceilings),
+            **facts,
+        )
 
 
-def _prepare_and_check(provider: Provider, inputs: dict[str, torch.Tensor], options: dict[str, Any],
-                       case: Case, ref: torch.Tensor, device: torch.device):
+def _prepare_and_check(
+    provider: Provider,
+    inputs: dict[str, torch.Tensor],
+    options: dict[str, Any],
+    case: Case,
+    ref: torch.Tensor,
+    device: torch.device,
+):
     """Prepare and run once (compilation, autotuning), then run again and check that output.
 
     The second call is the one that resembles a timed call: its peak memory is the provider's footprint
@@ -179,8 +218,13 @@ def _prepare_and_check(provider: Provider, inputs: dict[str, torch.Tensor], opti
     except Exception as exc:  # noqa: BLE001 - one provider's failure is its own record
         _release(device)
         return _failure("oom" if is_oom(exc) else "error", describe(exc), prepare_s=prepare_s)
-    facts = {"rel_error": verdict.rel_error, "tolerance": verdict.tolerance, "peak_mem_bytes": peak,
-             "prepare_s": prepare_s, "launch": _launch_of(provider)}
+    facts = {
+        "rel_error": verdict.rel_error,
+        "tolerance": verdict.tolerance,
+        "peak_mem_bytes": peak,
+        "prepare_s": prepare_s,
+        "launch": _launch_of(provider),
+    }
     if not verdict.ok:
         return _failure("incorrect", verdict.reason, **facts)
     return fn, facts
@@ -211,8 +255,9 @@ def _poison_free_memory(ref: torch.Tensor, dtype: torch.dtype) -> None:
     del block
 
 
-def summarize(samples_ms: list[float], flops: float, min_bytes: float, dtype: str,
-              ceilings: Ceilings) -> dict[str, Any]:
+def summarize(
+    samples_ms: list[float], flops: float, min_bytes: float, dtype: str, ceilings: Ceilings
+) -> dict[str, Any]:
     """Median and spread of the samples; achieved rates; the fraction of the binding ceiling."""
     median = statistics.median(samples_ms)
     ordered = sorted(samples_ms)

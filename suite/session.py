@@ -37,10 +37,13 @@ class RunSession:
             run_dir = results / cfg.resume
             saved = run_dir / CONFIG_FILE
             if not saved.exists():
-                known = sorted(p.name for p in results.iterdir() if (p / CONFIG_FILE).exists()) \
-                    if results.is_dir() else []
-                raise PlanError(f"resume={cfg.resume}: no run folder {run_dir} with a {CONFIG_FILE}; "
-                                f"runs here: {', '.join(known[-10:]) or 'none'}")
+                known = (
+                    sorted(p.name for p in results.iterdir() if (p / CONFIG_FILE).exists()) if results.is_dir() else []
+                )
+                raise PlanError(
+                    f"resume={cfg.resume}: no run folder {run_dir} with a {CONFIG_FILE}; "
+                    f"runs here: {', '.join(known[-10:]) or 'none'}"
+                )
             # The plan comes from the run's own config: a resumed run finishes what it started.
             resumed = OmegaConf.merge(cfg, OmegaConf.load(saved))
             resumed.resume = cfg.resume
@@ -56,18 +59,36 @@ class RunSession:
     def run(self) -> None:
         done = {r.key for r in read_records(self.run_dir)}
         total = sum(len(pc.providers) for pc in self.plan)
-        log.info("run %s on %s: %d cases, %d measurements (%d already done) -> %s", self.run_id, self.device,
-                 len(self.plan), total, len(done), self.run_dir)
+        log.info(
+            "run %s on %s: %d cases, %d measurements (%d already done) -> %s",
+            self.run_id,
+            self.device,
+            len(self.plan),
+            total,
+            len(done),
+            self.run_dir,
+        )
         RecordWriter(self.run_dir)  # a resumed run first cuts a record left half-written by a kill
         self.ceilings = load_or_measure(self.device, self.cfg.ceilings_dir, self.cfg.remeasure_ceilings)
         save_for_run(self.ceilings, self.run_dir)
-        log.info("ceilings of %s: copy %.0f GB/s, matmul %s TFLOP/s", self.ceilings.device_name,
-                 self.ceilings.copy_gbps, {k: round(v, 1) for k, v in self.ceilings.matmul_tflops.items()})
+        log.info(
+            "ceilings of %s: copy %.0f GB/s, matmul %s TFLOP/s",
+            self.ceilings.device_name,
+            self.ceilings.copy_gbps,
+            {k: round(v, 1) for k, v in self.ceilings.matmul_tflops.items()},
+        )
         settings = TimingSettings.from_config(self.cfg.timing)
         bring_to_steady_state(self.device, settings.steady_state_s)
-        ctx = RunContext(run_id=self.run_id, run_dir=self.run_dir, device=self.device,
-                         timer=make_timer(settings, self.device), ceilings=self.ceilings,
-                         env=environment(self.device), seed=int(self.cfg.seed), done=done)
+        ctx = RunContext(
+            run_id=self.run_id,
+            run_dir=self.run_dir,
+            device=self.device,
+            timer=make_timer(settings, self.device),
+            ceilings=self.ceilings,
+            env=environment(self.device),
+            seed=int(self.cfg.seed),
+            done=done,
+        )
         run_plan(self.plan, ctx)
 
     def finish(self) -> None:

@@ -30,8 +30,10 @@ def _summary(values: list[float]) -> str:
         return "none"
     ordered = sorted(values)
     p = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-    return (f"n={len(values)} median {100 * statistics.median(values):.2f}%  p90 {100 * p(0.9):.2f}%  "
-            f"max {100 * ordered[-1]:.2f}%")
+    return (
+        f"n={len(values)} median {100 * statistics.median(values):.2f}%  p90 {100 * p(0.9):.2f}%  "
+        f"max {100 * ordered[-1]:.2f}%"
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -54,6 +56,8 @@ def main(argv: list[str]) -> int:
     print(f"kernels >= {args.min_us:g} us:    {_summary(long)}")
     print("widest:")
     for ra, rb, s in sorted(pairs, key=lambda t: -t[2])[: args.top]:
-        print(f"  {100 * s:6.2f}%  {ra.op} {ra.label} {ra.case.get('dtype', '')} {ra.provider}: "
-              f"{ra.median_ms:.4f} vs {rb.median_ms:.4f} ms")
+        print(
+            f"  {100 * s:6.2f}%  {ra.op} {ra.label} {ra.case.get('dtype', '')} {ra.provider}: "
+            f"{ra.median_ms:.4f} vs {rb.median_ms:.4f} ms"
+        )
     return 0

@@ -41,8 +41,15 @@ def _marker(kind: str, x: float, y: float, color: str) -> str:
     return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.8" fill="{color}"'
 
 
-def line_chart(series: list[Series], title: str, x_label: str, y_label: str, width: int = 640,
-               height: int = 320, colors: dict[str, str] | None = None) -> str:
+def line_chart(
+    series: list[Series],
+    title: str,
+    x_label: str,
+    y_label: str,
+    width: int = 640,
+    height: int = 320,
+    colors: dict[str, str] | None = None,
+) -> str:
     """An SVG line chart, one line per series, x on a log2 axis, a <title> hover text on every point."""
     pts = [(x, y) for s in series for x, y, _ in s.points if x > 0 and y is not None and math.isfinite(y)]
     if not pts:
@@ -60,22 +67,31 @@ def line_chart(series: list[Series], title: str, x_label: str, y_label: str, wid
     def py(y: float) -> float:
         return top + plot_h - (y - y_lo) / (y_hi - y_lo) * plot_h
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 {width} {height}" '
-           f'width="{width}" height="{height}" role="img" aria-label="{escape(title)}">',
-           f'<text x="{left}" y="16" class="title">{escape(title)}</text>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 {width} {height}" '
+        f'width="{width}" height="{height}" role="img" aria-label="{escape(title)}">',
+        f'<text x="{left}" y="16" class="title">{escape(title)}</text>',
+    ]
     for t in _ticks(y_lo, y_hi):
         y = py(t)
-        out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
-                   f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" class="tick">{t:g}</text>')
+        out.append(
+            f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
+            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" class="tick">{t:g}</text>'
+        )
     for lx in xs:
         x = left + (lx - x_lo) / (x_hi - x_lo) * plot_w
-        out.append(f'<text x="{x:.1f}" y="{top + plot_h + 16}" text-anchor="middle" class="tick">'
-                   f'{_short(2 ** lx)}</text>')
+        out.append(
+            f'<text x="{x:.1f}" y="{top + plot_h + 16}" text-anchor="middle" class="tick">{_short(2**lx)}</text>'
+        )
     out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{top + plot_h}" y2="{top + plot_h}" class="axis"/>')
-    out.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle" class="label">'
-               f'{escape(x_label)}</text>')
-    out.append(f'<text transform="translate(14 {top + plot_h / 2:.1f}) rotate(-90)" text-anchor="middle" '
-               f'class="label">{escape(y_label)}</text>')
+    out.append(
+        f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle" class="label">'
+        f"{escape(x_label)}</text>"
+    )
+    out.append(
+        f'<text transform="translate(14 {top + plot_h / 2:.1f}) rotate(-90)" text-anchor="middle" '
+        f'class="label">{escape(y_label)}</text>'
+    )
     for i, s in enumerate(series):
         color = (colors or {}).get(s.name, PALETTE[i % len(PALETTE)])
         marker = MARKERS[i % len(MARKERS)]
@@ -83,15 +99,22 @@ def line_chart(series: list[Series], title: str, x_label: str, y_label: str, wid
         if not good:
             continue
         path = " ".join(f"{'M' if j == 0 else 'L'}{px(x):.1f} {py(y):.1f}" for j, (x, y, _) in enumerate(good))
-        out.append(f'<g class="series" data-series="{escape(s.name)}">'
-                   f'<path d="{path}" fill="none" stroke="{color}" stroke-width="2"/>')
+        out.append(
+            f'<g class="series" data-series="{escape(s.name)}">'
+            f'<path d="{path}" fill="none" stroke="{color}" stroke-width="2"/>'
+        )
         for x, y, text in good:
-            out.append(_marker(marker, px(x), py(y), color) + f'><title>{escape(text)}</title>'
-                       + ("</circle>" if marker == "circle" else "</rect>" if marker == "square" else "</path>"))
+            out.append(
+                _marker(marker, px(x), py(y), color)
+                + f"><title>{escape(text)}</title>"
+                + ("</circle>" if marker == "circle" else "</rect>" if marker == "square" else "</path>")
+            )
         out.append("</g>")
         ly = top + 14 + i * 18
-        out.append(f'<g class="legend">{_marker(marker, left + plot_w + 18, ly - 4, color)}/>'
-                   f'<text x="{left + plot_w + 28}" y="{ly}" class="tick">{escape(s.name)}</text></g>')
+        out.append(
+            f'<g class="legend">{_marker(marker, left + plot_w + 18, ly - 4, color)}/>'
+            f'<text x="{left + plot_w + 28}" y="{ly}" class="tick">{escape(s.name)}</text></g>'
+        )
     out.append("</svg>")
     return "".join(out)
 

@@ -24,8 +24,9 @@ def render(records: list[Measurement], width: int = 110) -> str:
             r = item.record
             speedup = f"{item.speedup:5.2f}x" if item.speedup else "    - "
             sol = f"{100 * r.sol:5.1f}% SOL" if r.sol is not None else ""
-            lines.append(f"  {place:>2}. {r.provider:<22} {r.tier:<9} {r.median_ms:10.4f} ms  {speedup}  "
-                         f"{_rate(r)}  {sol}")
+            lines.append(
+                f"  {place:>2}. {r.provider:<22} {r.tier:<9} {r.median_ms:10.4f} ms  {speedup}  {_rate(r)}  {sol}"
+            )
         for r in rest:
             reason = (r.reason or "")[: max(20, width - 40)]
             lines.append(f"   -  {r.provider:<22} {r.tier:<9} {r.status:<9} {reason}")

@@ -134,8 +134,9 @@ class CudaEventTimer:
             replays[name] = self._as_graph(fn) if self.settings.cuda_graph else None
             self.kinds[name] = self.kind + ("+graph" if replays[name] else "")
         try:
-            return _interleaved({n: replays[n] or fn for n, fn in fns.items()}, self.settings,
-                                self._per_call_ms, self._round)
+            return _interleaved(
+                {n: replays[n] or fn for n, fn in fns.items()}, self.settings, self._per_call_ms, self._round
+            )
         finally:
             del replays  # frees the graphs' memory pools with the case
 
@@ -161,9 +162,12 @@ class CudaEventTimer:
         return graph.replay
 
 
-def _interleaved(fns: dict[str, Callable[[], Any]], settings: TimingSettings,
-                 per_call_ms: Callable[[Callable[[], Any]], float],
-                 one_round: Callable[[Callable[[], Any], int], list[float]]) -> Samples:
+def _interleaved(
+    fns: dict[str, Callable[[], Any]],
+    settings: TimingSettings,
+    per_call_ms: Callable[[Callable[[], Any]], float],
+    one_round: Callable[[Callable[[], Any], int], list[float]],
+) -> Samples:
     """Warm each provider up by time, then run `rounds` rounds in which every provider takes a turn.
 
     The order rotates each round so that no provider always runs first (right after another's load).
@@ -182,7 +186,7 @@ def _interleaved(fns: dict[str, Callable[[], Any]], settings: TimingSettings,
         result[name] = []
     names = list(reps)
     for r in range(settings.rounds):
-        order = names[r % len(names):] + names[: r % len(names)] if names else []
+        order = names[r % len(names) :] + names[: r % len(names)] if names else []
         for name in order:
             samples = result[name]
             if isinstance(samples, BaseException):

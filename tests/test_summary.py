@@ -66,4 +66,3 @@ def test_run_report_names_what_each_provider_launched():
     tuned = Measurement(**{**RECORDS[2].__dict__, "launch": "two-pass: CHUNK=4096, warps=16, stages=1"})
     html = report_html.render([RECORDS[0], RECORDS[1], tuned], "r", None)
     assert "<th>launched</th>" in html and "<td>two-pass: CHUNK=4096, warps=16, stages=1</td>" in html
-

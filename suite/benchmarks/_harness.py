@@ -81,8 +81,11 @@ class FamilyTable:
 
 def _fingerprint() -> str:
     """Identifies the settings a table was computed under (interpreter, variables that change the plan)."""
-    env = {k: v for k, v in os.environ.items()
-           if k.startswith("TIERBENCH_") or k in ("PYTHONPATH", "TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k.startswith("TIERBENCH_") or k in ("PYTHONPATH", "TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES")
+    }
     return hashlib.sha256(json.dumps([sys.executable, sorted(env.items())]).encode()).hexdigest()[:16]
 
 
@@ -152,8 +155,9 @@ def _plan() -> tuple[Any, Any, list[tuple[Any, str, tuple[Any, ...]]]]:
         if label in seen and seen[label] != case.case_id:
             raise ValueError(f"two cases share the asv label {label!r}: {seen[label]} and {case.case_id}")
         seen[label] = case.case_id
-        runnable = tuple(p for p in planned.providers
-                         if _available(p, case, device) and not (p.tier == "triton" and _interpreted()))
+        runnable = tuple(
+            p for p in planned.providers if _available(p, case, device) and not (p.tier == "triton" and _interpreted())
+        )
         entries.append((case, label, runnable))
     return cfg, device, entries
 
@@ -242,13 +246,19 @@ def check_build() -> None:
     if not build:
         return
     root = Path(build).resolve()
-    strays = sorted((name, module.__file__) for name, module in list(sys.modules.items())
-                    if name.startswith("tierbench.") and getattr(module, "__file__", None)
-                    and not Path(module.__file__).resolve().is_relative_to(root))
+    strays = sorted(
+        (name, module.__file__)
+        for name, module in list(sys.modules.items())
+        if name.startswith("tierbench.")
+        and getattr(module, "__file__", None)
+        and not Path(module.__file__).resolve().is_relative_to(root)
+    )
     if strays:
         listed = ", ".join(f"{name} ({path})" for name, path in strays[:5])
-        raise ImportError(f"{BUILD_ENV}={build} but tierbench modules come from elsewhere: {listed}"
-                          f"{' ...' if len(strays) > 5 else ''}; the build lacks them or another install shadows it")
+        raise ImportError(
+            f"{BUILD_ENV}={build} but tierbench modules come from elsewhere: {listed}"
+            f"{' ...' if len(strays) > 5 else ''}; the build lacks them or another install shadows it"
+        )
 
 
 def measure_family(family: str) -> dict[tuple[str, str], dict[str, Any]]:
@@ -269,8 +279,15 @@ def measure_family(family: str) -> dict[tuple[str, str], dict[str, Any]]:
     settings = TimingSettings.from_config(cfg.timing)
     ceilings = load_or_measure(device, _ceilings_dir())
     bring_to_steady_state(device, settings.steady_state_s)
-    ctx = RunContext(run_id="asv", run_dir=Path.cwd(), device=device, timer=make_timer(settings, device),
-                     ceilings=ceilings, env={}, seed=int(cfg.seed))
+    ctx = RunContext(
+        run_id="asv",
+        run_dir=Path.cwd(),
+        device=device,
+        timer=make_timer(settings, device),
+        ceilings=ceilings,
+        env={},
+        seed=int(cfg.seed),
+    )
     keep = max_samples()
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for case, label, providers in entries:

@@ -68,11 +68,17 @@ def load(path: str | Path) -> ResultFile:
     if not isinstance(data, dict) or "commit_hash" not in data or "results" not in data:
         raise ResultsError(f"{path} is not an asv result file (no commit_hash/results)")
     if data.get("version") != 2 or "result_columns" not in data:
-        raise ResultsError(f"{path}: asv result format version {data.get('version')!r} is not supported "
-                           "(asv 0.6 writes version 2)")
+        raise ResultsError(
+            f"{path}: asv result format version {data.get('version')!r} is not supported (asv 0.6 writes version 2)"
+        )
     columns = data["result_columns"]
-    out = ResultFile(path=path, machine=str(data.get("params", {}).get("machine", path.parent.name)),
-                     commit=data["commit_hash"], env=data.get("env_name", ""), date=data.get("date"))
+    out = ResultFile(
+        path=path,
+        machine=str(data.get("params", {}).get("machine", path.parent.name)),
+        commit=data["commit_hash"],
+        env=data.get("env_name", ""),
+        date=data.get("date"),
+    )
     for name, row in data["results"].items():
         cols = dict(itertools.zip_longest(columns, row if isinstance(row, list) else []))
         for result in _expand(name, cols):
@@ -88,8 +94,9 @@ def _expand(name: str, cols: dict[str, Any]) -> list[BenchmarkResult]:
     if not params:  # asv keeps one-entry lists here too; older writers kept bare values
         if not isinstance(values, list):
             values = [values]
-        if samples is not None and not (isinstance(samples, list)
-                                        and all(s is None or isinstance(s, list) for s in samples)):
+        if samples is not None and not (
+            isinstance(samples, list) and all(s is None or isinstance(s, list) for s in samples)
+        ):
             samples = [samples]
     values = values or [None] * len(combos)
     samples = samples or [None] * len(combos)
@@ -97,8 +104,16 @@ def _expand(name: str, cols: dict[str, Any]) -> list[BenchmarkResult]:
     for combo, value, sample in zip(combos, values, samples):
         combo = tuple(str(p) for p in combo)
         value = None if value is None else float(value)
-        out.append(BenchmarkResult(benchmark_key(name, combo), name, combo, cols.get("version"), value,
-                                   [float(s) for s in sample] if sample else None))
+        out.append(
+            BenchmarkResult(
+                benchmark_key(name, combo),
+                name,
+                combo,
+                cols.get("version"),
+                value,
+                [float(s) for s in sample] if sample else None,
+            )
+        )
     return out
 
 
@@ -113,15 +128,16 @@ def pick_machine(results_dir: Path, machine: str | None) -> str:
     known = machines(results_dir)
     if machine:
         if machine not in known:
-            raise ResultsError(f"no results for machine {machine!r} in {results_dir}; "
-                               f"machines with results: {', '.join(known) or 'none'}")
+            raise ResultsError(
+                f"no results for machine {machine!r} in {results_dir}; "
+                f"machines with results: {', '.join(known) or 'none'}"
+            )
         return machine
     if len(known) == 1:
         return known[0]
     if not known:
         raise ResultsError(f"no asv results in {results_dir}: run `tierbench nightly` first")
-    raise ResultsError(f"results of several machines in {results_dir}: choose one with --machine "
-                       f"({', '.join(known)})")
+    raise ResultsError(f"results of several machines in {results_dir}: choose one with --machine ({', '.join(known)})")
 
 
 def result_files(results_dir: Path, machine: str) -> list[Path]:
@@ -145,19 +161,25 @@ def commits_with_results(results_dir: Path, machine: str) -> list[str]:
 def find(results_dir: Path, machine: str, commit: str, env: str | None = None) -> ResultFile:
     """The result file of a commit (full hash or a prefix of at least 4) on a machine."""
     prefix = commit.lower()
-    matches = [p for p in result_files(results_dir, machine)
-               if _header(p)[0].startswith(prefix[:8]) and (env is None or _header(p)[1] == env)]
+    matches = [
+        p
+        for p in result_files(results_dir, machine)
+        if _header(p)[0].startswith(prefix[:8]) and (env is None or _header(p)[1] == env)
+    ]
     matches = [p for p in matches if load(p).commit.startswith(prefix)] if len(prefix) > 8 else matches
     if not matches:
         known = commits_with_results(results_dir, machine)
-        raise ResultsError(f"no results for commit {commit} on machine {machine}"
-                           + (f" in environment {env}" if env else "")
-                           + f"; commits with results: {', '.join(known[-20:]) or 'none'}")
+        raise ResultsError(
+            f"no results for commit {commit} on machine {machine}"
+            + (f" in environment {env}" if env else "")
+            + f"; commits with results: {', '.join(known[-20:]) or 'none'}"
+        )
     if len(matches) > 1:
         envs = sorted({_header(p)[1] for p in matches})
         commits = sorted({_header(p)[0] for p in matches})
         if len(commits) > 1:
             raise ResultsError(f"commit prefix {commit} is ambiguous: {', '.join(commits)}")
-        raise ResultsError(f"commit {commit} has results in several environments; choose one with --env "
-                           f"({', '.join(envs)})")
+        raise ResultsError(
+            f"commit {commit} has results in several environments; choose one with --env ({', '.join(envs)})"
+        )
     return load(matches[0])

@@ -23,8 +23,13 @@ BUILD_COMMIT_FILE = "BUILD_COMMIT"
 # Tells the benchmark suite (suite/benchmarks/_harness.py) which build it must be importing.
 BUILD_ENV = "TIERBENCH_ASV_BUILD"
 _PATH_KEYS = ("repo", "benchmark_dir", "env_dir", "results_dir", "html_dir")
-_PATH_DEFAULTS = {"repo": ".", "benchmark_dir": "benchmarks", "env_dir": "env", "results_dir": "results",
-                  "html_dir": "html"}
+_PATH_DEFAULTS = {
+    "repo": ".",
+    "benchmark_dir": "benchmarks",
+    "env_dir": "env",
+    "results_dir": "results",
+    "html_dir": "html",
+}
 
 
 class AsvError(RuntimeError):
@@ -118,8 +123,9 @@ def gpu_model() -> str | None:
     if not shutil.which("nvidia-smi"):
         return None
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=30)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     lines = [line.strip() for line in out.stdout.splitlines() if line.strip()]
@@ -138,8 +144,9 @@ def machine_name(gpu: str | None = None, host: str | None = None) -> str:
 
 def _git_top(folder: Path) -> Path | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=folder, capture_output=True,
-                             text=True, timeout=30)
+        out = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"], cwd=folder, capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return Path(out.stdout.strip()) if out.returncode == 0 else None
@@ -172,8 +179,10 @@ def require_commit(repo: Path, ref: str) -> str:
         branches = git(["branch", "--format=%(refname:short)"], repo).split()
     except AsvError:
         recent, branches = [], []
-    raise AsvError(f"unknown commit {ref!r} in {repo}; branches: {', '.join(branches) or 'none'}; "
-                   f"recent commits: {'; '.join(recent) or 'none'}")
+    raise AsvError(
+        f"unknown commit {ref!r} in {repo}; branches: {', '.join(branches) or 'none'}; "
+        f"recent commits: {'; '.join(recent) or 'none'}"
+    )
 
 
 def commit_list(repo: Path, spec: str) -> list[str]:
@@ -230,8 +239,20 @@ def build_commit(repo: Path, sha: str, dest: Path) -> Path:
         add_missing_package_dirs(src)
         if dest.exists():
             shutil.rmtree(dest)
-        cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-               "--no-index", "--no-compile", "--target", str(dest), str(src)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--no-compile",
+            "--target",
+            str(dest),
+            str(src),
+        ]
         out = subprocess.run(cmd, capture_output=True, text=True)
         if out.returncode:
             raise AsvError(f"building {sha[:8]} failed: {' '.join(cmd)}\n{out.stdout}{out.stderr}".strip())

@@ -83,8 +83,14 @@ def _samples(result: BenchmarkResult) -> list[float]:
     return result.samples or []
 
 
-def compare_row(key: str, base: BenchmarkResult | None, head: BenchmarkResult | None,
-                noise: NoiseModel | None, settings: Settings, drift: float = 0.0) -> Row:
+def compare_row(
+    key: str,
+    base: BenchmarkResult | None,
+    head: BenchmarkResult | None,
+    noise: NoiseModel | None,
+    settings: Settings,
+    drift: float = 0.0,
+) -> Row:
     if base is None:
         return Row(key, "new", note="no result at the base commit")
     if head is None:
@@ -93,15 +99,24 @@ def compare_row(key: str, base: BenchmarkResult | None, head: BenchmarkResult | 
         return Row(key, "incomparable", note="benchmark version changed (cases or timing settings differ)")
     for side, result in (("base", base), ("head", head)):
         if result.status != "ok":
-            return Row(key, "failed" if result.status == "failed" else "skipped",
-                       note=f"{result.status} at the {side} commit")
+            return Row(
+                key, "failed" if result.status == "failed" else "skipped", note=f"{result.status} at the {side} commit"
+            )
     level, origin = noise.lookup(key) if noise else (0.0, "no noise model")
     before, after = _samples(base), _samples(head)
     if not before or not after:
         # Without samples only asv's medians exist: show them, call nothing.
-        comparison = Comparison(base.value, head.value, head.value / base.value, float("nan"), float("nan"),
-                                float("nan"), max(settings.floor, level), "ambiguous",
-                                "no samples stored (run asv with --record-samples)")
+        comparison = Comparison(
+            base.value,
+            head.value,
+            head.value / base.value,
+            float("nan"),
+            float("nan"),
+            float("nan"),
+            max(settings.floor, level),
+            "ambiguous",
+            "no samples stored (run asv with --record-samples)",
+        )
     else:
         comparison = compare_samples(before, after, level, settings, drift)
     return Row(key, comparison.verdict, comparison, level, origin, comparison.reason, drift)
@@ -121,9 +136,15 @@ def _drift_by_case(rows: list[Row], own_providers: tuple[str, ...]) -> dict[tupl
     return drift
 
 
-def compare_results(base: ResultFile, head: ResultFile, noise: NoiseModel | None, settings: Settings,
-                    noise_source: str = "", bench: str | None = None,
-                    own_providers: tuple[str, ...] = OWN_PROVIDERS) -> Report:
+def compare_results(
+    base: ResultFile,
+    head: ResultFile,
+    noise: NoiseModel | None,
+    settings: Settings,
+    noise_source: str = "",
+    bench: str | None = None,
+    own_providers: tuple[str, ...] = OWN_PROVIDERS,
+) -> Report:
     """Every benchmark of either file (matching `bench`, a regex), worst news first.
 
     The project's own series (`own_providers`) are judged against at least the drift of the control
@@ -142,8 +163,9 @@ def compare_results(base: ResultFile, head: ResultFile, noise: NoiseModel | None
         case = (parts[0], parts[2]) if parts and parts[1] in own_providers else None
         if case in drift and row.comparison is not None and drift[case][0] > row.comparison.threshold:
             moved, control = drift[case]
-            judged = compare_row(row.key, base.results.get(row.key), head.results.get(row.key), noise, settings,
-                                 drift=moved)
+            judged = compare_row(
+                row.key, base.results.get(row.key), head.results.get(row.key), noise, settings, drift=moved
+            )
             judged.note += f"; threshold raised to the drift of the control {control}"
             report.rows[i] = judged
     order = {state: i for i, state in enumerate(("slower", "faster", "ambiguous", *OTHER_STATES, "unchanged"))}

@@ -60,8 +60,19 @@ MATMUL_FILE = "kernels/matmul.py"
 
 
 def _nightly(config: AsvConfig, machine: str, commits: list[str], bench: str | None, aa: int = 0) -> None:
-    args = ["--config", str(config.path), "--machine", machine, "--commits", ",".join(commits), "--existing-env",
-            "--skip-existing", "--no-publish", "--no-report", *(["--bench", bench] if bench else [])]
+    args = [
+        "--config",
+        str(config.path),
+        "--machine",
+        machine,
+        "--commits",
+        ",".join(commits),
+        "--existing-env",
+        "--skip-existing",
+        "--no-publish",
+        "--no-report",
+        *(["--bench", bench] if bench else []),
+    ]
     code = nightly_main(args + (["--aa", str(aa)] if aa else []))
     if code not in (0, 1):
         raise AsvError(f"tierbench nightly {' '.join(args)} failed (exit {code})")
@@ -78,8 +89,11 @@ def _report(config: AsvConfig, machine: str, base: asvresults.ResultFile, head: 
     path = noise.noise_file(config.root / "results" / "noise", machine)
     model = noise.load_model(path) if path.exists() else None
     if model is None:
-        print(f"gpu_history: no noise model {path}: only the {Settings().floor:.0%} floor guards against drift; "
-              "run the aa step first", file=sys.stderr)
+        print(
+            f"gpu_history: no noise model {path}: only the {Settings().floor:.0%} floor guards against drift; "
+            "run the aa step first",
+            file=sys.stderr,
+        )
     source = noise.shown_path(path, config.root) if model else "none"
     report = compare_results(base, head, model, Settings(), source)
     print(markdown(report))
@@ -128,10 +142,14 @@ def make_slowed_commit(repo: Path, base: str) -> str:
 
 
 def _git_env(args: list[str], repo: Path, extra: dict[str, str]) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": os.environ.get("GIT_AUTHOR_NAME", "tierbench"),
-           "GIT_AUTHOR_EMAIL": os.environ.get("GIT_AUTHOR_EMAIL", "tierbench@localhost"),
-           "GIT_COMMITTER_NAME": os.environ.get("GIT_COMMITTER_NAME", "tierbench"),
-           "GIT_COMMITTER_EMAIL": os.environ.get("GIT_COMMITTER_EMAIL", "tierbench@localhost"), **extra}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": os.environ.get("GIT_AUTHOR_NAME", "tierbench"),
+        "GIT_AUTHOR_EMAIL": os.environ.get("GIT_AUTHOR_EMAIL", "tierbench@localhost"),
+        "GIT_COMMITTER_NAME": os.environ.get("GIT_COMMITTER_NAME", "tierbench"),
+        "GIT_COMMITTER_EMAIL": os.environ.get("GIT_COMMITTER_EMAIL", "tierbench@localhost"),
+        **extra,
+    }
     out = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True)
     if out.returncode:
         raise AsvError(f"git {' '.join(args)} failed: {out.stderr.strip()}")
@@ -160,8 +178,9 @@ def expected_slowdowns() -> dict[str, float]:
         p = case.params
         a = torch.randn(p["m"], p["k"], device=device, dtype=case.dtype)
         b = torch.randn(p["k"], p["n"], device=device, dtype=case.dtype)
-        samples = timer.measure({"tuned": lambda a=a, b=b: mm.matmul(a, b),
-                                 "slow": lambda a=a, b=b: mm._matmul_forward(a, b, config=slow)})
+        samples = timer.measure(
+            {"tuned": lambda a=a, b=b: mm.matmul(a, b), "slow": lambda a=a, b=b: mm._matmul_forward(a, b, config=slow)}
+        )
         out[label] = statistics.median(samples["slow"]) / statistics.median(samples["tuned"])
     return out
 
@@ -172,8 +191,12 @@ def step_slow(config: AsvConfig, machine: str, bench: str | None) -> bool:
     print(f"== slowed commit {slowed[:8]} (branch {SLOW_BRANCH}) on top of {head[:8]}", flush=True)
     expected = expected_slowdowns()
     _nightly(config, machine, [head, slowed], bench)
-    report = _report(config, machine, asvresults.find(config.results_dir, machine, head),
-                     asvresults.find(config.results_dir, machine, slowed))
+    report = _report(
+        config,
+        machine,
+        asvresults.find(config.results_dir, machine, head),
+        asvresults.find(config.results_dir, machine, slowed),
+    )
     ok = True
     for row in report.rows:
         is_triton_matmul = row.key.startswith("matmul.Matmul.track_triton(")
@@ -183,8 +206,10 @@ def step_slow(config: AsvConfig, machine: str, bench: str | None) -> bool:
         if is_triton_matmul:
             close = want is None or abs(ratio / want - 1) < 0.25
             good = row.state == "slower" and close
-            print(f"{'PASS' if good else 'FAIL'} {row.key}: {row.state}, ratio {ratio:.2f}"
-                  + (f" (measured directly: {want:.2f})" if want else ""))
+            print(
+                f"{'PASS' if good else 'FAIL'} {row.key}: {row.state}, ratio {ratio:.2f}"
+                + (f" (measured directly: {want:.2f})" if want else "")
+            )
         else:
             good = row.state not in ("slower", "failed")
             if not good:
@@ -195,8 +220,9 @@ def step_slow(config: AsvConfig, machine: str, bench: str | None) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tierbench.suite.history.gpu_history",
-                                description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m tierbench.suite.history.gpu_history", description=__doc__.split("\n\n")[0]
+    )
     p.add_argument("--steps", default="history,aa,slow", help="comma-separated: history, aa, slow")
     p.add_argument("--commits", type=int, default=3, help="history: this many commits up to HEAD")
     p.add_argument("--aa-runs", type=int, default=3, help="aa: A/A runs behind the noise model")

@@ -42,16 +42,27 @@ SITE_MODULE = "tierbench.suite.site.command"
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tierbench nightly", description=__doc__.split("\n\n")[0],
-                                epilog=__doc__.split("\n\n", 1)[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="tierbench nightly",
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--head", action="store_true", help="measure HEAD with the installed tierbench")
     mode.add_argument("--commits", metavar="SPEC", help="a range A..B or a comma-separated list of commits")
-    p.add_argument("--existing-env", action="store_true",
-                   help="with --commits: offline builds measured in this Python (no virtualenvs, no network)")
-    p.add_argument("--aa", type=int, default=0, metavar="N",
-                   help="after --head or --existing-env: N A/A runs of the last commit, then relearn noise")
+    p.add_argument(
+        "--existing-env",
+        action="store_true",
+        help="with --commits: offline builds measured in this Python (no virtualenvs, no network)",
+    )
+    p.add_argument(
+        "--aa",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after --head or --existing-env: N A/A runs of the last commit, then relearn noise",
+    )
     p.add_argument("--skip-existing", action="store_true", help="skip commits that already have results")
     p.add_argument("--machine", help="asv machine name (default: <gpu model>-<host> or cpu-<host>)")
     p.add_argument("--config", help="asv config (default: asv.conf.json of this checkout)")
@@ -81,8 +92,9 @@ def run_offline(config: AsvConfig, machine: str, shas: list[str], args: argparse
         folder = build_commit(config.repo, sha, config.root / ".asv" / "builds" / sha[:12])
         env = env_with_build(folder)
         env[BUILD_ENV] = str(folder)
-        code = run_asv(["run", "--python=same", "--set-commit-hash", sha, *_run_args(machine, args.bench)],
-                       config.path, env)
+        code = run_asv(
+            ["run", "--python=same", "--set-commit-hash", sha, *_run_args(machine, args.bench)], config.path, env
+        )
         worst, build = max(worst, code), str(folder)
     return worst, build
 
@@ -90,9 +102,11 @@ def run_offline(config: AsvConfig, machine: str, shas: list[str], args: argparse
 def check_installed(sha: str) -> None:
     have, where = installed_commit()
     if have != sha:
-        raise AsvError(f"the tierbench this Python imports is at {(have or 'an unknown commit')[:8]} ({where}), "
-                       f"not HEAD {sha[:8]}: install this checkout (pip install -e .) or use "
-                       f"--commits {sha[:8]} --existing-env")
+        raise AsvError(
+            f"the tierbench this Python imports is at {(have or 'an unknown commit')[:8]} ({where}), "
+            f"not HEAD {sha[:8]}: install this checkout (pip install -e .) or use "
+            f"--commits {sha[:8]} --existing-env"
+        )
     if "uncommitted" in where:
         print(f"tierbench nightly: warning: {where}: results are stored as {sha[:8]}", file=sys.stderr)
 
@@ -133,8 +147,9 @@ def nightly(args: argparse.Namespace, config: AsvConfig) -> int:
                 print(f"tierbench nightly: {sha[:8]} has results on {machine}; skipped")
                 code = 0
             else:
-                code = run_asv(["run", "--python=same", "--set-commit-hash", sha, *_run_args(machine, args.bench)],
-                               config.path)
+                code = run_asv(
+                    ["run", "--python=same", "--set-commit-hash", sha, *_run_args(machine, args.bench)], config.path
+                )
             aa_env, last = None, sha
         elif args.commits and args.existing_env:
             shas = commit_list(config.repo, args.commits)
@@ -161,8 +176,10 @@ def nightly(args: argparse.Namespace, config: AsvConfig) -> int:
     if args.aa:
         root = config.root / "results" / "noise"
         model = noise.learn(noise.load_aa_runs(root, machine), machine)
-        print(f"tierbench nightly: noise model {noise.save(model, noise.noise_file(root, machine))} "
-              f"({len(model.noise)} benchmarks)")
+        print(
+            f"tierbench nightly: noise model {noise.save(model, noise.noise_file(root, machine))} "
+            f"({len(model.noise)} benchmarks)"
+        )
     if not args.no_publish and asvresults.machines(config.results_dir):
         if run_asv(["publish"], config.path):
             raise AsvError("asv publish failed")

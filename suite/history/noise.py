@@ -108,8 +108,7 @@ def load_model(path: Path) -> NoiseModel:
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        raise ResultsError(f"no noise model {path}: learn one with `tierbench compare --learn-noise COMMIT`") \
-            from None
+        raise ResultsError(f"no noise model {path}: learn one with `tierbench compare --learn-noise COMMIT`") from None
     except json.JSONDecodeError as exc:
         raise ResultsError(f"{path} is not JSON: {exc}") from None
     if data.get("format") != NOISE_FORMAT:

@@ -7,9 +7,17 @@ import math
 
 from .compare import Report, Row
 
-_STATE_MARK = {"slower": "🔴 slower", "faster": "🟢 faster", "ambiguous": "🟡 ambiguous",
-               "unchanged": "unchanged", "failed": "failed", "skipped": "skipped", "new": "new",
-               "gone": "gone", "incomparable": "incomparable"}
+_STATE_MARK = {
+    "slower": "🔴 slower",
+    "faster": "🟢 faster",
+    "ambiguous": "🟡 ambiguous",
+    "unchanged": "unchanged",
+    "failed": "failed",
+    "skipped": "skipped",
+    "new": "new",
+    "gone": "gone",
+    "incomparable": "incomparable",
+}
 _COLOURS = {"slower": "#fde2e1", "faster": "#e0f5e3", "ambiguous": "#fff5cc"}
 
 
@@ -38,8 +46,7 @@ def _cells(row: Row) -> list[str]:
     p = f"{c.p_value:.2g}" if c and math.isfinite(c.p_value) else ""
     limit = f"{c.threshold:.1%}" if c else ""
     noise = f"{row.noise:.1%} ({row.noise_origin})" if row.noise is not None else ""
-    return [_STATE_MARK[row.state], row.key, before, after, format_ratio(row) if c else "", p, limit, noise,
-            row.note]
+    return [_STATE_MARK[row.state], row.key, before, after, format_ratio(row) if c else "", p, limit, noise, row.note]
 
 
 HEADER = ["verdict", "benchmark", "before", "after", "ratio [CI]", "p", "threshold", "noise (A/A)", "why"]
@@ -47,16 +54,17 @@ HEADER = ["verdict", "benchmark", "before", "after", "ratio [CI]", "p", "thresho
 
 def summary(report: Report) -> str:
     parts = [f"{report.count(s)} {s}" for s in ("slower", "faster", "ambiguous", "unchanged")]
-    others = [f"{report.count(s)} {s}" for s in ("failed", "skipped", "new", "gone", "incomparable")
-              if report.count(s)]
+    others = [f"{report.count(s)} {s}" for s in ("failed", "skipped", "new", "gone", "incomparable") if report.count(s)]
     return ", ".join(parts + others)
 
 
 def settings_line(report: Report) -> str:
     s = report.settings
-    return (f"floor {s.floor:.0%}, α {s.alpha:g}, {s.confidence:.0%} interval (Hodges-Lehmann), "
-            f"Mann-Whitney U on samples, threshold = max(floor, {s.noise_factor:g} × A/A noise); "
-            f"noise: {report.noise_source}")
+    return (
+        f"floor {s.floor:.0%}, α {s.alpha:g}, {s.confidence:.0%} interval (Hodges-Lehmann), "
+        f"Mann-Whitney U on samples, threshold = max(floor, {s.noise_factor:g} × A/A noise); "
+        f"noise: {report.noise_source}"
+    )
 
 
 def drift_line(report: Report) -> str | None:
@@ -66,9 +74,11 @@ def drift_line(report: Report) -> str | None:
         return None
     named = ", ".join(f"{r.key} x{r.comparison.ratio:.3f}" for r in moved[:4]) + (" ..." if len(moved) > 4 else "")
     own = "/".join(report.own_providers)
-    return (f"Machine drift: {len(moved)} control series (code this project does not build) moved: {named}. "
-            f"The machine's state differed between the two runs, or the harness changed; {own} series of the "
-            f"same cases are judged against at least that change.")
+    return (
+        f"Machine drift: {len(moved)} control series (code this project does not build) moved: {named}. "
+        f"The machine's state differed between the two runs, or the harness changed; {own} series of the "
+        f"same cases are judged against at least that change."
+    )
 
 
 def title(report: Report) -> str:
@@ -99,7 +109,7 @@ def html_page(report: Report) -> str:
     for row in report.rows:
         style = f' style="background:{_COLOURS[row.state]}"' if row.state in _COLOURS else ""
         cells = "".join(f"<td>{esc(c)}</td>" for c in _cells(row))
-        body.append(f"<tr class=\"{esc(row.state)}\"{style}>{cells}</tr>")
+        body.append(f'<tr class="{esc(row.state)}"{style}>{cells}</tr>')
     verdict = "Performance regression" if report.regressions else "No confirmed regression"
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(title(report))}</title>

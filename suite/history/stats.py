@@ -55,8 +55,9 @@ def _thin(values: Sequence[float], keep: int) -> list[float]:
     return [values[round(i * step)] for i in range(keep)]
 
 
-def hodges_lehmann_ratio(before: Sequence[float], after: Sequence[float],
-                         confidence: float = 0.99) -> tuple[float, float, float]:
+def hodges_lehmann_ratio(
+    before: Sequence[float], after: Sequence[float], confidence: float = 0.99
+) -> tuple[float, float, float]:
     """(ratio, low, high): the Hodges-Lehmann shift of log(after) - log(before), as a ratio, with its CI.
 
     The interval is the distribution-free one: the k-th smallest and largest pairwise differences, k from
@@ -94,8 +95,13 @@ def threshold(settings: Settings, noise: float) -> float:
     return max(settings.floor, settings.noise_factor * max(noise, 0.0))
 
 
-def compare_samples(before: Sequence[float], after: Sequence[float], noise: float = 0.0,
-                    settings: Settings | None = None, drift: float = 0.0) -> Comparison:
+def compare_samples(
+    before: Sequence[float],
+    after: Sequence[float],
+    noise: float = 0.0,
+    settings: Settings | None = None,
+    drift: float = 0.0,
+) -> Comparison:
     """The verdict on one benchmark: slower, faster, unchanged or ambiguous, with the numbers behind it.
 
     `drift`: a change the machine itself made between the two runs (see compare.py); the threshold is at
@@ -106,9 +112,18 @@ def compare_samples(before: Sequence[float], after: Sequence[float], noise: floa
         med_b = statistics.median(before) if before else math.nan
         med_a = statistics.median(after) if after else math.nan
         ratio = med_a / med_b if before and after and med_b > 0 else math.nan
-        return Comparison(med_b, med_a, ratio, math.nan, math.nan, math.nan, limit, "ambiguous",
-                          f"too few samples ({len(before)} before, {len(after)} after; "
-                          f"need {settings.min_samples}: record with --record-samples, not --quick)")
+        return Comparison(
+            med_b,
+            med_a,
+            ratio,
+            math.nan,
+            math.nan,
+            math.nan,
+            limit,
+            "ambiguous",
+            f"too few samples ({len(before)} before, {len(after)} after; "
+            f"need {settings.min_samples}: record with --record-samples, not --quick)",
+        )
     ratio, low, high = hodges_lehmann_ratio(before, after, settings.confidence)
     p = mann_whitney_p(before, after)
     band = math.log1p(limit)
@@ -126,8 +141,7 @@ def compare_samples(before: Sequence[float], after: Sequence[float], noise: floa
         verdict, reason = "ambiguous", f"p={p:.2g} but the interval crosses ±{pct}"
     else:
         verdict, reason = "ambiguous", f"not significant (p={p:.2g}) yet the interval reaches past ±{pct}"
-    return Comparison(statistics.median(before), statistics.median(after), ratio, low, high, p, limit,
-                      verdict, reason)
+    return Comparison(statistics.median(before), statistics.median(after), ratio, low, high, p, limit, verdict, reason)
 
 
 def _check_positive(values: Sequence[float], what: str) -> None:

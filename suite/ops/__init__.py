@@ -8,8 +8,7 @@ from . import attention, matmul, norm
 from .base import Case, Op, WorkModel
 
 OPS: dict[str, Op] = {
-    op.name: op
-    for op in (matmul.OP, norm.LAYER_NORM, norm.RMS_NORM, norm.BIAS_GELU_LAYER_NORM, attention.OP)
+    op.name: op for op in (matmul.OP, norm.LAYER_NORM, norm.RMS_NORM, norm.BIAS_GELU_LAYER_NORM, attention.OP)
 }
 
 FAMILIES: dict[str, tuple[str, ...]] = {

@@ -20,14 +20,20 @@ def cases(conf: Any) -> list[Case]:
         for mode in conf.modes:
             for head_dim in conf.head_dims:
                 if conf.model_dim % head_dim:
-                    raise ValueError(f"attention.model_dim={conf.model_dim} is not a multiple of "
-                                     f"head_dim={head_dim}")
+                    raise ValueError(f"attention.model_dim={conf.model_dim} is not a multiple of head_dim={head_dim}")
                 heads = conf.model_dim // head_dim
                 for causal in causal_values:
                     for seq in conf.seq_lens:
                         batch = max(1, conf.tokens // seq)
-                        params = {"batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim,
-                                  "causal": causal, "dtype": choice_name(dtype), "mode": choice_name(mode)}
+                        params = {
+                            "batch": batch,
+                            "heads": heads,
+                            "seq": seq,
+                            "head_dim": head_dim,
+                            "causal": causal,
+                            "dtype": choice_name(dtype),
+                            "mode": choice_name(mode),
+                        }
                         label = f"B{batch} H{heads} S{seq} D{head_dim}" + (" causal" if causal else "")
                         out.append(Case("attention", "attention", params, label, x=float(seq)))
     return out
@@ -43,8 +49,9 @@ def options(case: Case) -> dict[str, Any]:
     return {"causal": case.params["causal"], "scale": 1.0 / math.sqrt(case.params["head_dim"])}
 
 
-def attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
-                  scale: float | None = None) -> torch.Tensor:
+def attention_ref(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False, scale: float | None = None
+) -> torch.Tensor:
     """Exact softmax attention in float64 (CPU) or float32 (GPU), chunked over query rows.
 
     Causal is top-left aligned, as SDPA's is_causal: query i attends to keys 0..i.
@@ -88,5 +95,4 @@ def work(case: Case) -> WorkModel:
     return WorkModel(flops=flops, min_bytes=float(4 * b * h * s * d * element_size(case)))
 
 
-OP = Op(name="attention", family="attention", make_inputs=make_inputs, reference=reference, work=work,
-        options=options)
+OP = Op(name="attention", family="attention", make_inputs=make_inputs, reference=reference, work=work, options=options)

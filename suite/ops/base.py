@@ -61,8 +61,14 @@ class Op:
     options: Callable[[Case], dict[str, Any]] = field(default=lambda case: {})
 
 
-def randn(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, gen: torch.Generator,
-          scale: float = 1.0, shift: float = 0.0) -> torch.Tensor:
+def randn(
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
+    device: torch.device,
+    gen: torch.Generator,
+    scale: float = 1.0,
+    shift: float = 0.0,
+) -> torch.Tensor:
     """Seeded normal values drawn in float32 on the generator's device, then cast: never zeros."""
     t = torch.randn(shape, generator=gen, device=gen.device, dtype=torch.float32)
     if scale != 1.0 or shift != 0.0:

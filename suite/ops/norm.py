@@ -20,8 +20,7 @@ def cases_for(kind: str, conf: Any) -> list[Case]:
         for mode in conf.modes:
             for rows in conf.rows:
                 for hidden in conf.hidden:
-                    params = {"rows": rows, "hidden": hidden, "dtype": choice_name(dtype),
-                              "mode": choice_name(mode)}
+                    params = {"rows": rows, "hidden": hidden, "dtype": choice_name(dtype), "mode": choice_name(mode)}
                     out.append(Case(kind, "norm", params, f"{rows}x{hidden}", x=float(rows * hidden)))
     return out
 
@@ -41,18 +40,24 @@ def _param(case: Case, device: torch.device, gen: torch.Generator, shift: float)
 
 
 def layer_norm_inputs(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, torch.Tensor]:
-    return {"x": _x(case, device, gen), "weight": _param(case, device, gen, 1.0),
-            "bias": _param(case, device, gen, 0.0)}
+    return {
+        "x": _x(case, device, gen),
+        "weight": _param(case, device, gen, 1.0),
+        "bias": _param(case, device, gen, 0.0),
+    }
 
 
 def rms_norm_inputs(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, torch.Tensor]:
     return {"x": _x(case, device, gen), "weight": _param(case, device, gen, 1.0)}
 
 
-def bias_gelu_layer_norm_inputs(case: Case, device: torch.device,
-                                gen: torch.Generator) -> dict[str, torch.Tensor]:
-    return {"x": _x(case, device, gen), "bias": _param(case, device, gen, 0.0),
-            "weight": _param(case, device, gen, 1.0), "ln_bias": _param(case, device, gen, 0.0)}
+def bias_gelu_layer_norm_inputs(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    return {
+        "x": _x(case, device, gen),
+        "bias": _param(case, device, gen, 0.0),
+        "weight": _param(case, device, gen, 1.0),
+        "ln_bias": _param(case, device, gen, 0.0),
+    }
 
 
 def _hi(t: torch.Tensor | None) -> torch.Tensor | None:
@@ -63,8 +68,9 @@ def _hi(t: torch.Tensor | None) -> torch.Tensor | None:
 
 
 # The references, on plain tensors: shared by the suite, the asv benchmarks and the kernel tests.
-def layer_norm_ref(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
-                   eps: float = LAYER_NORM_EPS) -> torch.Tensor:
+def layer_norm_ref(
+    x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float = LAYER_NORM_EPS
+) -> torch.Tensor:
     x = _hi(x)
     return F.layer_norm(x, x.shape[-1:], _hi(weight), _hi(bias), eps)
 
@@ -75,8 +81,13 @@ def rms_norm_ref(x: torch.Tensor, weight: torch.Tensor | None, eps: float = RMS_
     return y if weight is None else y * _hi(weight)
 
 
-def bias_gelu_layer_norm_ref(x: torch.Tensor, bias: torch.Tensor, weight: torch.Tensor | None,
-                             ln_bias: torch.Tensor | None, eps: float = LAYER_NORM_EPS) -> torch.Tensor:
+def bias_gelu_layer_norm_ref(
+    x: torch.Tensor,
+    bias: torch.Tensor,
+    weight: torch.Tensor | None,
+    ln_bias: torch.Tensor | None,
+    eps: float = LAYER_NORM_EPS,
+) -> torch.Tensor:
     h = _hi(x) + _hi(bias)
     h = 0.5 * h * (1.0 + torch.erf(h / math.sqrt(2.0)))  # exact GELU
     return F.layer_norm(h, h.shape[-1:], _hi(weight), _hi(ln_bias), eps)
@@ -104,10 +115,22 @@ def _work(n_params: int, flops_per_element: float):
     return work
 
 
-LAYER_NORM = Op("layer_norm", "norm", layer_norm_inputs, layer_norm_reference, _work(2, 8.0),
-                options=lambda case: {"eps": LAYER_NORM_EPS})
-RMS_NORM = Op("rms_norm", "norm", rms_norm_inputs, rms_norm_reference, _work(1, 5.0),
-              options=lambda case: {"eps": RMS_NORM_EPS})
-BIAS_GELU_LAYER_NORM = Op("bias_gelu_layer_norm", "norm", bias_gelu_layer_norm_inputs,
-                          bias_gelu_layer_norm_reference, _work(3, 20.0),
-                          options=lambda case: {"eps": LAYER_NORM_EPS})
+LAYER_NORM = Op(
+    "layer_norm",
+    "norm",
+    layer_norm_inputs,
+    layer_norm_reference,
+    _work(2, 8.0),
+    options=lambda case: {"eps": LAYER_NORM_EPS},
+)
+RMS_NORM = Op(
+    "rms_norm", "norm", rms_norm_inputs, rms_norm_reference, _work(1, 5.0), options=lambda case: {"eps": RMS_NORM_EPS}
+)
+BIAS_GELU_LAYER_NORM = Op(
+    "bias_gelu_layer_norm",
+    "norm",
+    bias_gelu_layer_norm_inputs,
+    bias_gelu_layer_norm_reference,
+    _work(3, 20.0),
+    options=lambda case: {"eps": LAYER_NORM_EPS},
+)

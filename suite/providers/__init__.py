@@ -18,8 +18,12 @@ BASELINES: dict[str, tuple[str, ...]] = {
 
 
 def all_providers(compile_modes: list[str] | None = None, dynamic: bool = False) -> list[Provider]:
-    return (vendor.providers() + compiler.providers(compile_modes or ["default"], dynamic)
-            + triton_tier.providers() + cuda_tier.providers())
+    return (
+        vendor.providers()
+        + compiler.providers(compile_modes or ["default"], dynamic)
+        + triton_tier.providers()
+        + cuda_tier.providers()
+    )
 
 
 __all__ = ["Provider", "Unavailable", "TIERS", "BASELINES", "all_providers"]

@@ -64,8 +64,9 @@ def needs_cuda(device: torch.device) -> str | None:
     return None if device.type == "cuda" else f"needs a CUDA GPU (running on {device.type})"
 
 
-def needs_compute_capability(device: torch.device, major: int, minor: int = 0,
-                             below: tuple[int, int] | None = None) -> str | None:
+def needs_compute_capability(
+    device: torch.device, major: int, minor: int = 0, below: tuple[int, int] | None = None
+) -> str | None:
     """None when the GPU's compute capability is in [major.minor, below), else the reason."""
     reason = needs_cuda(device)
     if reason:

@@ -16,8 +16,7 @@ from .base import Inputs, Prepared, Provider
 from .vendor import EAGER
 
 
-def attention_math(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
-                   scale: float) -> torch.Tensor:
+def attention_math(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float) -> torch.Tensor:
     scores = (q @ k.transpose(-1, -2)) * scale
     if causal:
         seq_q, seq_k = q.shape[-2], k.shape[-2]
@@ -53,9 +52,9 @@ def _compiled(op: str, mode: str, dynamic: bool) -> Callable[..., torch.Tensor]:
         torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 1024)
         if hasattr(torch._dynamo.config, "accumulated_cache_size_limit"):
             torch._dynamo.config.accumulated_cache_size_limit = max(
-                torch._dynamo.config.accumulated_cache_size_limit, 4096)
-        _COMPILED[key] = torch.compile(FORMULATIONS[op], mode=mode, fullgraph=True,
-                                       dynamic=None if dynamic else False)
+                torch._dynamo.config.accumulated_cache_size_limit, 4096
+            )
+        _COMPILED[key] = torch.compile(FORMULATIONS[op], mode=mode, fullgraph=True, dynamic=None if dynamic else False)
     return _COMPILED[key]
 
 
@@ -76,6 +75,3 @@ def providers(modes: list[str], dynamic: bool = False) -> list[Provider]:
         name = "compile" if mode == "default" else f"compile-{mode}"
         out += [Provider(name, "compiler", op, _prepare(op, mode, dynamic)) for op in FORMULATIONS]
     return out
-
-
-

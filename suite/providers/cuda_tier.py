@@ -86,8 +86,9 @@ def _installed_version(distributions: tuple[str, ...], owner_of: str | None) -> 
     return None
 
 
-def package_version_of(distributions: tuple[str, ...], owner_of: str | None = None,
-                       module: str | None = None) -> str | None:
+def package_version_of(
+    distributions: tuple[str, ...], owner_of: str | None = None, module: str | None = None
+) -> str | None:
     """The first installed of `distributions`, else the distribution owning the top-level module `owner_of`,
     else the `__version__` of `module` if it is already imported (never imported here: records stay cheap)."""
     found = _installed_version(distributions, owner_of)
@@ -146,8 +147,10 @@ def flash_attn_3_rule(cc: CC, dtype: str, head_dim: int) -> str | None:
     if cc < (8, 0):
         return _too_old(cc, "flash-attn-3", (8, 0))
     if cc >= (10, 0):
-        return (f"compute capability {_cc(cc)} not supported: flash-attn-3 has kernels for 8.x and 9.0 only "
-                f"(Hopper build); on Blackwell use flash-attn-4")
+        return (
+            f"compute capability {_cc(cc)} not supported: flash-attn-3 has kernels for 8.x and 9.0 only "
+            f"(Hopper build); on Blackwell use flash-attn-4"
+        )
     if reason := _dtype_problem(dtype, "flash-attn-3"):
         return reason
     if head_dim % 8 or not 8 <= head_dim <= 256:
@@ -177,14 +180,15 @@ def flash_attn_4_rule(cc: CC, dtype: str, head_dim: int) -> str | None:
     if major == 9 and head_dim > 256:
         return f"head_dim {head_dim} unsupported: flash-attn-4 on 9.x takes multiples of 8 up to 256"
     if major in (10, 11) and head_dim > 128 and head_dim != 256:
-        return (f"head_dim {head_dim} unsupported: flash-attn-4 on {major}.x takes multiples of 8 up to 128, "
-                f"or 256")
+        return f"head_dim {head_dim} unsupported: flash-attn-4 on {major}.x takes multiples of 8 up to 128, or 256"
     if major in (8, 12):
         smem = _FA4_SM80_PATH_SMEM.get(cc, _SMALL_SMEM)
         largest = min(256, smem // 512 // 8 * 8)
         if head_dim > largest:
-            return (f"head_dim {head_dim} unsupported: flash-attn-4 on {_cc(cc)} (SM80-MMA kernel, "
-                    f"{smem // 1024} KB shared memory) takes multiples of 8 up to {largest}")
+            return (
+                f"head_dim {head_dim} unsupported: flash-attn-4 on {_cc(cc)} (SM80-MMA kernel, "
+                f"{smem // 1024} KB shared memory) takes multiples of 8 up to {largest}"
+            )
     return None
 
 
@@ -213,16 +217,36 @@ class FlashAttnPackage:
 
 FLASH_ATTN = (
     FlashAttnPackage(
-        "flash-attn-2", "flash_attn.flash_attn_interface", "flash_attn_func", ("flash-attn",), None,
-        "flash_attn", "pip install flash-attn --no-build-isolation (compiles CUDA sources: needs nvcc)",
-        flash_attn_2_rule),
+        "flash-attn-2",
+        "flash_attn.flash_attn_interface",
+        "flash_attn_func",
+        ("flash-attn",),
+        None,
+        "flash_attn",
+        "pip install flash-attn --no-build-isolation (compiles CUDA sources: needs nvcc)",
+        flash_attn_2_rule,
+    ),
     FlashAttnPackage(
-        "flash-attn-3", "flash_attn_interface", "flash_attn_func", ("flash-attn-3",), "flash_attn_interface",
-        "flash_attn_3", "flash-attn-3 (distribution flash_attn_3) is not on PyPI: build it from the "
-        "flash-attention repository, cd hopper && python setup.py install (needs nvcc 12.3+)", flash_attn_3_rule),
+        "flash-attn-3",
+        "flash_attn_interface",
+        "flash_attn_func",
+        ("flash-attn-3",),
+        "flash_attn_interface",
+        "flash_attn_3",
+        "flash-attn-3 (distribution flash_attn_3) is not on PyPI: build it from the "
+        "flash-attention repository, cd hopper && python setup.py install (needs nvcc 12.3+)",
+        flash_attn_3_rule,
+    ),
     FlashAttnPackage(
-        "flash-attn-4", "flash_attn.cute", "flash_attn_func", ("flash-attn-4",), None,
-        None, "pip install flash-attn-4 (flash-attn-4[cu13] on CUDA 13)", flash_attn_4_rule),
+        "flash-attn-4",
+        "flash_attn.cute",
+        "flash_attn_func",
+        ("flash-attn-4",),
+        None,
+        None,
+        "pip install flash-attn-4 (flash-attn-4[cu13] on CUDA 13)",
+        flash_attn_4_rule,
+    ),
 )
 
 
@@ -321,13 +345,31 @@ def _quack_prepare(op: str) -> Callable[[Inputs, dict[str, Any], Case], Prepared
 
 def providers() -> list[Provider]:
     out: list[Provider] = [
-        CudaTierProvider(pkg.provider, "cuda", "attention", _flash_prepare(pkg), _flash_why(pkg),
-                         package=pkg.distributions[0], to_op_layout=_heads_first,
-                         distributions=pkg.distributions, owner_of=pkg.owner_of,
-                         version_module=pkg.version_module)
+        CudaTierProvider(
+            pkg.provider,
+            "cuda",
+            "attention",
+            _flash_prepare(pkg),
+            _flash_why(pkg),
+            package=pkg.distributions[0],
+            to_op_layout=_heads_first,
+            distributions=pkg.distributions,
+            owner_of=pkg.owner_of,
+            version_module=pkg.version_module,
+        )
         for pkg in FLASH_ATTN
     ]
-    out += [CudaTierProvider("quack", "cuda", op, _quack_prepare(op), _quack_why(op), package="quack-kernels",
-                             distributions=("quack-kernels",), version_module="quack")
-            for op in QUACK_FUNCTIONS]
+    out += [
+        CudaTierProvider(
+            "quack",
+            "cuda",
+            op,
+            _quack_prepare(op),
+            _quack_why(op),
+            package="quack-kernels",
+            distributions=("quack-kernels",),
+            version_module="quack",
+        )
+        for op in QUACK_FUNCTIONS
+    ]
     return out

@@ -34,10 +34,10 @@ _CALLS: dict[str, Callable[[Any, Inputs, dict[str, Any]], Prepared]] = {
     "matmul": lambda K, i, o: lambda: K.matmul(i["a"], i["b"]),
     "layer_norm": lambda K, i, o: lambda: K.layer_norm(i["x"], i["weight"], i["bias"], eps=o["eps"]),
     "rms_norm": lambda K, i, o: lambda: K.rms_norm(i["x"], i["weight"], eps=o["eps"]),
-    "bias_gelu_layer_norm": lambda K, i, o: lambda: K.bias_gelu_layer_norm(
-        i["x"], i["bias"], i["weight"], i["ln_bias"], eps=o["eps"]),
-    "attention": lambda K, i, o: lambda: K.attention(i["q"], i["k"], i["v"], causal=o["causal"],
-                                                     scale=o["scale"]),
+    "bias_gelu_layer_norm": lambda K, i, o: (
+        lambda: K.bias_gelu_layer_norm(i["x"], i["bias"], i["weight"], i["ln_bias"], eps=o["eps"])
+    ),
+    "attention": lambda K, i, o: lambda: K.attention(i["q"], i["k"], i["v"], causal=o["causal"], scale=o["scale"]),
 }
 
 
@@ -60,5 +60,15 @@ def _describe_launch(op: str) -> Callable[[], str | None]:
 
 
 def providers() -> list[Provider]:
-    return [Provider("triton", "triton", op, _prepare(op), _why_unavailable, package="triton",
-                     describe_launch=_describe_launch(op)) for op in _CALLS]
+    return [
+        Provider(
+            "triton",
+            "triton",
+            op,
+            _prepare(op),
+            _why_unavailable,
+            package="triton",
+            describe_launch=_describe_launch(op),
+        )
+        for op in _CALLS
+    ]

@@ -25,8 +25,9 @@ def eager_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.T
     return F.rms_norm(x, x.shape[-1:], weight, eps)
 
 
-def eager_bias_gelu_layer_norm(x: torch.Tensor, bias: torch.Tensor, weight: torch.Tensor,
-                               ln_bias: torch.Tensor, eps: float) -> torch.Tensor:
+def eager_bias_gelu_layer_norm(
+    x: torch.Tensor, bias: torch.Tensor, weight: torch.Tensor, ln_bias: torch.Tensor, eps: float
+) -> torch.Tensor:
     return F.layer_norm(F.gelu(x + bias), x.shape[-1:], weight, ln_bias, eps)
 
 
@@ -35,8 +36,9 @@ EAGER = {
     "matmul": lambda i, o: eager_matmul(i["a"], i["b"]),
     "layer_norm": lambda i, o: eager_layer_norm(i["x"], i["weight"], i["bias"], o["eps"]),
     "rms_norm": lambda i, o: eager_rms_norm(i["x"], i["weight"], o["eps"]),
-    "bias_gelu_layer_norm": lambda i, o: eager_bias_gelu_layer_norm(i["x"], i["bias"], i["weight"],
-                                                                    i["ln_bias"], o["eps"]),
+    "bias_gelu_layer_norm": lambda i, o: eager_bias_gelu_layer_norm(
+        i["x"], i["bias"], i["weight"], i["ln_bias"], o["eps"]
+    ),
 }
 
 
@@ -93,6 +95,8 @@ def _sdpa_device_rule(name: str):
 
 def providers() -> list[Provider]:
     out = [Provider("eager", "vendor", op, _prepare_eager(op)) for op in EAGER]
-    out += [Provider(name, "vendor", "attention", _prepare_sdpa(backend), _sdpa_device_rule(name))
-            for name, backend in SDPA_BACKENDS.items()]
+    out += [
+        Provider(name, "vendor", "attention", _prepare_sdpa(backend), _sdpa_device_rule(name))
+        for name, backend in SDPA_BACKENDS.items()
+    ]
     return out

@@ -22,10 +22,22 @@ from pathlib import Path
 from typing import Any
 
 CHROMIUM = "/usr/bin/chromium"
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-default-apps", "--disable-extensions", "--mute-audio", "--hide-scrollbars",
-         "--no-default-browser-check", "--remote-debugging-pipe")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--mute-audio",
+    "--hide-scrollbars",
+    "--no-default-browser-check",
+    "--remote-debugging-pipe",
+)
 
 
 class BrowserError(RuntimeError):
@@ -34,8 +46,12 @@ class BrowserError(RuntimeError):
 
 def find_chromium() -> str | None:
     """The Chromium binary: $TIERBENCH_CHROMIUM, else Debian's /usr/bin/chromium, else one on PATH."""
-    for candidate in (os.environ.get("TIERBENCH_CHROMIUM"), CHROMIUM, shutil.which("chromium"),
-                      shutil.which("chromium-browser")):
+    for candidate in (
+        os.environ.get("TIERBENCH_CHROMIUM"),
+        CHROMIUM,
+        shutil.which("chromium"),
+        shutil.which("chromium-browser"),
+    ):
         if candidate and os.access(candidate, os.X_OK):
             return candidate
     return None
@@ -51,12 +67,15 @@ class PageLoad:
 class Browser:
     """One headless Chromium; `load` opens a page in a fresh tab and reports what went wrong there."""
 
-    def __init__(self, binary: str | None = None, width: int = 1280, height: int = 900,
-                 timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, binary: str | None = None, width: int = 1280, height: int = 900, timeout_s: float = 30.0
+    ) -> None:
         self.binary = binary or find_chromium()
         if not self.binary:
-            raise BrowserError(f"no Chromium found (looked for $TIERBENCH_CHROMIUM, {CHROMIUM} and PATH); "
-                               "install it with: apt-get install -y chromium")
+            raise BrowserError(
+                f"no Chromium found (looked for $TIERBENCH_CHROMIUM, {CHROMIUM} and PATH); "
+                "install it with: apt-get install -y chromium"
+            )
         self.width, self.height, self.timeout_s = width, height, timeout_s
         self._next_id = 0
         self._inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
@@ -72,11 +91,14 @@ class Browser:
         # bash (dash takes one-digit fds only) puts our pipe ends at fds 3 and 4, where Chromium
         # expects them, then becomes Chromium.
         script = f'exec "$0" "$@" 3<&{to_child_r} 4>&{from_child_w} {to_child_r}<&- {from_child_w}>&-'
-        args = [*FLAGS, f"--user-data-dir={self._profile}", f"--window-size={self.width},{self.height}",
-                "about:blank"]
-        self._proc = subprocess.Popen(["bash", "-c", script, self.binary, *args],
-                                      pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        args = [*FLAGS, f"--user-data-dir={self._profile}", f"--window-size={self.width},{self.height}", "about:blank"]
+        self._proc = subprocess.Popen(
+            ["bash", "-c", script, self.binary, *args],
+            pass_fds=(to_child_r, from_child_w),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         os.close(to_child_r)
         os.close(from_child_w)
         threading.Thread(target=self._reader, daemon=True).start()
@@ -161,29 +183,38 @@ class Browser:
 
     # -- pages --------------------------------------------------------------------------------------
 
-    def load(self, url: str, probe: str | None = None, screenshot: str | Path | None = None,
-             full_height_max: int = 4000) -> PageLoad:
+    def load(
+        self, url: str, probe: str | None = None, screenshot: str | Path | None = None, full_height_max: int = 4000
+    ) -> PageLoad:
         """Open url, wait for its load event, run the probe expression, maybe save a PNG, close the tab."""
         target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         try:
             for domain in ("Runtime", "Log", "Page"):
                 self.call(f"{domain}.enable", session=session)
-            self.call("Emulation.setDeviceMetricsOverride", {"width": self.width, "height": self.height,
-                                                             "deviceScaleFactor": 1, "mobile": False},
-                      session=session)
+            self.call(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": self.width, "height": self.height, "deviceScaleFactor": 1, "mobile": False},
+                session=session,
+            )
             self._events = [e for e in self._events if e.get("sessionId") != session]
             nav = self.call("Page.navigate", {"url": url}, session=session)
             if nav.get("errorText"):
                 raise BrowserError(f"{url}: {nav['errorText']}")
             self._wait_event("Page.loadEventFired", session)
             # One more round trip lets scripts run by the load event report their errors.
-            self.call("Runtime.evaluate", {"expression": "new Promise(r => setTimeout(r, 50))",
-                                           "awaitPromise": True}, session=session)
+            self.call(
+                "Runtime.evaluate",
+                {"expression": "new Promise(r => setTimeout(r, 50))", "awaitPromise": True},
+                session=session,
+            )
             result = PageLoad(url)
             if probe:
-                answer = self.call("Runtime.evaluate", {"expression": probe, "returnByValue": True,
-                                                        "awaitPromise": True}, session=session)
+                answer = self.call(
+                    "Runtime.evaluate",
+                    {"expression": probe, "returnByValue": True, "awaitPromise": True},
+                    session=session,
+                )
                 if "exceptionDetails" in answer:
                     result.errors.append("probe failed: " + _exception_text(answer["exceptionDetails"]))
                 result.value = answer.get("result", {}).get("value")
@@ -197,9 +228,11 @@ class Browser:
     def _screenshot(self, session: str, path: Path, full_height_max: int) -> None:
         size = self.call("Page.getLayoutMetrics", session=session)["cssContentSize"]
         height = min(int(size["height"]) + 1, full_height_max)
-        self.call("Emulation.setDeviceMetricsOverride", {"width": self.width, "height": height,
-                                                         "deviceScaleFactor": 1, "mobile": False},
-                  session=session)
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": self.width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+            session=session,
+        )
         data = self.call("Page.captureScreenshot", {"format": "png"}, session=session)["data"]
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")

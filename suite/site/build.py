@@ -63,8 +63,9 @@ def device_views(selected: list[runs.Run], explicit: bool, ceilings_dir: Path) -
         stand_ins = [run for run in earlier if any(id(r) in chosen for r in run.records)]
         newest_run = max(merged, key=lambda run: run.finished)
         found = load_for_run(newest_run.path) or runs.find_ceilings(ceilings_dir, newest_run.env)
-        views.append(model.DeviceView(device, merged + stand_ins, records, found,
-                                      frozenset(r.run_id for r in stand_ins)))
+        views.append(
+            model.DeviceView(device, merged + stand_ins, records, found, frozenset(r.run_id for r in stand_ins))
+        )
     return views
 
 
@@ -82,8 +83,7 @@ def _copy_report(run: runs.Run, ceilings_dir: Path, out: Path) -> Path:
     return write_atomic(target, report_html.render(run.records, run.run_id, ceilings), out)
 
 
-def build(runs_dir: Path, out: Path, asv_dir: Path, ceilings_dir: Path,
-          run_ids: list[str] | None = None) -> SiteResult:
+def build(runs_dir: Path, out: Path, asv_dir: Path, ceilings_dir: Path, run_ids: list[str] | None = None) -> SiteResult:
     """Build the site; raises runs.SelectionError for unknown run ids, and for no runs unless asv has
     history to show (the nightly job publishes history before any run exists)."""
     every = runs.load_runs(runs_dir)

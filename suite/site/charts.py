@@ -44,8 +44,13 @@ class CommitHovers:
     def add(self, point: tuple[str, str, str, float]) -> int:
         """point: (machine, short commit hash, date, value); returns its row."""
         machine, commit, date, value = point
-        self.rows.append([self.machines.setdefault(machine, len(self.machines)),
-                          self.commits.setdefault((commit, date), len(self.commits)), float(f"{value:.4g}")])
+        self.rows.append(
+            [
+                self.machines.setdefault(machine, len(self.machines)),
+                self.commits.setdefault((commit, date), len(self.commits)),
+                float(f"{value:.4g}"),
+            ]
+        )
         return len(self.rows) - 1
 
     def payload(self) -> dict[str, Any]:
@@ -64,7 +69,9 @@ def marker_defs(styles: dict[str, Style]) -> str:
     markers = "".join(
         f'<marker id="m{s.index}" viewBox="-6 -6 12 12" markerWidth="12" markerHeight="12" '
         f'markerUnits="userSpaceOnUse" overflow="visible"><path d="{SHAPES[s.marker]}" fill="{s.color}" '
-        'stroke="#fff"/></marker>' for s in styles.values())
+        'stroke="#fff"/></marker>'
+        for s in styles.values()
+    )
     return f'<svg class="defs" width="0" height="0" aria-hidden="true"><defs>{markers}</defs></svg>'
 
 
@@ -75,8 +82,10 @@ def marker_css(styles: dict[str, Style]) -> str:
 
 def marker_icon(style: Style) -> str:
     """A legend swatch: the provider's marker in its color."""
-    return (f'<svg viewBox="-7 -7 14 14" width="14" height="14" aria-hidden="true">'
-            f'<path d="{SHAPES[style.marker]}" fill="{style.color}"/></svg>')
+    return (
+        f'<svg viewBox="-7 -7 14 14" width="14" height="14" aria-hidden="true">'
+        f'<path d="{SHAPES[style.marker]}" fill="{style.color}"/></svg>'
+    )
 
 
 @dataclass
@@ -115,8 +124,10 @@ class Frame:
         out = [f'<text x="{self.left}" y="15" class="title">{escape(title)}</text>']
         for t in _ticks(self.y_lo, self.y_hi, self.y.log):
             y = self.py(t)
-            out.append(f'<path class="grid" d="M{self.left} {y:.0f}h{self.pw}"/><text x="{self.left - 5}" '
-                       f'y="{y + 4:.0f}" class="tick" text-anchor="end">{_num(t, self.y.at_data)}</text>')
+            out.append(
+                f'<path class="grid" d="M{self.left} {y:.0f}h{self.pw}"/><text x="{self.left - 5}" '
+                f'y="{y + 4:.0f}" class="tick" text-anchor="end">{_num(t, self.y.at_data)}</text>'
+            )
         xticks = self.xs_data if self.x.at_data else _ticks(self.x_lo, self.x_hi, self.x.log)
         last = -1e9
         for t in xticks:
@@ -124,16 +135,20 @@ class Frame:
             if x - last < 30:  # labels closer than this would overlap
                 continue
             last = x
-            out.append(f'<text x="{x:.0f}" y="{self.top + self.ph + 14}" class="tick" text-anchor="middle">'
-                       f'{_num(t, self.x.at_data)}</text>')
+            out.append(
+                f'<text x="{x:.0f}" y="{self.top + self.ph + 14}" class="tick" text-anchor="middle">'
+                f"{_num(t, self.x.at_data)}</text>"
+            )
             if not self.x.at_data:
                 out.append(f'<path class="grid" d="M{x:.0f} {self.top}v{self.ph}"/>')
         bottom = self.top + self.ph
-        out.append(f'<path class="axis" d="M{self.left} {self.top}V{bottom}H{self.left + self.pw}"/>'
-                   f'<text x="{self.left + self.pw / 2:.0f}" y="{self.height - 6}" class="label" '
-                   f'text-anchor="middle">{escape(self.x.label)}</text>'
-                   f'<text transform="translate(13 {self.top + self.ph / 2:.0f}) rotate(-90)" class="label" '
-                   f'text-anchor="middle">{escape(self.y.label)}</text>')
+        out.append(
+            f'<path class="axis" d="M{self.left} {self.top}V{bottom}H{self.left + self.pw}"/>'
+            f'<text x="{self.left + self.pw / 2:.0f}" y="{self.height - 6}" class="label" '
+            f'text-anchor="middle">{escape(self.x.label)}</text>'
+            f'<text transform="translate(13 {self.top + self.ph / 2:.0f}) rotate(-90)" class="label" '
+            f'text-anchor="middle">{escape(self.y.label)}</text>'
+        )
         return out
 
 
@@ -159,8 +174,12 @@ def _ticks(lo: float, hi: float, log: bool, n: int = 5) -> list[float]:
         out = [10.0**e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)]
         out = [t for t in out if lo <= t <= hi]
         if len(out) < 3:  # a short span: 1-2-5 steps
-            out = [m * 10.0**e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
-                   for m in (1, 2, 5) if lo <= m * 10.0**e <= hi]
+            out = [
+                m * 10.0**e
+                for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+                for m in (1, 2, 5)
+                if lo <= m * 10.0**e <= hi
+            ]
         return out
     step = 10 ** math.floor(math.log10((hi - lo) / n)) if hi > lo else 1.0
     for mult in (1, 2, 5, 10):
@@ -194,8 +213,11 @@ def _series(frame: Frame, name: str, style: Style, points: list[Point], connect:
     d = "M" + " ".join(xy) if connect else "M" + "M".join(xy)
     ids = " ".join(str(hovers.add(p.hover)) for p in pts)
     out = [f'<g class="s" data-s="{escape(name)}" stroke="{style.color}">']
-    bars = "".join(f"M{frame.px(p.x):.0f} {frame.py(p.lo):.0f}V{frame.py(p.hi):.0f}" for p in pts
-                   if p.lo is not None and p.hi is not None and abs(frame.py(p.lo) - frame.py(p.hi)) >= 2)
+    bars = "".join(
+        f"M{frame.px(p.x):.0f} {frame.py(p.lo):.0f}V{frame.py(p.hi):.0f}"
+        for p in pts
+        if p.lo is not None and p.hi is not None and abs(frame.py(p.lo) - frame.py(p.hi)) >= 2
+    )
     if bars:
         out.append(f'<path class="eb" d="{bars}"/>')
     out.append(f'<path class="pt{" ln" if connect else ""} k{style.index}" d="{d}" data-i="{ids}"/></g>')
@@ -203,13 +225,26 @@ def _series(frame: Frame, name: str, style: Style, points: list[Point], connect:
 
 
 def _svg(frame: Frame, title: str, body: Iterable[str]) -> str:
-    return (f'<svg class="chart" viewBox="0 0 {frame.width} {frame.height}" width="{frame.width}" '
-            f'height="{frame.height}" role="img" aria-label="{escape(title)}">'
-            + "".join(frame.axes(title)) + "".join(body) + "</svg>")
+    return (
+        f'<svg class="chart" viewBox="0 0 {frame.width} {frame.height}" width="{frame.width}" '
+        f'height="{frame.height}" role="img" aria-label="{escape(title)}">'
+        + "".join(frame.axes(title))
+        + "".join(body)
+        + "</svg>"
+    )
 
 
-def line_chart(series: dict[str, list[Point]], styles: dict[str, Style], hovers: Any, title: str, x: Axis,
-               y: Axis, width: int = 440, height: int = 270, ref: tuple[float, str] | None = None) -> str:
+def line_chart(
+    series: dict[str, list[Point]],
+    styles: dict[str, Style],
+    hovers: Any,
+    title: str,
+    x: Axis,
+    y: Axis,
+    width: int = 440,
+    height: int = 270,
+    ref: tuple[float, str] | None = None,
+) -> str:
     """One line per provider (the points joined in x order); ref draws a labelled horizontal line."""
     pts = [p for ps in series.values() for p in ps]
     if not pts:
@@ -221,15 +256,25 @@ def line_chart(series: dict[str, list[Point]], styles: dict[str, Style], hovers:
     body = []
     if ref:
         yr = frame.py(ref[0])
-        body.append(f'<path class="ref" d="M{frame.left} {yr:.0f}h{frame.pw}"/>'
-                    f'<text x="{frame.left + frame.pw - 2}" y="{yr - 3:.0f}" class="tick" text-anchor="end">'
-                    f'{escape(ref[1])}</text>')
+        body.append(
+            f'<path class="ref" d="M{frame.left} {yr:.0f}h{frame.pw}"/>'
+            f'<text x="{frame.left + frame.pw - 2}" y="{yr - 3:.0f}" class="tick" text-anchor="end">'
+            f"{escape(ref[1])}</text>"
+        )
     body += [_series(frame, name, styles[name], ps, True, hovers) for name, ps in series.items()]
     return _svg(frame, title, body)
 
 
-def roofline(series: dict[str, list[Point]], styles: dict[str, Style], hovers: Any, title: str,
-             copy_gbps: float | None, peaks: dict[str, float], width: int = 560, height: int = 340) -> str:
+def roofline(
+    series: dict[str, list[Point]],
+    styles: dict[str, Style],
+    hovers: Any,
+    title: str,
+    copy_gbps: float | None,
+    peaks: dict[str, float],
+    width: int = 560,
+    height: int = 340,
+) -> str:
     """Arithmetic intensity against achieved TFLOP/s, log-log, under the measured roofs.
 
     The memory roof is copy bandwidth × intensity; each dtype's compute roof is its measured matmul
@@ -246,55 +291,75 @@ def roofline(series: dict[str, list[Point]], styles: dict[str, Style], hovers: A
     if ridge and copy_gbps:  # every roof and its ridge inside the chart
         xs += [tf * 1e3 / copy_gbps for tf in peaks.values()]
         ys += [tf for tf in peaks.values()]
-    frame = Frame(width, height, xs, ys, Axis("arithmetic intensity (FLOP / byte)", log=True),
-                  Axis("achieved TFLOP/s", log=True))
+    frame = Frame(
+        width, height, xs, ys, Axis("arithmetic intensity (FLOP / byte)", log=True), Axis("achieved TFLOP/s", log=True)
+    )
     body = []
     if ridge and copy_gbps and peak:
         xr = min(max(frame.px(ridge), frame.left), frame.left + frame.pw)
         top, right = frame.top, frame.left + frame.pw
-        body.append(f'<rect class="mem" x="{frame.left}" y="{top}" width="{xr - frame.left:.0f}" height="{frame.ph}"/>'
-                    f'<rect class="cmp" x="{xr:.0f}" y="{top}" width="{right - xr:.0f}" height="{frame.ph}"/>'
-                    f'<text x="{frame.left + 4}" y="{top + 12}" class="region">memory-bound</text>'
-                    f'<text x="{right - 4}" y="{top + 12}" class="region" text-anchor="end">compute-bound</text>')
+        body.append(
+            f'<rect class="mem" x="{frame.left}" y="{top}" width="{xr - frame.left:.0f}" height="{frame.ph}"/>'
+            f'<rect class="cmp" x="{xr:.0f}" y="{top}" width="{right - xr:.0f}" height="{frame.ph}"/>'
+            f'<text x="{frame.left + 4}" y="{top + 12}" class="region">memory-bound</text>'
+            f'<text x="{right - 4}" y="{top + 12}" class="region" text-anchor="end">compute-bound</text>'
+        )
         # The roof: bandwidth-limited up to the ridge, flat at the peak after it; the sloped part
         # starts where it enters the chart.
         x0 = max(frame.x_lo, frame.y_lo * 1e3 / copy_gbps)
-        body.append(f'<path class="roof" d="M{frame.px(x0):.0f} {frame.py(copy_gbps * x0 / 1e3):.0f}'
-                    f'L{frame.px(ridge):.0f} {frame.py(peak):.0f}H{right}"><title>memory roof: copy '
-                    f'{copy_gbps:.4g} GB/s; compute roof {peak:.4g} TFLOP/s; ridge at {ridge:.3g} FLOP/B'
-                    '</title></path>')
-        body.append(f'<text x="{frame.px(ridge) - 6:.0f}" y="{frame.py(peak) + 14:.0f}" class="tick" '
-                    f'text-anchor="end">{copy_gbps:.4g} GB/s</text>')
+        body.append(
+            f'<path class="roof" d="M{frame.px(x0):.0f} {frame.py(copy_gbps * x0 / 1e3):.0f}'
+            f'L{frame.px(ridge):.0f} {frame.py(peak):.0f}H{right}"><title>memory roof: copy '
+            f"{copy_gbps:.4g} GB/s; compute roof {peak:.4g} TFLOP/s; ridge at {ridge:.3g} FLOP/B"
+            "</title></path>"
+        )
+        body.append(
+            f'<text x="{frame.px(ridge) - 6:.0f}" y="{frame.py(peak) + 14:.0f}" class="tick" '
+            f'text-anchor="end">{copy_gbps:.4g} GB/s</text>'
+        )
         label_y = -1e9
         for dtype, tf in sorted(peaks.items(), key=lambda kv: -kv[1]):
             y = frame.py(tf)
             label_y = max(y - 4, label_y + 12)  # roofs close together: their labels stack downwards
             if tf != peak:  # the highest is the roof drawn above; lower dtypes' roofs are dashed
                 body.append(f'<path class="roof dash" d="M{frame.px(tf * 1e3 / copy_gbps):.0f} {y:.0f}H{right}"/>')
-            body.append(f'<text x="{right - 4}" y="{label_y:.0f}" class="tick" text-anchor="end">'
-                        f'{escape(dtype)} {tf:.4g} TFLOP/s</text>')
+            body.append(
+                f'<text x="{right - 4}" y="{label_y:.0f}" class="tick" text-anchor="end">'
+                f"{escape(dtype)} {tf:.4g} TFLOP/s</text>"
+            )
     body += [_series(frame, name, styles[name], ps, False, hovers) for name, ps in series.items()]
     return _svg(frame, title, body)
 
 
-def history_chart(series: dict[str, list[Point]], styles: dict[str, Style], hovers: Any, title: str,
-                  y_label: str,
-                  tick_labels: dict[int, str], steps: list[tuple[float, str]], width: int = 640,
-                  height: int = 240) -> str:
+def history_chart(
+    series: dict[str, list[Point]],
+    styles: dict[str, Style],
+    hovers: Any,
+    title: str,
+    y_label: str,
+    tick_labels: dict[int, str],
+    steps: list[tuple[float, str]],
+    width: int = 640,
+    height: int = 240,
+) -> str:
     """Values over commits (x is the commit's position in date order); steps are dashed verticals."""
     pts = [p for ps in series.values() for p in ps]
     if not pts:
         return f'<p class="empty">{escape(title)}: no results.</p>'
-    frame = Frame(width, height, [p.x for p in pts], [p.y for p in pts],
-                  Axis("commits, oldest to newest"), Axis(y_label))
+    frame = Frame(
+        width, height, [p.x for p in pts], [p.y for p in pts], Axis("commits, oldest to newest"), Axis(y_label)
+    )
     frame.x.at_data = True
     frame.xs_data = []
     body = []
     for x, text in steps:
-        body.append(f'<path class="step" d="M{frame.px(x):.0f} {frame.top}v{frame.ph}"><title>{escape(text)}'
-                    '</title></path>')
+        body.append(
+            f'<path class="step" d="M{frame.px(x):.0f} {frame.top}v{frame.ph}"><title>{escape(text)}</title></path>'
+        )
     for x, text in tick_labels.items():
-        body.append(f'<text x="{frame.px(x):.0f}" y="{frame.top + frame.ph + 14}" class="tick" '
-                    f'text-anchor="middle">{escape(text)}</text>')
+        body.append(
+            f'<text x="{frame.px(x):.0f}" y="{frame.top + frame.ph + 14}" class="tick" '
+            f'text-anchor="middle">{escape(text)}</text>'
+        )
     body += [_series(frame, name, styles[name], ps, True, hovers) for name, ps in series.items()]
     return _svg(frame, title, body)

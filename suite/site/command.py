@@ -15,17 +15,32 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tierbench report",
         description="Turn run records and asv history into a static site: an index of the fastest correct "
-                    "provider per tier, a page per op family and device, all runs, history over commits.")
+        "provider per tier, a page per op family and device, all runs, history over commits.",
+    )
     p.add_argument("--runs", type=Path, default=Path("results/runs"), help="folder of run folders")
-    p.add_argument("--run", action="append", dest="run_ids", metavar="ID",
-                   help="show these runs (repeatable) instead of each device's newest run of each suite")
+    p.add_argument(
+        "--run",
+        action="append",
+        dest="run_ids",
+        metavar="ID",
+        help="show these runs (repeatable) instead of each device's newest run of each suite",
+    )
     p.add_argument("--asv", type=Path, default=Path("results/asv"), help="asv's results folder")
-    p.add_argument("--ceilings", type=Path, default=None,
-                   help="measured ceilings folder (default: ceilings/ beside the runs folder)")
-    p.add_argument("--out", type=Path, default=Path("results/html"),
-                   help="site folder (its history/ is asv's and is never touched)")
-    p.add_argument("--screenshot", type=Path, metavar="PNG",
-                   help="also save a PNG of the index page, taken by headless Chromium")
+    p.add_argument(
+        "--ceilings",
+        type=Path,
+        default=None,
+        help="measured ceilings folder (default: ceilings/ beside the runs folder)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("results/html"),
+        help="site folder (its history/ is asv's and is never touched)",
+    )
+    p.add_argument(
+        "--screenshot", type=Path, metavar="PNG", help="also save a PNG of the index page, taken by headless Chromium"
+    )
     return p
 
 
@@ -43,9 +58,11 @@ def main(argv: list[str]) -> int:
     # Runs' own report.html files are copied as they are: the size that matters is the site's pages'.
     own = [p for p in pages if p.relative_to(args.out).parts[0] != "runs"]
     biggest = max(own, key=lambda p: p.stat().st_size)
-    print(f"site: {result.index} ({len(pages)} pages; {len(result.devices)} device(s); "
-          f"{result.benchmarks} asv benchmark(s); largest page {biggest.relative_to(args.out)} "
-          f"{biggest.stat().st_size / 1024:.0f} KiB)")
+    print(
+        f"site: {result.index} ({len(pages)} pages; {len(result.devices)} device(s); "
+        f"{result.benchmarks} asv benchmark(s); largest page {biggest.relative_to(args.out)} "
+        f"{biggest.stat().st_size / 1024:.0f} KiB)"
+    )
     if args.screenshot:
         try:
             load = browser.screenshot(result.index.resolve().as_uri(), args.screenshot)

@@ -112,8 +112,11 @@ def read_asv(asv_dir: Path) -> list[Benchmark]:
         machine, env = key.split("\0")
         label = f"{machine} · {env}" if len(envs_per_machine[machine]) > 1 else machine
         bench = meta[name]
-        series = Series(label, dict(zip(bench.param_names, combo)),
-                        sorted(by_commit.items(), key=lambda cv: (cv[0].date, cv[0].hash)))
+        series = Series(
+            label,
+            dict(zip(bench.param_names, combo)),
+            sorted(by_commit.items(), key=lambda cv: (cv[0].date, cv[0].hash)),
+        )
         series.steps = find_steps([v for _, v in series.points])
         bench.series.append(series)
     return sorted(meta.values(), key=lambda b: b.name)
@@ -147,9 +150,10 @@ def window_steps(values: list[float], window: int = 3, threshold: float = STEP_T
     w = max(1, min(window, n // 2))
     change = {}
     for i in range(w, n - w + 1):
-        before, after = statistics.median(values[i - w:i]), statistics.median(values[i:i + w])
+        before, after = statistics.median(values[i - w : i]), statistics.median(values[i : i + w])
         if before:
             change[i] = (after / before - 1, before, after)
+
     def score(i: int) -> tuple[float, float]:
         # Windows near a step all straddle it; the jump between neighbours breaks the tie.
         return abs(change[i][0]), abs(values[i] - values[i - 1])

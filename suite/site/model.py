@@ -185,8 +185,14 @@ def problems(records: list[Measurement], family: str) -> tuple[list[Problem], di
     for r in records:
         if not timed(r):
             groups.setdefault((r.provider, r.status, r.reason or ""), []).append(r)
-    order = sorted(groups.items(), key=lambda kv: (
-        STATUS_ORDER.index(kv[0][1]) if kv[0][1] in STATUS_ORDER else -1, tier_rank(kv[1][0].tier), kv[0][0]))
+    order = sorted(
+        groups.items(),
+        key=lambda kv: (
+            STATUS_ORDER.index(kv[0][1]) if kv[0][1] in STATUS_ORDER else -1,
+            tier_rank(kv[1][0].tier),
+            kv[0][0],
+        ),
+    )
     out, numbers = [], {}
     for i, ((provider, status, reason), recs) in enumerate(order, 1):
         labels = list(dict.fromkeys(f"{r.label} ({group_key(r, family)})" for r in recs))
@@ -248,14 +254,22 @@ class RecordHovers:
         q = r.quantiles_ms or {}
         tf = r.flops / (r.median_ms * 1e-3) / 1e12 if r.flops else None
         origin = f"; measured in run {r.run_id}" if r.run_id in self.earlier_runs else ""
-        row = [self._id(self.providers, f"{r.provider} ({r.tier}{origin})"),
-               self._id(self.cases, f"{r.label} · {group_key(r, family)}"),
-               _short(metric_of(r, family)), _short(r.median_ms), _short(q.get("p10")), _short(q.get("p90")),
-               _short(base.median_ms / r.median_ms) if base else None,
-               self._id(self.bases, base.provider) if base else None, _short(r.rel_error), _short(r.sol),
-               self._id(self.bounds, r.bound or "binding"),
-               _short(r.peak_mem_bytes / 2**20) if r.peak_mem_bytes else None,
-               _short(r.flops / r.min_bytes) if r.flops and r.min_bytes else None, _short(tf)]
+        row = [
+            self._id(self.providers, f"{r.provider} ({r.tier}{origin})"),
+            self._id(self.cases, f"{r.label} · {group_key(r, family)}"),
+            _short(metric_of(r, family)),
+            _short(r.median_ms),
+            _short(q.get("p10")),
+            _short(q.get("p90")),
+            _short(base.median_ms / r.median_ms) if base else None,
+            self._id(self.bases, base.provider) if base else None,
+            _short(r.rel_error),
+            _short(r.sol),
+            self._id(self.bounds, r.bound or "binding"),
+            _short(r.peak_mem_bytes / 2**20) if r.peak_mem_bytes else None,
+            _short(r.flops / r.min_bytes) if r.flops and r.min_bytes else None,
+            _short(tf),
+        ]
         while row and row[-1] is None:
             row.pop()
         self.by_key[r.key] = len(self.rows)
@@ -265,8 +279,14 @@ class RecordHovers:
         return self.by_key[key]
 
     def payload(self) -> dict[str, Any]:
-        return {"u": SHORT_UNITS.get(self.unit, self.unit), "P": list(self.providers), "C": list(self.cases),
-                "B": list(self.bases), "D": list(self.bounds), "R": self.rows}
+        return {
+            "u": SHORT_UNITS.get(self.unit, self.unit),
+            "P": list(self.providers),
+            "C": list(self.cases),
+            "B": list(self.bases),
+            "D": list(self.bounds),
+            "R": self.rows,
+        }
 
 
 def describe(records: list[Measurement], family: str, earlier_runs: frozenset[str] = frozenset()) -> RecordHovers:

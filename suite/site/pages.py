@@ -36,20 +36,23 @@ MAX_STEPS_LISTED = 100
 @lru_cache(maxsize=1)
 def _env() -> Environment:
     env = Environment(loader=FileSystemLoader(ASSETS), autoescape=True, trim_blocks=True, lstrip_blocks=True)
-    env.globals.update(css=Markup(_css()), js=Markup((ASSETS / "site.js").read_text()),
-                       tier_class=tier_class, icon=lambda style: Markup(charts.marker_icon(style)))
+    env.globals.update(
+        css=Markup(_css()),
+        js=Markup((ASSETS / "site.js").read_text()),
+        tier_class=tier_class,
+        icon=lambda style: Markup(charts.marker_icon(style)),
+    )
     return env
 
 
 def _tint(color: str, amount: float = 0.28) -> str:
     """color mixed with white: a cell background light enough to read black text on."""
-    rgb = [int(color[i:i + 2], 16) for i in (1, 3, 5)]
+    rgb = [int(color[i : i + 2], 16) for i in (1, 3, 5)]
     return "#" + "".join(f"{round(255 - (255 - c) * amount):02x}" for c in rgb)
 
 
 def _css() -> str:
-    tiers = "".join(f".t-{slug(t)}{{border-left:5px solid {c};background:{_tint(c)}}}"
-                    for t, c in TIER_COLORS.items())
+    tiers = "".join(f".t-{slug(t)}{{border-left:5px solid {c};background:{_tint(c)}}}" for t, c in TIER_COLORS.items())
     return (ASSETS / "site.css").read_text() + tiers + ".t-other{border-left:5px solid #999;background:#eee}"
 
 
@@ -86,8 +89,11 @@ def _cell(row: Row, tier: str, f: FamilySummary) -> Markup:
     cell = row.cells.get(tier)
     if cell is None:
         return Markup('<td class="na">–</td>')
-    refs = "".join(f' <a href="{f.href}#p{f.numbers[r.key]}">[{f.numbers[r.key]}]</a>'
-                   for r in cell.problems if r.key in f.numbers and (cell.best is None or r.status != "skipped"))
+    refs = "".join(
+        f' <a href="{f.href}#p{f.numbers[r.key]}">[{f.numbers[r.key]}]</a>'
+        for r in cell.problems
+        if r.key in f.numbers and (cell.best is None or r.status != "skipped")
+    )
     if cell.best is None:
         status = cell.status()
         css = "na" if status in ("skipped", "absent") else "na bad"
@@ -98,10 +104,8 @@ def _cell(row: Row, tier: str, f: FamilySummary) -> Markup:
     if r.run_id in f.earlier_runs:  # the newest run skipped this provider: its last measurement
         refs = f"<small>measured in run {escape(r.run_id)}</small>{refs}"
     if row.winner == tier:
-        note = (f"{row.margin:.2f}× over {escape(row.runner_up or '')}" if row.margin
-                else "the only tier timed")
-        return Markup(f'<td class="w {tier_class(tier)}">{escape(r.provider)} {shown}<small>{note}</small>'
-                      f'{refs}</td>')
+        note = f"{row.margin:.2f}× over {escape(row.runner_up or '')}" if row.margin else "the only tier timed"
+        return Markup(f'<td class="w {tier_class(tier)}">{escape(r.provider)} {shown}<small>{note}</small>{refs}</td>')
     return Markup(f"<td>{escape(r.provider)} {shown}<small>{cell.relative:.2f}× the winner</small>{refs}</td>")
 
 
@@ -110,8 +114,13 @@ def _device_meta(view: DeviceView) -> list[tuple[str, str]]:
     meta: list[tuple[str, str]] = [("device", view.device.name)]
     c = view.ceilings
     if c:
-        meta.append(("measured ceilings", f"copy {c.copy_gbps:.4g} GB/s; matmul " + ", ".join(
-            f"{k} {v:.4g} TFLOP/s" for k, v in c.matmul_tflops.items())))
+        meta.append(
+            (
+                "measured ceilings",
+                f"copy {c.copy_gbps:.4g} GB/s; matmul "
+                + ", ".join(f"{k} {v:.4g} TFLOP/s" for k, v in c.matmul_tflops.items()),
+            )
+        )
     else:
         meta.append(("measured ceilings", "none found for this device under the ceilings folder"))
     soft = [(k, env.get(k)) for k in ("torch", "triton", "cuda", "cudnn", "driver", "python")]
@@ -128,8 +137,16 @@ def family_summary(view: DeviceView, family: str, records: list[Measurement]) ->
     v = model.view_of(family)
     tiers = model.tiers_of(records)
     _, numbers = model.problems(records, family)
-    return FamilySummary(family, family_href(view, family), v["unit"], v["x"], tiers,
-                         model.matrix(records, family, tiers), numbers, view.earlier_runs)
+    return FamilySummary(
+        family,
+        family_href(view, family),
+        v["unit"],
+        v["x"],
+        tiers,
+        model.matrix(records, family, tiers),
+        numbers,
+        view.earlier_runs,
+    )
 
 
 def index_page(views: list[DeviceView], asv_site: bool, runs_dir: str, trends: list[dict[str, Any]]) -> str:
@@ -140,16 +157,24 @@ def index_page(views: list[DeviceView], asv_site: bool, runs_dir: str, trends: l
         for f in families:
             tiers.update(f.tiers)
         devices.append({"view": view, "meta": _device_meta(view), "families": families})
-    return _render("index.html.j2", title="tierbench: fastest correct kernel per tier", devices=devices,
-                   tiers=sorted(tiers, key=lambda t: (model.tier_rank(t), t)), cell=_cell, asv_site=asv_site,
-                   runs_dir=runs_dir, trends=trends)
+    return _render(
+        "index.html.j2",
+        title="tierbench: fastest correct kernel per tier",
+        devices=devices,
+        tiers=sorted(tiers, key=lambda t: (model.tier_rank(t), t)),
+        cell=_cell,
+        asv_site=asv_site,
+        runs_dir=runs_dir,
+        trends=trends,
+    )
 
 
 # -- family pages ------------------------------------------------------------------------------------
 
 
-def family_page(view: DeviceView, family: str, records: list[Measurement], styles: dict[str, Style],
-                asv_site: bool) -> str:
+def family_page(
+    view: DeviceView, family: str, records: list[Measurement], styles: dict[str, Style], asv_site: bool
+) -> str:
     v = model.view_of(family)
     x_axis = Axis(v["x"], log=True, at_data=True)
     # The legend names providers with marks; the others are in the list of what was not timed.
@@ -159,39 +184,83 @@ def family_page(view: DeviceView, family: str, records: list[Measurement], style
     groups = []
     for key, recs in model.by_group(records, family).items():
         speed, base = model.speedup_points(recs)
-        groups.append({
-            "key": key,
-            "throughput": Markup(charts.line_chart(model.throughput_points(recs, family), shown, hovers,
-                                                   f"achieved {v['unit']}", x_axis, Axis(v["unit"]))),
-            "speedup": Markup(charts.line_chart(speed, shown, hovers, f"speedup over {base}", x_axis,
-                                                Axis("speedup (×)"), ref=(1.0, f"1× = {base}"))
-                              if base else '<p class="empty">speedup: no vendor baseline timed.</p>'),
-            "memory": Markup(charts.line_chart(model.memory_points(recs), shown, hovers,
-                                               "peak device memory", x_axis, Axis("MiB"))),
-        })
+        groups.append(
+            {
+                "key": key,
+                "throughput": Markup(
+                    charts.line_chart(
+                        model.throughput_points(recs, family),
+                        shown,
+                        hovers,
+                        f"achieved {v['unit']}",
+                        x_axis,
+                        Axis(v["unit"]),
+                    )
+                ),
+                "speedup": Markup(
+                    charts.line_chart(
+                        speed,
+                        shown,
+                        hovers,
+                        f"speedup over {base}",
+                        x_axis,
+                        Axis("speedup (×)"),
+                        ref=(1.0, f"1× = {base}"),
+                    )
+                    if base
+                    else '<p class="empty">speedup: no vendor baseline timed.</p>'
+                ),
+                "memory": Markup(
+                    charts.line_chart(
+                        model.memory_points(recs), shown, hovers, "peak device memory", x_axis, Axis("MiB")
+                    )
+                ),
+            }
+        )
     c = view.ceilings
     dtypes = {str(r.case.get("dtype")) for r in records}
-    peaks = {k: t for k, t in (c.matmul_tflops.items() if c else ()) if k in dtypes} or \
-        (dict(c.matmul_tflops) if c else {})
-    roof = charts.roofline(model.roofline_points(records), shown, hovers, f"{family}: roofline",
-                           c.copy_gbps if c else None, peaks)
+    peaks = {k: t for k, t in (c.matmul_tflops.items() if c else ()) if k in dtypes} or (
+        dict(c.matmul_tflops) if c else {}
+    )
+    roof = charts.roofline(
+        model.roofline_points(records), shown, hovers, f"{family}: roofline", c.copy_gbps if c else None, peaks
+    )
     problems, _ = model.problems(records, family)
     siblings = [(f, f"{slug(f)}.html") for f in view.families() if f != family]
-    return _render("family.html.j2", title=f"{family} on {view.device.name}", root="../../",
-                   device=view.device, runs=view.runs, siblings=siblings, styles=shown,
-                   tiers_of={r.provider: r.tier for r in records}, ceilings=c, roofline=Markup(roof),
-                   groups=groups, problems=problems, defs=Markup(charts.marker_defs(shown)),
-                   page_css=Markup(charts.marker_css(shown)),
-                   hovers=Markup(charts.hover_script(hovers)), asv_site=asv_site)
+    return _render(
+        "family.html.j2",
+        title=f"{family} on {view.device.name}",
+        root="../../",
+        device=view.device,
+        runs=view.runs,
+        siblings=siblings,
+        styles=shown,
+        tiers_of={r.provider: r.tier for r in records},
+        ceilings=c,
+        roofline=Markup(roof),
+        groups=groups,
+        problems=problems,
+        defs=Markup(charts.marker_defs(shown)),
+        page_css=Markup(charts.marker_css(shown)),
+        hovers=Markup(charts.hover_script(hovers)),
+        asv_site=asv_site,
+    )
 
 
 # -- runs --------------------------------------------------------------------------------------------
 
 
 def runs_page(runs: list[Run], shown: set[str], asv_site: bool) -> str:
-    rows = [{"run": r, "started": time.strftime("%Y-%m-%d %H:%M", time.gmtime(r.started)),
-             "counts": sorted(r.status_counts().items()), "commit": str(r.env.get("git_commit") or "")[:12],
-             "shown": r.run_id in shown} for r in reversed(runs)]
+    rows = [
+        {
+            "run": r,
+            "started": time.strftime("%Y-%m-%d %H:%M", time.gmtime(r.started)),
+            "counts": sorted(r.status_counts().items()),
+            "commit": str(r.env.get("git_commit") or "")[:12],
+            "shown": r.run_id in shown,
+        }
+        for r in reversed(runs)
+    ]
     return _render("runs.html.j2", title="All runs", runs=rows, asv_site=asv_site)
 
 
@@ -227,8 +296,9 @@ def _params_text(series: history.Series) -> str:
     return ", ".join(f"{k}={v}" for k, v in series.params.items()) or "(no parameters)"
 
 
-def trend_pages(benches: list[history.Benchmark], asv_site: bool,
-                asv_dir: str) -> tuple[str, dict[str, str], list[dict[str, Any]]]:
+def trend_pages(
+    benches: list[history.Benchmark], asv_site: bool, asv_dir: str
+) -> tuple[str, dict[str, str], list[dict[str, Any]]]:
     """The history index, one page per benchmark (file name -> HTML), and the index's rows."""
     commits = sorted({c for b in benches for s in b.series for c, _ in s.points}, key=lambda c: (c.date, c.hash))
     position = {c: i for i, c in enumerate(commits)}
@@ -242,15 +312,30 @@ def trend_pages(benches: list[history.Benchmark], asv_site: bool,
         used_names.add(name)
         html, latest = _trend_page(bench, position, asv_site)
         pages[f"{name}.html"] = html
-        rows.append({"bench": bench, "href": f"{name}.html", "asv": history.asv_url(bench), "latest": latest,
-                     "commits": len({c for s in bench.series for c, _ in s.points})})
-    index = _render("trends.html.j2", title="History over commits (asv)", root="../", benchmarks=rows,
-                    asv_site=asv_site, asv_dir=asv_dir, threshold=f"{100 * history.STEP_THRESHOLD:.0f}%")
+        rows.append(
+            {
+                "bench": bench,
+                "href": f"{name}.html",
+                "asv": history.asv_url(bench),
+                "latest": latest,
+                "commits": len({c for s in bench.series for c, _ in s.points}),
+            }
+        )
+    index = _render(
+        "trends.html.j2",
+        title="History over commits (asv)",
+        root="../",
+        benchmarks=rows,
+        asv_site=asv_site,
+        asv_dir=asv_dir,
+        threshold=f"{100 * history.STEP_THRESHOLD:.0f}%",
+    )
     return index, pages, rows
 
 
-def _trend_page(bench: history.Benchmark, position: dict[history.Commit, int],
-                asv_site: bool) -> tuple[str, dict[str, str] | None]:
+def _trend_page(
+    bench: history.Benchmark, position: dict[history.Commit, int], asv_site: bool
+) -> tuple[str, dict[str, str] | None]:
     scale, unit = _scale(bench)
     styles = model.styles_for(sorted({s.machine for s in bench.series}))
     hovers = charts.CommitHovers(unit)
@@ -262,13 +347,24 @@ def _trend_page(bench: history.Benchmark, position: dict[history.Commit, int],
         for s in group:
             for step in s.steps:
                 c = s.points[step.index][0]
-                steps.append({"params": params, "machine": s.machine, "commit": c.short, "date": _date(c.date),
-                              "before": model.fmt(step.before * scale, 4), "after": model.fmt(step.after * scale, 4),
-                              "change": f"{100 * step.change:+.1f}%", "css": _step_css(bench, step),
-                              "asv": history.asv_url(bench, s), "when": (c.date, c.hash), "x": position[c],
-                              "text": f"{100 * step.change:+.1f}% at {c.short} ({_date(c.date)}): "
-                                      f"{model.fmt(step.before * scale)} → {model.fmt(step.after * scale)} {unit} "
-                                      f"on {s.machine}"})
+                steps.append(
+                    {
+                        "params": params,
+                        "machine": s.machine,
+                        "commit": c.short,
+                        "date": _date(c.date),
+                        "before": model.fmt(step.before * scale, 4),
+                        "after": model.fmt(step.after * scale, 4),
+                        "change": f"{100 * step.change:+.1f}%",
+                        "css": _step_css(bench, step),
+                        "asv": history.asv_url(bench, s),
+                        "when": (c.date, c.hash),
+                        "x": position[c],
+                        "text": f"{100 * step.change:+.1f}% at {c.short} ({_date(c.date)}): "
+                        f"{model.fmt(step.before * scale)} → {model.fmt(step.after * scale)} {unit} "
+                        f"on {s.machine}",
+                    }
+                )
     steps.sort(key=lambda r: r["when"], reverse=True)
     # Combinations that stepped come first, the latest step first: those are the ones to look at.
     last_step = {}
@@ -284,21 +380,37 @@ def _trend_page(bench: history.Benchmark, position: dict[history.Commit, int],
             shown = [(c, v) for c, v in s.points if position[c] > newest - MAX_HISTORY_COMMITS]
             if not shown:
                 continue
-            lines[s.machine] = [model.Point(position[c], v * scale, (s.machine, c.short, _date(c.date), v * scale))
-                                for c, v in shown]
+            lines[s.machine] = [
+                model.Point(position[c], v * scale, (s.machine, c.short, _date(c.date), v * scale)) for c, v in shown
+            ]
             ticks[position[shown[0][0]]] = shown[0][0].short
             ticks[position[shown[-1][0]]] = shown[-1][0].short
         marks = [(r["x"], r["text"]) for r in steps if r["params"] == params and r["x"] > newest - MAX_HISTORY_COMMITS]
         chart_html.append(Markup(charts.history_chart(lines, styles, hovers, params, unit, ticks, marks)))
     latest = None
     if steps:
-        latest = {"text": f"{steps[0]['change']} at {steps[0]['commit']} ({steps[0]['params']})",
-                  "css": steps[0]["css"]}
-    html = _render("trend.html.j2", title=bench.name, root="../", bench=bench, unit=unit,
-                   lower=bench.lower_is_better, styles=styles, charts=chart_html,
-                   hidden=max(0, len(combos) - MAX_HISTORY_CHARTS), window=MAX_HISTORY_COMMITS,
-                   clipped=newest >= MAX_HISTORY_COMMITS, steps=steps[:MAX_STEPS_LISTED],
-                   more_steps=max(0, len(steps) - MAX_STEPS_LISTED), asv=history.asv_url(bench),
-                   asv_site=asv_site, defs=Markup(charts.marker_defs(styles)),
-                   page_css=Markup(charts.marker_css(styles)), hovers=Markup(charts.hover_script(hovers)))
+        latest = {
+            "text": f"{steps[0]['change']} at {steps[0]['commit']} ({steps[0]['params']})",
+            "css": steps[0]["css"],
+        }
+    html = _render(
+        "trend.html.j2",
+        title=bench.name,
+        root="../",
+        bench=bench,
+        unit=unit,
+        lower=bench.lower_is_better,
+        styles=styles,
+        charts=chart_html,
+        hidden=max(0, len(combos) - MAX_HISTORY_CHARTS),
+        window=MAX_HISTORY_COMMITS,
+        clipped=newest >= MAX_HISTORY_COMMITS,
+        steps=steps[:MAX_STEPS_LISTED],
+        more_steps=max(0, len(steps) - MAX_STEPS_LISTED),
+        asv=history.asv_url(bench),
+        asv_site=asv_site,
+        defs=Markup(charts.marker_defs(styles)),
+        page_css=Markup(charts.marker_css(styles)),
+        hovers=Markup(charts.hover_script(hovers)),
+    )
     return html, latest

@@ -69,14 +69,12 @@ def _suite_of(run_dir: Path) -> str:
 def load_runs(runs_dir: Path) -> list[Run]:
     """Every run folder holding records, oldest first (by its first record's time)."""
     runs = []
-    for path in sorted(p for p in runs_dir.iterdir() if (p / RECORDS_FILE).is_file()) \
-            if runs_dir.is_dir() else []:
+    for path in sorted(p for p in runs_dir.iterdir() if (p / RECORDS_FILE).is_file()) if runs_dir.is_dir() else []:
         records = read_records(path)
         if not records:
             continue
         times = [r.time for r in records]
-        runs.append(Run(path.name, path, records, _suite_of(path), device_of(records[-1].env),
-                        min(times), max(times)))
+        runs.append(Run(path.name, path, records, _suite_of(path), device_of(records[-1].env), min(times), max(times)))
     return sorted(runs, key=lambda r: (r.started, r.run_id))
 
 

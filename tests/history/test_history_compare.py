@@ -179,11 +179,17 @@ def drifting_machine(project, control_factor: float, own_factor: float):
     """Base and head where the control (sdpa_flash) moved by control_factor at CASE and the project's
     triton kernel by own_factor at both cases."""
     results = project / "results" / "asv"
-    base = {ATT_OWN: {CASE: times(1e-3, 11), OTHER_CASE: times(3e-4, 12)},
-            ATT_CONTROL: {CASE: times(2e-3, 13), OTHER_CASE: times(5e-4, 14)}}
-    head = {ATT_OWN: {CASE: [t * own_factor for t in times(1e-3, 15)],
-                      OTHER_CASE: [t * own_factor for t in times(3e-4, 16)]},
-            ATT_CONTROL: {CASE: [t * control_factor for t in times(2e-3, 17)], OTHER_CASE: times(5e-4, 18)}}
+    base = {
+        ATT_OWN: {CASE: times(1e-3, 11), OTHER_CASE: times(3e-4, 12)},
+        ATT_CONTROL: {CASE: times(2e-3, 13), OTHER_CASE: times(5e-4, 14)},
+    }
+    head = {
+        ATT_OWN: {
+            CASE: [t * own_factor for t in times(1e-3, 15)],
+            OTHER_CASE: [t * own_factor for t in times(3e-4, 16)],
+        },
+        ATT_CONTROL: {CASE: [t * control_factor for t in times(2e-3, 17)], OTHER_CASE: times(5e-4, 18)},
+    }
     write_result(results, "h200-x", BASE, base)
     write_result(results, "h200-x", HEAD, head)
 

@@ -46,12 +46,37 @@ def test_latest_run_per_device_and_suite_merged_newest_record_wins(tree):
 
 def test_a_newer_skip_does_not_erase_an_earlier_measurement_but_a_failure_does(tree):
     gone = dict(status="skipped", reason="package not installed: quack", median_ms=None)
-    earlier = _runs(tree, ("old", "norm", [record(run_id="old", provider="quack", tier="cuda", time=1.0),
-                                           record(run_id="old", provider="fused", tier="cuda", time=1.0)]))
-    newest = _runs(tree, ("new", "norm", [record(run_id="new", provider="quack", tier="cuda", time=2.0, **gone),
-                                          record(run_id="new", provider="fused", tier="cuda", time=2.0,
-                                                 status="incorrect", reason="max error 0.3", median_ms=None),
-                                          record(run_id="new", provider="absent", tier="cuda", time=2.0, **gone)]))
+    earlier = _runs(
+        tree,
+        (
+            "old",
+            "norm",
+            [
+                record(run_id="old", provider="quack", tier="cuda", time=1.0),
+                record(run_id="old", provider="fused", tier="cuda", time=1.0),
+            ],
+        ),
+    )
+    newest = _runs(
+        tree,
+        (
+            "new",
+            "norm",
+            [
+                record(run_id="new", provider="quack", tier="cuda", time=2.0, **gone),
+                record(
+                    run_id="new",
+                    provider="fused",
+                    tier="cuda",
+                    time=2.0,
+                    status="incorrect",
+                    reason="max error 0.3",
+                    median_ms=None,
+                ),
+                record(run_id="new", provider="absent", tier="cuda", time=2.0, **gone),
+            ],
+        ),
+    )
     newest = [r for r in newest if r.run_id == "new"]
     earlier = [r for r in earlier if r.run_id == "old"]
     merged = {r.provider: r for r in site_runs.merge(newest, earlier)}
