@@ -214,7 +214,7 @@ def norm_cases() -> list[tuple[str, dict, int, object]]:
         for i, cfg in enumerate(configs):
             rows = cfg.kwargs["ROWS"]
             per_thread = rows * block_n // (32 * cfg.num_warps)
-            kw = {"BLOCK_N": block_n, "EVEN_N": block_n == hidden, **cfg.all_kwargs()}
+            kw = {"BLOCK_N": block_n, "EVEN_N": block_n == hidden, "CONTIGUOUS": True, **cfg.all_kwargs()}
             label = f"h{hidden} R{rows} w{cfg.num_warps}" + (f" p{cfg.kwargs['CTAS']}" if cfg.kwargs["CTAS"] else "")
             label += " ev" if cfg.kwargs.get("EVICT") else ""
             cases.append((label, kw, per_thread, ("gelu", norm.GELU_IMPL)))
