@@ -235,87 +235,32 @@ def _attn_fwd_kernel(
     if CAUSAL:
         # Keys left of this query block: every one visible, no mask (needs BLOCK_M % BLOCK_N == 0).
         acc, l_i, m_i = _attn_inner(
-            acc,
-            l_i,
-            m_i,
-            q,
-            k_desc,
-            v_desc,
-            kv_row0,
-            0,
-            off_m,
-            offs_m,
-            SK,
-            qk_scale,
-            0,
-            BLOCK_N,
-            WARP_SPECIALIZE,
-            UPCAST,
-        )
+            acc, l_i, m_i, q, k_desc, v_desc, kv_row0, 0, off_m, offs_m, SK, qk_scale, 0,
+            BLOCK_N, WARP_SPECIALIZE, UPCAST,
+        )  # fmt: skip
         # Diagonal blocks, masked; keys past SK fall right of the diagonal for every real query row.
         hi = tl.minimum(off_m + BLOCK_M, SK)
         acc, l_i, m_i = _attn_inner(
-            acc,
-            l_i,
-            m_i,
-            q,
-            k_desc,
-            v_desc,
-            kv_row0,
-            off_m,
-            hi,
-            offs_m,
-            SK,
-            qk_scale,
-            1,
-            BLOCK_N,
-            WARP_SPECIALIZE,
-            UPCAST,
-        )
+            acc, l_i, m_i, q, k_desc, v_desc, kv_row0, off_m, hi, offs_m, SK, qk_scale, 1,
+            BLOCK_N, WARP_SPECIALIZE, UPCAST,
+        )  # fmt: skip
     elif EVEN_N:
         # SK % BLOCK_N == 0: one unmasked loop over all keys.
         acc, l_i, m_i = _attn_inner(
-            acc, l_i, m_i, q, k_desc, v_desc, kv_row0, 0, SK, offs_m, SK, qk_scale, 0, BLOCK_N, WARP_SPECIALIZE, UPCAST
-        )
+            acc, l_i, m_i, q, k_desc, v_desc, kv_row0, 0, SK, offs_m, SK, qk_scale, 0,
+            BLOCK_N, WARP_SPECIALIZE, UPCAST,
+        )  # fmt: skip
     else:
         full = (SK // BLOCK_N) * BLOCK_N
         acc, l_i, m_i = _attn_inner(
-            acc,
-            l_i,
-            m_i,
-            q,
-            k_desc,
-            v_desc,
-            kv_row0,
-            0,
-            full,
-            offs_m,
-            SK,
-            qk_scale,
-            0,
-            BLOCK_N,
-            WARP_SPECIALIZE,
-            UPCAST,
-        )
+            acc, l_i, m_i, q, k_desc, v_desc, kv_row0, 0, full, offs_m, SK, qk_scale, 0,
+            BLOCK_N, WARP_SPECIALIZE, UPCAST,
+        )  # fmt: skip
         # The ragged last K/V block, masked.
         acc, l_i, m_i = _attn_inner(
-            acc,
-            l_i,
-            m_i,
-            q,
-            k_desc,
-            v_desc,
-            kv_row0,
-            full,
-            SK,
-            offs_m,
-            SK,
-            qk_scale,
-            2,
-            BLOCK_N,
-            WARP_SPECIALIZE,
-            UPCAST,
-        )
+            acc, l_i, m_i, q, k_desc, v_desc, kv_row0, full, SK, offs_m, SK, qk_scale, 2,
+            BLOCK_N, WARP_SPECIALIZE, UPCAST,
+        )  # fmt: skip
 
     acc = acc / l_i[:, None]
     o_desc.store([q_row0 + off_m, 0], acc.to(o_desc.dtype))
