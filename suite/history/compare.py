@@ -31,7 +31,6 @@ class Row:
     noise: float | None = None
     noise_origin: str = ""
     note: str = ""
-    drift: float = 0.0  # threshold floor set by control series that moved (0: none)
 
 
 @dataclass
@@ -41,11 +40,10 @@ class Report:
     settings: Settings
     noise_source: str  # where the noise model came from, for the reader
     rows: list[Row] = field(default_factory=list)
+    own_providers: tuple[str, ...] = OWN_PROVIDERS  # the rest are controls for machine drift
 
     def count(self, state: str) -> int:
         return sum(1 for r in self.rows if r.state == state)
-
-    own_providers: tuple[str, ...] = OWN_PROVIDERS
 
     @property
     def regressions(self) -> list[Row]:
@@ -119,7 +117,7 @@ def compare_row(
         )
     else:
         comparison = compare_samples(before, after, level, settings, drift)
-    return Row(key, comparison.verdict, comparison, level, origin, comparison.reason, drift)
+    return Row(key, comparison.verdict, comparison, level, origin, comparison.reason)
 
 
 def _drift_by_case(rows: list[Row], own_providers: tuple[str, ...]) -> dict[tuple[str, str], tuple[float, str]]:
