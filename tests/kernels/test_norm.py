@@ -56,6 +56,22 @@ def test_rms_norm(dtype, variant, device, assert_close):
     assert_close(out, _ref_rms_norm(x, w, 1e-6), dtype, f"rms_norm {variant}")
 
 
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("is_rms", [False, True])
+def test_strided_rows_of_a_power_of_two_width(is_rms, variant, device, assert_close):
+    # Width 64 = BLOCK_N: the row length is a compile-time constant; the row stride (96) is not the width,
+    # so it must stay the runtime one (packed rows take the width as their stride).
+    g = torch.Generator().manual_seed(9)
+    dtype = torch.bfloat16
+    xs = _rand((7, 96), dtype, device, g, offset=2.0)[:, 16:80]
+    w, b = _rand((64,), dtype, device, g), _rand((64,), dtype, device, g)
+    if is_rms:
+        out, ref = nm._norm_forward(xs, w, None, None, 1e-6, True, **VARIANTS[variant]), _ref_rms_norm(xs, w, 1e-6)
+    else:
+        out, ref = nm._norm_forward(xs, w, b, None, 1e-5, False, **VARIANTS[variant]), _ref_layer_norm(xs, w, b, 1e-5)
+    assert_close(out, ref, dtype, f"strided width 64 {variant}")
+
+
 @pytest.mark.parametrize("gelu_impl", [0, 1])
 @pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("dtype", DTYPES)
