@@ -126,8 +126,9 @@ def next_pow2(n: int) -> int:
 
 
 # What each family's latest launch ran (the autotuner's pick, or the forced config), for benchmark records:
-# a kernel's speed is a fact about a config, and the pick can differ from run to run.
-_LAST_LAUNCH: dict[str, str] = {}
+# a kernel's speed is a fact about a config, and the pick can differ from run to run. Launchers store the
+# config and its kind; the line is formatted only when read, so repeated (timed) calls pay one dict store.
+_LAST_LAUNCH: dict[str, tuple[triton.Config, str]] = {}
 
 
 def describe_config(config: triton.Config, kind: str) -> str:
@@ -136,10 +137,11 @@ def describe_config(config: triton.Config, kind: str) -> str:
     return f"{kind}: {params}, warps={config.num_warps}, stages={config.num_stages}"
 
 
-def note_launch(family: str, description: str) -> None:
-    _LAST_LAUNCH[family] = description
+def note_launch(family: str, config: triton.Config, kind: str) -> None:
+    _LAST_LAUNCH[family] = (config, kind)
 
 
 def last_launch(family: str) -> str | None:
     """The config of the family's latest launch in this process ("matmul", "norm", "attention"), or None."""
-    return _LAST_LAUNCH.get(family)
+    launch = _LAST_LAUNCH.get(family)
+    return describe_config(*launch) if launch else None

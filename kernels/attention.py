@@ -29,7 +29,6 @@ from ._common import (
     INTERPRET,
     check_same_device,
     check_tensor,
-    describe_config,
     ensure_allocator,
     note_launch,
     on_device,
@@ -377,7 +376,7 @@ def _attention_forward(
         _set_block_shapes({**dict(zip(("q_ptr", "k_ptr", "v_ptr", "o_ptr"), tensors)), **meta})
         _attn_fwd_kernel[grid](*args, **meta)
     kind = ("causal" if causal else "full") + (", packed rows" if packed else ", per-head descriptors")
-    note_launch("attention", describe_config(config, kind))
+    note_launch("attention", config, kind)
     return o
 
 

@@ -23,7 +23,6 @@ from ._common import (
     INTERPRET,
     check_same_device,
     check_tensor,
-    describe_config,
     ensure_allocator,
     note_launch,
     num_sms,
@@ -322,7 +321,7 @@ def _matmul_forward(
             _matmul_ptr_kernel[grid(config.kwargs)](*args, **common, **config.all_kwargs())
     else:
         raise ValueError(f"matmul: path must be 'tma', 'ptr' or None, got {path!r}")
-    note_launch("matmul", describe_config(config, path))
+    note_launch("matmul", config, path)
     return c
 
 

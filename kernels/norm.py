@@ -25,7 +25,6 @@ from ._common import (
     check_eps,
     check_same_device,
     check_tensor,
-    describe_config,
     next_pow2,
     note_launch,
     num_sms,
@@ -686,7 +685,7 @@ def _norm_forward(
         if kwargs["CHUNK"] > block_n:  # the unmasked (EVEN_N) build relies on chunks that divide the row
             raise ValueError(f"a chunk of {kwargs['CHUNK']} is wider than rows of {n}")
         _norm_kernel[grid(kwargs)](*args, **flags, **kwargs)
-    note_launch("norm", describe_config(config, "two-pass" if config.kwargs.get("CHUNK") else "whole-row"))
+    note_launch("norm", config, "two-pass" if config.kwargs.get("CHUNK") else "whole-row")
     return y
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from .asvresults import BenchmarkResult, ResultFile
 from .noise import NoiseModel
-from .stats import Comparison, Settings, compare_samples
+from .stats import Comparison, Settings, compare_samples, threshold
 
 # Rows that carry no verdict, after the four verdicts, in report order.
 OTHER_STATES = ("failed", "skipped", "new", "gone", "incomparable")
@@ -87,7 +87,7 @@ def compare_row(
     head: BenchmarkResult | None,
     noise: NoiseModel | None,
     settings: Settings,
-    drift: float = 0.0,
+    drift: tuple[float, str] = (0.0, ""),  # (how far a control of this case surely moved, that control)
 ) -> Row:
     if base is None:
         return Row(key, "new", note="no result at the base commit")
@@ -115,9 +115,13 @@ def compare_row(
             "ambiguous",
             "no samples stored (run asv with --record-samples)",
         )
-    else:
-        comparison = compare_samples(before, after, level, settings, drift)
-    return Row(key, comparison.verdict, comparison, level, origin, comparison.reason)
+        return Row(key, comparison.verdict, comparison, level, origin, comparison.reason)
+    moved, control = drift
+    comparison = compare_samples(before, after, level, settings, moved)
+    note = comparison.reason
+    if moved > threshold(settings, level):
+        note += f"; threshold raised to the drift of the control {control}"
+    return Row(key, comparison.verdict, comparison, level, origin, note)
 
 
 def _drift_by_case(rows: list[Row], own_providers: tuple[str, ...]) -> dict[tuple[str, str], tuple[float, str]]:
@@ -153,19 +157,15 @@ def compare_results(
     if pattern:
         keys = [k for k in keys if pattern.search(k)]
     report = Report(base, head, settings, noise_source, own_providers=own_providers)
-    for key in keys:
+    # Controls first: how far they moved sets the threshold of the project's own series of each case.
+    own = [k for k in keys if is_own(k, own_providers)]
+    for key in (k for k in keys if not is_own(k, own_providers)):
         report.rows.append(compare_row(key, base.results.get(key), head.results.get(key), noise, settings))
     drift = _drift_by_case(report.rows, own_providers)
-    for i, row in enumerate(report.rows):
-        parts = split_key(row.key)
-        case = (parts[0], parts[2]) if parts and parts[1] in own_providers else None
-        if case in drift and row.comparison is not None and drift[case][0] > row.comparison.threshold:
-            moved, control = drift[case]
-            judged = compare_row(
-                row.key, base.results.get(row.key), head.results.get(row.key), noise, settings, drift=moved
-            )
-            judged.note += f"; threshold raised to the drift of the control {control}"
-            report.rows[i] = judged
+    for key in own:
+        parts = split_key(key)
+        moved = drift.get((parts[0], parts[2]), (0.0, "")) if parts else (0.0, "")
+        report.rows.append(compare_row(key, base.results.get(key), head.results.get(key), noise, settings, moved))
     order = {state: i for i, state in enumerate(("slower", "faster", "ambiguous", *OTHER_STATES, "unchanged"))}
     report.rows.sort(key=lambda r: (order[r.state], r.key))
     return report

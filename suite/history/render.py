@@ -111,6 +111,7 @@ def html_page(report: Report) -> str:
         cells = "".join(f"<td>{esc(c)}</td>" for c in _cells(row))
         body.append(f'<tr class="{esc(row.state)}"{style}>{cells}</tr>')
     verdict = "Performance regression" if report.regressions else "No confirmed regression"
+    drift = drift_line(report)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(title(report))}</title>
 <style>
@@ -123,7 +124,7 @@ td:nth-child(2) {{ font-family: monospace; }}
 </style></head><body>
 <h1>{esc(title(report))}</h1>
 <p><b>{esc(verdict)}</b>: {esc(summary(report))}.</p>
-{f'<p class="drift">{esc(drift_line(report))}</p>' if drift_line(report) else ""}
+{f'<p class="drift">{esc(drift)}</p>' if drift else ""}
 <p class="note">{esc(settings_line(report))}</p>
 <p class="note">base {esc(report.base.commit)} ({esc(report.base.env)}), head {esc(report.head.commit)}
 ({esc(report.head.env)})</p>
