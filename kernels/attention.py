@@ -8,9 +8,7 @@ parameters; any other layout through per-head descriptors each program builds in
 masks only on the last K/V block). Building those costs each program a global write and a fence: on the
 H200 the host-side ones ran causal bf16 D128 8% faster at S 8192 and 14% at S 2048 (same config, side by
 side). K/V tiles stream through shared memory in a software-pipelined loop with an online softmax in exp2,
-log2(e) folded into the scale; the seq x seq scores never leave the chip. Some configs keep the Q tile in
-registers for QK^T's wgmma instead of reading it from shared memory (`Q_IN_REGISTERS`); the autotuner
-chooses.
+log2(e) folded into the scale; the seq x seq scores never leave the chip.
 
 causal=True is SDPA's is_causal (top-left: query i sees keys <= i, S_q == S_k), run in two stages:
 blocks left of the diagonal with no mask at all, then the diagonal blocks with the mask; blocks right
@@ -57,9 +55,9 @@ def _set_block_shapes(nargs: dict) -> None:
         nargs["k_ptr"].block_shape = nargs["v_ptr"].block_shape = [nargs["BLOCK_N"], d]
 
 
-def _cfg(bm: int, bn: int, warps: int, stages: int, q_regs: bool = False, ws: bool = False) -> triton.Config:
+def _cfg(bm: int, bn: int, warps: int, stages: int, ws: bool = False) -> triton.Config:
     return triton.Config(
-        {"BLOCK_M": bm, "BLOCK_N": bn, "Q_IN_REGISTERS": q_regs, "WARP_SPECIALIZE": ws},
+        {"BLOCK_M": bm, "BLOCK_N": bn, "WARP_SPECIALIZE": ws},
         num_warps=warps,
         num_stages=stages,
         pre_hook=_set_block_shapes,
@@ -72,13 +70,10 @@ def attention_configs() -> list[triton.Config]:
         return [_cfg(32, 16, 4, 2)]
     # Measured on an H200 (bf16/fp16, B*H = 64, S = 4096/8192, D = 64/128): 64x64 with 4 warps and
     # 3 stages wins (several programs per SM overlap one's softmax with another's MMAs), 128x128 and
-    # 128x64 with 8 warps come next. 64x64x2 and 128x64x2 are what fits head_dim 256. Q in registers
-    # ran head_dim 64 7% faster at 64x64x3 and head_dim 128 1% slower. Triton's warp_specialize measured
-    # no faster on Hopper and gave NaNs at 64x64: left out.
+    # 128x64 with 8 warps come next. 64x64x2 and 128x64x2 are what fits head_dim 256. Triton's
+    # warp_specialize measured no faster on Hopper and gave NaNs at 64x64: left out.
     return [
         _cfg(64, 64, 4, 3),
-        _cfg(64, 64, 4, 3, q_regs=True),
-        _cfg(64, 64, 4, 4, q_regs=True),
         _cfg(128, 128, 8, 3),
         _cfg(128, 64, 8, 3),
         _cfg(128, 64, 8, 4),
@@ -96,9 +91,8 @@ def prune_attention_configs(configs: list[triton.Config], named_args: dict, **kw
     kept = []
     for cfg in configs:
         bm, bn = cfg.kwargs["BLOCK_M"], cfg.kwargs["BLOCK_N"]
-        # Q tile (unless in registers) + K and V tiles per stage, 2 bytes each.
-        q_rows = 0 if cfg.kwargs["Q_IN_REGISTERS"] else bm
-        smem = (q_rows + 2 * bn * cfg.num_stages) * head_dim * 2
+        # Q tile + K and V tiles per stage, 2 bytes each.
+        smem = (bm + 2 * bn * cfg.num_stages) * head_dim * 2
         if smem > 200 * 1024:
             continue
         if bm % bn:  # the causal diagonal stage walks whole BLOCK_N blocks inside one BLOCK_M block
@@ -195,7 +189,6 @@ def _attn_fwd_kernel(
     PACKED: tl.constexpr,  # q_ptr..o_ptr are host-side descriptors over (B*H*S, D) rows
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
-    Q_IN_REGISTERS: tl.constexpr,
     WARP_SPECIALIZE: tl.constexpr,
 ):
     tl.static_assert(not CAUSAL or BLOCK_M % BLOCK_N == 0, "causal needs BLOCK_M % BLOCK_N == 0")
@@ -237,11 +230,6 @@ def _attn_fwd_kernel(
     q = q_desc.load([q_row0 + off_m, 0])
     if UPCAST:
         q = q.to(tl.float32)
-    if Q_IN_REGISTERS:
-        # Any elementwise step between the load and the dot makes Triton feed QK^T's wgmma with Q from
-        # registers instead of shared memory (fewer shared-memory reads per MMA, no Q tile in shared
-        # memory). Adding 0.0 changes no value that reaches the dot.
-        q = q + 0.0
 
     if CAUSAL:
         # Keys left of this query block: every one visible, no mask (needs BLOCK_M % BLOCK_N == 0).

@@ -285,7 +285,7 @@ def attention_cases() -> list[tuple[int, bool, triton.Config]]:
 def report_attention(disasm: list[str] | None, sass_dir: Path | None) -> list[str]:
     fn = attn._attn_fwd_kernel
     rows = [
-        f"{'kernel':<14} {'config':<29} {'regs':>4} {'spill':>5} {'smem':>6} {'CTA/SM':>6} "
+        f"{'kernel':<14} {'config':<24} {'regs':>4} {'spill':>5} {'smem':>6} {'CTA/SM':>6} "
         f"{'MMA in kernel':<38} {'loop instr':>10} {'EX2':>4} {'wait':>4} "
         f"{'mufu/tc':>7} {'issue/tc':>8} {'LDL/STL':>7}"
     ]
@@ -298,11 +298,10 @@ def report_attention(disasm: list[str] | None, sass_dir: Path | None) -> list[st
         consts = {"HEAD_DIM": head_dim, "CAUSAL": causal, "UPCAST": False, "EVEN_N": ATTN_SEQ % bn == 0}
         consts["PACKED"] = False
         label = f"D{head_dim} {'causal' if causal else 'full'} {bm}x{bn} w{cfg.num_warps} s{cfg.num_stages}"
-        label += " qreg" if cfg.kwargs["Q_IN_REGISTERS"] else ""
         c = compile_sm90(fn, args, {**consts, **cfg.all_kwargs()}, f"attn_{label.replace(' ', '_')}")
         spill = "?" if c.spill_bytes is None else str(sum(c.spill_bytes))
         line = (
-            f"{'attention':<14} {label:<29} {c.regs or '?':>4} {spill:>5} {c.smem:>6} "
+            f"{'attention':<14} {label:<24} {c.regs or '?':>4} {spill:>5} {c.smem:>6} "
             f"{ctas_per_sm(c, cfg.num_warps * 32):>6}"
         )
         if disasm:

@@ -61,17 +61,6 @@ def test_attention_forced_configs(block_m, block_n, causal, device, assert_close
     assert_close(out, _ref(q, k, v, causal), torch.float16, f"{block_m}x{block_n} S=70 causal={causal}")
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_attention_q_in_registers(causal, device, assert_close):
-    # The build that keeps Q in registers for QK^T computes the same thing, ragged last blocks included.
-    cfg = at._cfg(32, 16, 4, 2, q_regs=True)
-    for seq in (48, 37):
-        q, k, v = _qkv(1, 2, seq, seq, 64, torch.bfloat16, device, seed=10)
-        out = at._attention_forward(q, k, v, causal, None, config=cfg)
-        assert "Q_IN_REGISTERS=True" in last_launch("attention")
-        assert_close(out, _ref(q, k, v, causal), torch.bfloat16, f"Q in registers S={seq} causal={causal}")
-
-
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_packed_rows(causal, dtype, device, assert_close):
@@ -161,23 +150,6 @@ def test_attention_gpu_full_size(causal, dtype, assert_close):
     q, k, v = _qkv(2, 16, 4096, 4096, 128, dtype, "cuda", seed=7)
     ref = torch.cat([_ref(q[i : i + 1], k[i : i + 1], v[i : i + 1], causal) for i in range(2)])
     assert_close(attention(q, k, v, causal=causal), ref, dtype, f"B=2 H=16 S=4096 D=128 causal={causal}")
-
-
-@pytest.mark.gpu
-@needs_cuda
-@pytest.mark.parametrize("head_dim", [64, 128])
-def test_attention_gpu_every_candidate(head_dim, assert_close):
-    # Each config the autotuner may pick, forced, on packed and per-head inputs, causal and not.
-    q, k, v = _qkv(1, 8, 1024, 1024, head_dim, torch.bfloat16, "cuda", seed=11)
-    refs = {causal: _ref(q, k, v, causal) for causal in (False, True)}
-    configs = at.prune_attention_configs(at.attention_configs(), {"SQ": 1024}, HEAD_DIM=head_dim)
-    assert any(c.kwargs["Q_IN_REGISTERS"] for c in configs)
-    for cfg in configs:
-        for causal in (False, True):
-            for packed in (True, False):
-                out = at._attention_forward(q, k, v, causal, None, config=cfg, packed=packed)
-                what = f"{last_launch('attention')} D={head_dim}"
-                assert_close(out, refs[causal], torch.bfloat16, what)
 
 
 @pytest.mark.gpu
