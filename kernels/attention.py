@@ -70,8 +70,9 @@ def attention_configs() -> list[triton.Config]:
         return [_cfg(32, 16, 4, 2)]
     # Measured on an H200 (bf16/fp16, B*H = 64, S = 4096/8192, D = 64/128): 64x64 with 4 warps and
     # 3 stages wins (several programs per SM overlap one's softmax with another's MMAs), 128x128 and
-    # 128x64 with 8 warps come next. 64x64x2 and 128x64x2 are what fits head_dim 256. Triton's
-    # warp_specialize measured no faster on Hopper and gave NaNs at 64x64: left out.
+    # 128x64 with 8 warps come next. 64x64x2 and 128x64x2 are what fits head_dim 256. Left out: Triton's
+    # warp_specialize (no faster on Hopper, NaNs at 64x64), and Q fed to the wgmma from registers (0.98-1.01x
+    # at head_dim 128; 1.04-1.14x at 64, but ptxas then overwrote Q's registers inside the non-causal loop).
     return [
         _cfg(64, 64, 4, 3),
         _cfg(128, 128, 8, 3),

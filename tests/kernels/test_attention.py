@@ -154,6 +154,21 @@ def test_attention_gpu_full_size(causal, dtype, assert_close):
 
 @pytest.mark.gpu
 @needs_cuda
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_attention_gpu_every_candidate(head_dim, assert_close):
+    # Each config the autotuner may pick, forced, on packed and per-head inputs, causal and not: a build
+    # the compiler gets wrong must fail here, whichever config the autotuner would favour.
+    q, k, v = _qkv(1, 8, 1024, 1024, head_dim, torch.bfloat16, "cuda", seed=11)
+    refs = {causal: _ref(q, k, v, causal) for causal in (False, True)}
+    for cfg in at.prune_attention_configs(at.attention_configs(), {"SQ": 1024}, HEAD_DIM=head_dim):
+        for causal in (False, True):
+            for packed in (True, False):
+                out = at._attention_forward(q, k, v, causal, None, config=cfg, packed=packed)
+                assert_close(out, refs[causal], torch.bfloat16, f"{last_launch('attention')} D={head_dim}")
+
+
+@pytest.mark.gpu
+@needs_cuda
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seq,head_dim", [(1000, 64), (4097, 128), (333, 256)])
 def test_attention_gpu_ragged(seq, head_dim, causal, assert_close):
