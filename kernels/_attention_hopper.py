@@ -1,0 +1,195 @@
+"""Attention forward for Hopper (sm_90) written in Gluon, Triton's lower-level dialect: the same algorithm as
+`attention.py`'s kernel, with the MMA schedule spelled out so that the softmax overlaps the tensor cores.
+
+Triton's pipeliner waits for each QK^T wgmma before its softmax and issues P@V after it, so within a program
+the tensor cores idle during every softmax. Here each loop trip issues QK^T of block j and then P@V of block
+j-1 (P kept from the previous trip), waits for QK^T only (the older of the two), and computes the softmax
+of block j while P@V is still running; then it waits for P@V. Triton's pipeliner cannot express a wait that
+leaves a wgmma in flight around non-MMA code.
+
+Two details keep ptxas from undoing the schedule (checked on the compiled SASS by the tests):
+- The rescale of the output accumulator happens before P@V is issued, never while a wgmma that writes it
+  is in flight; otherwise ptxas serialises every wgmma (its C7514 "wgmma serialized" report).
+- ptxas hoists a wgmma wait above independent arithmetic. A shared-memory store of the row sums (a result
+  of the softmax) just before the second wait pins the softmax above it.
+
+Inputs are the packed (B*H*S, D) rows of contiguous (B, H, S, D) tensors whose lengths are multiples of
+BLOCK; `attention.py` routes only such inputs here, on sm_90, outside the interpreter (Gluon has none).
+"""
+
+from __future__ import annotations
+
+import torch
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+BLOCK = 64  # query rows per program (one warpgroup) and keys per loop trip
+NUM_WARPS = 4
+HEAD_DIMS = (64, 128)
+SEQ_MULTIPLE = BLOCK
+
+# K/V ring depth, measured on an H200 (bf16/fp16, 16k tokens): 3 stages won at head_dim 128 (1.06-1.10x
+# the Triton kernel, 2 were 1.03-1.06x), 2 at head_dim 64 (1.04x; 3 were 0.97x). Both keep two programs
+# per SM (115 and 58 KiB of shared memory).
+STAGES = {64: 2, 128: 3}
+
+_GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
+
+
+@gluon.jit
+def _load_kv(desc, row, bar, dest, ok, NBYTES: gl.constexpr):
+    mbarrier.expect(bar, NBYTES, pred=ok)
+    tma.async_copy_global_to_shared(desc, [row, 0], bar, dest, pred=ok)
+
+
+@gluon.jit
+def _masked_diagonal(s, offs_m, col0, BLOCK_N: gl.constexpr, col_layout: gl.constexpr):
+    offs_n = col0 + gl.arange(0, BLOCK_N, col_layout)
+    return gl.where(offs_m[:, None] >= offs_n[None, :], s, float("-inf"))
+
+
+@gluon.jit
+def _attn_fwd_hopper(
+    q_desc, k_desc, v_desc, o_desc, SQ, SK, qk_scale,
+    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+    CAUSAL: gl.constexpr,
+):  # fmt: skip
+    dtype: gl.constexpr = q_desc.dtype
+    warps: gl.constexpr = BLOCK_M // 16
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[warps, 1], instr_shape=[16, BLOCK_N, 16]
+    )
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[warps, 1], instr_shape=[16, HEAD_DIM, 16]
+    )
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    col_s: gl.constexpr = gl.SliceLayout(0, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    DIAG: gl.constexpr = BLOCK_M // BLOCK_N  # key blocks that touch the diagonal of one query block
+    KV_BYTES: gl.constexpr = BLOCK_N * HEAD_DIM * 2
+
+    if CAUSAL:  # the last query blocks see the most keys: start them first
+        start_m = gl.num_programs(0) - 1 - gl.program_id(0)
+        n_blocks = (start_m + 1) * DIAG
+    else:
+        start_m = gl.program_id(0)
+        n_blocks = SK // BLOCK_N
+    bh = gl.program_id(1)
+    q_row = bh * SQ + start_m * BLOCK_M
+    kv_row0 = bh * SK
+    offs_m = start_m * BLOCK_M + gl.arange(0, BLOCK_M, row_s)
+
+    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
+    sink = gl.allocate_shared_memory(gl.float32, [BLOCK_M], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_bar, count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_bars.index(i), count=1)
+        mbarrier.init(v_bars.index(i), count=1)
+    fence_async_shared()
+
+    # Q, and the first STAGES blocks of K and V. Block b always lives in slot b % STAGES; its load is that
+    # slot's (b // STAGES)-th, which gives the phase to wait for.
+    mbarrier.expect(q_bar, BLOCK_M * HEAD_DIM * 2)
+    tma.async_copy_global_to_shared(q_desc, [q_row, 0], q_bar, q_smem)
+    for i in gl.static_range(STAGES):
+        _load_kv(k_desc, kv_row0 + i * BLOCK_N, k_bars.index(i), k_smem.index(i), i < n_blocks, KV_BYTES)
+        _load_kv(v_desc, kv_row0 + i * BLOCK_N, v_bars.index(i), v_smem.index(i), i < n_blocks, KV_BYTES)
+
+    # Block 0 on its own: its scores, then the first softmax.
+    zero_s = gl.full([BLOCK_M, BLOCK_N], 0.0, gl.float32, s_layout)
+    mbarrier.wait(q_bar, 0)
+    mbarrier.wait(k_bars.index(0), 0)
+    s = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False)
+    _load_kv(k_desc, kv_row0 + STAGES * BLOCK_N, k_bars.index(0), k_smem.index(0), STAGES < n_blocks, KV_BYTES)
+    if CAUSAL:
+        if n_blocks <= DIAG:
+            s = _masked_diagonal(s, offs_m, 0, BLOCK_N, col_s)
+    m_i = gl.max(s, 1) * qk_scale
+    p = gl.exp2(s * qk_scale - m_i[:, None])
+    l_i = gl.sum(p, 1)
+    p_op = gl.convert_layout(p.to(dtype), p_layout)
+    alpha = gl.full([BLOCK_M], 1.0, gl.float32, row_s)
+    acc = gl.full([BLOCK_M, HEAD_DIM], 0.0, gl.float32, o_layout)
+
+    for j in range(1, n_blocks):
+        slot = j % STAGES
+        prev = (j - 1) % STAGES
+        # QK^T of block j, then P@V of block j-1; the accumulator is rescaled before P@V is issued.
+        mbarrier.wait(k_bars.index(slot), (j // STAGES) & 1)
+        s_tok = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+        mbarrier.wait(v_bars.index(prev), ((j - 1) // STAGES) & 1)
+        acc_tok = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
+        s = warpgroup_mma_wait(1, deps=[s_tok])  # QK^T done; P@V still running during the softmax
+        if CAUSAL:
+            if j >= n_blocks - DIAG:
+                s = _masked_diagonal(s, offs_m, j * BLOCK_N, BLOCK_N, col_s)
+        m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
+        p = gl.exp2(s * qk_scale - m_new[:, None])
+        alpha = gl.exp2(m_i - m_new)
+        l_i = l_i * alpha + gl.sum(p, 1)
+        m_i = m_new
+        p_op = gl.convert_layout(p.to(dtype), p_layout)
+        # K block j is consumed: its slot takes block j + STAGES.
+        _load_kv(k_desc, kv_row0 + (j + STAGES) * BLOCK_N, k_bars.index(slot), k_smem.index(slot),
+                 j + STAGES < n_blocks, KV_BYTES)  # fmt: skip
+        sink.store(l_i)  # pins the softmax above the wait (see the module docstring)
+        acc = warpgroup_mma_wait(0, deps=[acc_tok])
+        # V block j-1 is consumed: its slot takes block j - 1 + STAGES.
+        _load_kv(v_desc, kv_row0 + (j - 1 + STAGES) * BLOCK_N, v_bars.index(prev), v_smem.index(prev),
+                 j - 1 + STAGES < n_blocks, KV_BYTES)  # fmt: skip
+
+    last = (n_blocks - 1) % STAGES
+    acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+    mbarrier.wait(v_bars.index(last), ((n_blocks - 1) // STAGES) & 1)
+    acc = warpgroup_mma(p_op, v_smem.index(last), acc)
+    out = acc / gl.convert_layout(l_i, row_o)[:, None]
+    q_smem.store(out.to(dtype))  # Q is no longer read: its tile stages the output for the TMA store
+    fence_async_shared()
+    tma.async_copy_shared_to_global(o_desc, [q_row, 0], q_smem)
+    tma.store_wait(0)
+    mbarrier.invalidate(q_bar)
+    for i in gl.static_range(STAGES):
+        mbarrier.invalidate(k_bars.index(i))
+        mbarrier.invalidate(v_bars.index(i))
+
+
+def row_descriptor(t: torch.Tensor, rows: int = BLOCK) -> TensorDescriptor:
+    """TMA descriptor over the (B*H*S, D) rows of a contiguous (B, H, S, D) tensor, `rows` rows per tile."""
+    flat = t.view(-1, t.shape[-1])
+    block = [rows, t.shape[-1]]
+    layout = gl.NVMMASharedLayout.get_default_for(block, _GL_DTYPES[t.dtype])
+    return TensorDescriptor.from_tensor(flat, block, layout)
+
+
+def launch_args(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, causal: bool, qk_scale: float
+) -> tuple[tuple, dict]:
+    """Positional and keyword arguments of one launch (also used to compile it ahead of time)."""
+    d = q.shape[-1]
+    args = (*(row_descriptor(t) for t in (q, k, v, o)), q.shape[2], k.shape[2], qk_scale)
+    meta = dict(HEAD_DIM=d, BLOCK_M=BLOCK, BLOCK_N=BLOCK, STAGES=STAGES[d], CAUSAL=causal, num_warps=NUM_WARPS)
+    return args, meta
+
+
+def attention_hopper(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, causal: bool, qk_scale: float
+) -> None:
+    """Write softmax(q k^T [+ causal mask]) v into o; qk_scale is the softmax scale times log2(e)."""
+    args, meta = launch_args(q, k, v, o, causal, qk_scale)
+    b, h, sq, _ = q.shape
+    _attn_fwd_hopper[(sq // BLOCK, b * h)](*args, **meta)
