@@ -3,9 +3,10 @@
     python tests/kernels/hopper_schedule.py
 
 Run by test_attention_hopper.py in a fresh process: Triton's interpreter, on in the test session, would
-replace the language's jit helpers that Gluon compiles. Per build (head_dim, causal): whether ptxas
-serialised the wgmma instructions (its C7514 report), spilled bytes, and how many MUFU.EX2 lie between the
-first wait that leaves a wgmma in flight (WARPGROUP.DEPBAR.LE 1) and the next full wait (LE 0).
+replace the language's jit helpers that Gluon compiles. Per build (head_dim, causal): registers, shared
+memory, spilled bytes, whether ptxas serialised the wgmma instructions (its C7514 report), and how many
+MUFU.EX2 lie between the first wait that leaves a wgmma in flight (WARPGROUP.DEPBAR.LE 1) and the next
+full wait (LE 0).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ def schedule(kernel: triton.compiler.CompiledKernel, work: Path) -> dict:
     )
     log = ptxas.stdout + ptxas.stderr
     spills = re.search(r"(\d+) bytes spill stores", log)
+    registers = re.search(r"Used (\d+) registers", log)
     cubin = work / "kernel.cubin"
     cubin.write_bytes(kernel.asm["cubin"])
     sass = subprocess.run(
@@ -60,6 +62,8 @@ def schedule(kernel: triton.compiler.CompiledKernel, work: Path) -> dict:
     in_flight = sass.find("WARPGROUP.DEPBAR.LE gsb0, 0x1")
     drained = sass.find("WARPGROUP.DEPBAR.LE gsb0, 0x0", in_flight) if in_flight >= 0 else -1
     return {
+        "registers": int(registers.group(1)) if registers else None,
+        "shared_bytes": kernel.metadata.shared,
         "serialized": "C7514" in log,
         "spill_bytes": int(spills.group(1)) if spills else None,
         "wait_leaves_mma_in_flight": in_flight >= 0,
