@@ -340,6 +340,13 @@ def _row_descriptor(t: torch.Tensor) -> TensorDescriptor:
     return TensorDescriptor(rows, list(rows.shape), list(rows.stride()), [16, t.shape[-1]])
 
 
+# What the launch records say the Gluon kernel ran, per head_dim (its tile, warps and K/V ring depth).
+_HOPPER_CONFIGS = {
+    d: triton.Config({"BLOCK_M": hopper.BLOCK, "BLOCK_N": hopper.BLOCK}, num_warps=hopper.NUM_WARPS, num_stages=s)
+    for d, s in hopper.STAGES.items()
+}
+
+
 def hopper_layout_fits(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     """Whether the Gluon kernel for Hopper (`_attention_hopper`) can read these (validated) inputs: head_dim
     64 or 128, contiguous tensors whose lengths are multiples of its block, row indices within int32."""
@@ -386,11 +393,7 @@ def _attention_forward(
     wants_gluon = kernel == "gluon" or (kernel == "auto" and config is None and packed is None)
     if wants_gluon and hopper_kernel_applies(q, k, v):
         hopper.attention_hopper(q, k, v, o, causal, scale * _LOG2E)
-        stages = hopper.STAGES[d]
-        gluon_config = triton.Config(
-            {"BLOCK_M": hopper.BLOCK, "BLOCK_N": hopper.BLOCK}, num_warps=hopper.NUM_WARPS, num_stages=stages
-        )
-        note_launch("attention", gluon_config, ("causal" if causal else "full") + ", gluon Hopper kernel")
+        note_launch("attention", _HOPPER_CONFIGS[d], ("causal" if causal else "full") + ", gluon Hopper kernel")
         return o
     if kernel == "gluon":
         raise ValueError("attention: the Gluon kernel does not apply to these inputs (see hopper_kernel_applies)")
