@@ -19,6 +19,8 @@ BLOCK; `attention.py` routes only such inputs here, on sm_90, outside the interp
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -168,12 +170,15 @@ def _attn_fwd_hopper(
         mbarrier.invalidate(v_bars.index(i))
 
 
+@functools.cache
+def _tile_layout(rows: int, head_dim: int, dtype: torch.dtype) -> gl.NVMMASharedLayout:
+    return gl.NVMMASharedLayout.get_default_for([rows, head_dim], _GL_DTYPES[dtype])
+
+
 def row_descriptor(t: torch.Tensor, rows: int = BLOCK) -> TensorDescriptor:
     """TMA descriptor over the (B*H*S, D) rows of a contiguous (B, H, S, D) tensor, `rows` rows per tile."""
-    flat = t.view(-1, t.shape[-1])
-    block = [rows, t.shape[-1]]
-    layout = gl.NVMMASharedLayout.get_default_for(block, _GL_DTYPES[t.dtype])
-    return TensorDescriptor.from_tensor(flat, block, layout)
+    d = t.shape[-1]
+    return TensorDescriptor.from_tensor(t.view(-1, d), [rows, d], _tile_layout(rows, d, t.dtype))
 
 
 def launch_args(

@@ -22,6 +22,7 @@ of the diagonal are skipped. Causal programs run the heaviest query blocks first
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -329,9 +330,10 @@ def _check_attention(q: object, k: object, v: object, causal: object, scale: obj
             )
 
 
-def _packs(t: torch.Tensor, seq: int) -> bool:
-    """Whether t (B, H, seq, D) can be read through one descriptor over its B*H*seq rows."""
-    return t.is_contiguous() and seq % PACKED_SEQ_MULTIPLE == 0
+def _packs(t: torch.Tensor, seq: int, multiple: int = PACKED_SEQ_MULTIPLE) -> bool:
+    """Whether t (B, H, seq, D) can be read through one descriptor over its B*H*seq rows by blocks that
+    divide `multiple` (no block then reaches into the next head's rows)."""
+    return t.is_contiguous() and seq % multiple == 0
 
 
 def _row_descriptor(t: torch.Tensor) -> TensorDescriptor:
@@ -350,20 +352,25 @@ _HOPPER_CONFIGS = {
 def hopper_layout_fits(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     """Whether the Gluon kernel for Hopper (`_attention_hopper`) can read these (validated) inputs: head_dim
     64 or 128, contiguous tensors whose lengths are multiples of its block, row indices within int32."""
-    d, sq, sk = q.shape[-1], q.shape[2], k.shape[2]
+    d, sq, sk, multiple = q.shape[-1], q.shape[2], k.shape[2], hopper.SEQ_MULTIPLE
     return (
         d in hopper.HEAD_DIMS
-        and sq % hopper.SEQ_MULTIPLE == 0
-        and sk % hopper.SEQ_MULTIPLE == 0
-        and all(t.is_contiguous() for t in (q, k, v))
+        and _packs(q, sq, multiple)
+        and _packs(k, sk, multiple)
+        and _packs(v, sk, multiple)
         and max(q.numel(), k.numel()) // d < 2**31
     )
+
+
+@functools.cache
+def _is_hopper(device: torch.device) -> bool:
+    return torch.cuda.get_device_capability(device) == (9, 0)
 
 
 def hopper_kernel_applies(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     """The Gluon kernel runs on an sm_90 GPU (its wgmma and TMA schedule is Hopper's), outside the
     interpreter (which has no Gluon), on inputs whose layout fits."""
-    on_hopper = q.device.type == "cuda" and torch.cuda.get_device_capability(q.device) == (9, 0)
+    on_hopper = q.device.type == "cuda" and _is_hopper(q.device)
     return not INTERPRET and on_hopper and hopper_layout_fits(q, k, v)
 
 

@@ -124,17 +124,14 @@ def compare_row(
     return Row(key, comparison.verdict, comparison, level, origin, note)
 
 
-def _drift_by_case(rows: list[Row], own_providers: tuple[str, ...]) -> dict[tuple[str, str], tuple[float, str]]:
-    """Per (family, params): the largest sure move among control series called faster or slower."""
+def _drift_by_case(moved_controls: list[Row]) -> dict[tuple[str, str], tuple[float, str]]:
+    """Per (family, params): the largest sure move among the control series that moved."""
     drift: dict[tuple[str, str], tuple[float, str]] = {}
-    for row in rows:
-        parts = split_key(row.key)
-        if parts is None or parts[1] in own_providers or row.state not in ("faster", "slower"):
-            continue
+    for row in moved_controls:
+        family, provider, params = split_key(row.key)  # controls always have a parsed name (see is_own)
         moved = surely_moved(row.comparison)
-        case = (parts[0], parts[2])
-        if moved > drift.get(case, (0.0, ""))[0]:
-            drift[case] = (moved, f"{parts[1]} x{row.comparison.ratio:.3f}")
+        if moved > drift.get((family, params), (0.0, ""))[0]:
+            drift[(family, params)] = (moved, f"{provider} x{row.comparison.ratio:.3f}")
     return drift
 
 
@@ -161,7 +158,7 @@ def compare_results(
     own = [k for k in keys if is_own(k, own_providers)]
     for key in (k for k in keys if not is_own(k, own_providers)):
         report.rows.append(compare_row(key, base.results.get(key), head.results.get(key), noise, settings))
-    drift = _drift_by_case(report.rows, own_providers)
+    drift = _drift_by_case(report.moved_controls)
     for key in own:
         parts = split_key(key)
         moved = drift.get((parts[0], parts[2]), (0.0, "")) if parts else (0.0, "")

@@ -77,6 +77,7 @@ class Compiled:
     stack: int | None
     smem: int
     cubin: bytes
+    ptxas_log: str = ""  # ptxas -v, which also carries its performance reports (e.g. C7514)
     sass: list[tuple[int, str]] = field(default_factory=list)  # (address, instruction text)
 
 
@@ -84,8 +85,9 @@ _BACKEND = make_backend(TARGET)
 _BINDERS: dict[int, object] = {}
 
 
-def compile_sm90(fn, args: tuple, kwargs: dict, name: str) -> Compiled:
-    """Compile a @triton.jit function for sm_90 as a launch with these arguments would; no device touched."""
+def compile_sm90(fn, args: tuple, kwargs: dict, name: str, source: type[ASTSource] = ASTSource) -> Compiled:
+    """Compile a @triton.jit function (a Gluon one with `source=GluonASTSource`) for sm_90 as a launch with
+    these arguments would; no device touched. Needs `knobs.nvidia.dump_ptxas_log` for registers and spills."""
     binder = _BINDERS.get(id(fn))
     if binder is None:
         binder = _BINDERS[id(fn)] = create_function_from_signature(fn.signature, fn.params, _BACKEND)
@@ -93,7 +95,7 @@ def compile_sm90(fn, args: tuple, kwargs: dict, name: str) -> Compiled:
     options, signature, constexprs, attrs = fn._pack_args(_BACKEND, kwargs, bound, spec, opts)
     log = io.StringIO()
     with contextlib.redirect_stdout(log):  # ptxas -v log, printed by Triton when dump_ptxas_log is on
-        kernel = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=TARGET, options=options.__dict__)
+        kernel = triton.compile(source(fn, signature, constexprs, attrs), target=TARGET, options=options.__dict__)
     text = log.getvalue()
     regs = re.search(r"Used (\d+) registers", text)
     spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", text)
@@ -106,6 +108,7 @@ def compile_sm90(fn, args: tuple, kwargs: dict, name: str) -> Compiled:
         stack=int(stack.group(1)) if stack else None,
         smem=int(kernel.metadata.shared),
         cubin=kernel.asm["cubin"],
+        ptxas_log=text,
     )
 
 

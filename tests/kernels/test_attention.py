@@ -5,6 +5,7 @@ import math
 
 import pytest
 import torch
+from attention_inputs import random_qkv
 
 from tierbench.kernels import attention
 from tierbench.kernels._common import last_launch
@@ -14,12 +15,7 @@ at = importlib.import_module("tierbench.kernels.attention")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
-def _qkv(b, h, sq, sk, d, dtype, device, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    q = torch.randn(b, h, sq, d, generator=g).to(device=device, dtype=dtype)
-    k = torch.randn(b, h, sk, d, generator=g).to(device=device, dtype=dtype)
-    v = torch.randn(b, h, sk, d, generator=g).to(device=device, dtype=dtype)
-    return q, k, v
+_qkv = random_qkv
 
 
 def _ref(q, k, v, causal, scale=None):

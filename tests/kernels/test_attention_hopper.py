@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from attention_inputs import random_qkv
 
 from tierbench.kernels._common import last_launch
 from tierbench.suite.ops.attention import attention_ref
@@ -71,11 +72,6 @@ def test_not_taken_on_cpu_or_under_the_interpreter(device):
         at._attention_forward(q, q, q, kernel="cuda")
 
 
-def _qkv(b, h, sq, sk, d, dtype, seed):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(b, h, s, d, generator=g).to(device="cuda", dtype=dtype) for s in (sq, sk, sk))
-
-
 @pytest.mark.gpu
 @on_hopper
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -83,7 +79,7 @@ def _qkv(b, h, sq, sk, d, dtype, seed):
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_hopper_kernel_gpu(head_dim, causal, dtype, assert_close):
     for b, h, s in ((2, 3, 256), (1, 2, 64), (1, 16, 2048)):
-        q, k, v = _qkv(b, h, s, s, head_dim, dtype, seed=s)
+        q, k, v = random_qkv(b, h, s, s, head_dim, dtype, "cuda", seed=s)
         v[0, h - 1] += 100.0  # a head whose values differ wildly from its neighbours' shows any cross-head read
         out = at._attention_forward(q, k, v, causal, kernel="gluon")
         assert "gluon" in last_launch("attention")
@@ -94,7 +90,7 @@ def test_hopper_kernel_gpu(head_dim, causal, dtype, assert_close):
 @pytest.mark.gpu
 @on_hopper
 def test_hopper_kernel_gpu_cross_lengths_and_scale(assert_close):
-    q, k, v = _qkv(2, 4, 192, 640, 128, torch.bfloat16, seed=1)
+    q, k, v = random_qkv(2, 4, 192, 640, 128, torch.bfloat16, "cuda", seed=1)
     out = at._attention_forward(q, k, v, False, 0.3, kernel="gluon")
     assert_close(out, attention_ref(q, k, v, False, 0.3), torch.bfloat16, "gluon Sq=192 Sk=640 scale=0.3")
 
@@ -102,9 +98,9 @@ def test_hopper_kernel_gpu_cross_lengths_and_scale(assert_close):
 @pytest.mark.gpu
 @on_hopper
 def test_public_attention_takes_the_hopper_kernel_where_it_fits():
-    q, k, v = _qkv(1, 2, 256, 256, 128, torch.bfloat16, seed=2)
+    q, k, v = random_qkv(1, 2, 256, 256, 128, torch.bfloat16, "cuda", seed=2)
     at.attention(q, k, v)
     assert "gluon Hopper kernel" in last_launch("attention")
-    q, k, v = _qkv(1, 2, 200, 200, 128, torch.bfloat16, seed=3)
+    q, k, v = random_qkv(1, 2, 200, 200, 128, torch.bfloat16, "cuda", seed=3)
     at.attention(q, k, v)  # a length the Gluon kernel's blocks do not divide
     assert "gluon" not in last_launch("attention")
