@@ -14,7 +14,8 @@ Two details keep ptxas from undoing the schedule (checked on the compiled SASS b
   of the softmax) just before the second wait pins the softmax above it.
 
 Inputs are the packed (B*H*S, D) rows of contiguous (B, H, S, D) tensors whose lengths are multiples of
-BLOCK; `attention.py` routes only such inputs here, on sm_90, outside the interpreter (Gluon has none).
+BLOCK; `attention.py` routes such inputs here, on sm_90, outside the interpreter (Gluon has none), unless
+the warp-specialised kernel (`_attention_hopper_ws`, head_dim 128, lengths multiples of 128) takes them.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def _load_kv(desc, row, bar, dest, ok, NBYTES: gl.constexpr):
 
 
 @gluon.jit
-def _masked_diagonal(s, offs_m, col0, BLOCK_N: gl.constexpr, col_layout: gl.constexpr):
+def masked_diagonal(s, offs_m, col0, BLOCK_N: gl.constexpr, col_layout: gl.constexpr):
     offs_n = col0 + gl.arange(0, BLOCK_N, col_layout)
     return gl.where(offs_m[:, None] >= offs_n[None, :], s, float("-inf"))
 
@@ -119,7 +120,7 @@ def _attn_fwd_hopper(
     _load_kv(k_desc, kv_row0 + STAGES * BLOCK_N, k_bars.index(0), k_smem.index(0), STAGES < n_blocks, KV_BYTES)
     if CAUSAL:
         if n_blocks <= DIAG:
-            s = _masked_diagonal(s, offs_m, 0, BLOCK_N, col_s)
+            s = masked_diagonal(s, offs_m, 0, BLOCK_N, col_s)
     m_i = gl.max(s, 1) * qk_scale
     p = gl.exp2(s * qk_scale - m_i[:, None])
     l_i = gl.sum(p, 1)
@@ -139,7 +140,7 @@ def _attn_fwd_hopper(
         s = warpgroup_mma_wait(1, deps=[s_tok])  # QK^T done; P@V still running during the softmax
         if CAUSAL:
             if j >= n_blocks - DIAG:
-                s = _masked_diagonal(s, offs_m, j * BLOCK_N, BLOCK_N, col_s)
+                s = masked_diagonal(s, offs_m, j * BLOCK_N, BLOCK_N, col_s)
         m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
         p = gl.exp2(s * qk_scale - m_new[:, None])
         alpha = gl.exp2(m_i - m_new)
@@ -191,9 +192,7 @@ def launch_args(
     return args, meta
 
 
-def attention_hopper(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, causal: bool, qk_scale: float
-) -> None:
+def launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, causal: bool, qk_scale: float) -> None:
     """Write softmax(q k^T [+ causal mask]) v into o; qk_scale is the softmax scale times log2(e)."""
     args, meta = launch_args(q, k, v, o, causal, qk_scale)
     b, h, sq, _ = q.shape

@@ -10,10 +10,12 @@ H200 the host-side ones ran causal bf16 D128 8% faster at S 8192 and 14% at S 20
 side). K/V tiles stream through shared memory in a software-pipelined loop with an online softmax in exp2,
 log2(e) folded into the scale; the seq x seq scores never leave the chip.
 
-On Hopper (sm_90), inputs that fit its layout (contiguous, head_dim 64/128, lengths multiples of 64) run
-`_attention_hopper` instead: the same algorithm in Gluon, Triton's lower-level dialect, with the MMA
-schedule written out so that each softmax overlaps the tensor cores (1.04-1.10x this kernel on an H200).
-Everything else, and every launch under the interpreter, runs the kernel below.
+On Hopper (sm_90), contiguous inputs run one of two Gluon kernels (Gluon: Triton's lower-level dialect)
+instead, the same algorithm with the MMA schedule written out so that each softmax overlaps the tensor
+cores: head_dim 128 with lengths multiples of 128 the warp-specialised `_attention_hopper_ws` (a TMA warp
+and two softmax warpgroups per 128 rows), else head_dim 64/128 with lengths multiples of 64
+`_attention_hopper` (one warpgroup per 64 rows). Everything else, and every launch under the interpreter,
+runs the kernel below.
 
 causal=True is SDPA's is_causal (top-left: query i sees keys <= i, S_q == S_k), run in two stages:
 blocks left of the diagonal with no mask at all, then the diagonal blocks with the mask; blocks right
@@ -31,6 +33,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from . import _attention_hopper as hopper
+from . import _attention_hopper_ws as hopper_ws
 from ._common import (
     HALF_DTYPES,
     INTERPRET,
@@ -342,19 +345,42 @@ def _row_descriptor(t: torch.Tensor) -> TensorDescriptor:
     return TensorDescriptor(rows, list(rows.shape), list(rows.stride()), [16, t.shape[-1]])
 
 
-# What the launch records say the Gluon kernel ran, per head_dim (its tile, warps and K/V ring depth).
-_HOPPER_CONFIGS = {
-    d: triton.Config({"BLOCK_M": hopper.BLOCK, "BLOCK_N": hopper.BLOCK}, num_warps=hopper.NUM_WARPS, num_stages=s)
-    for d, s in hopper.STAGES.items()
+# The Gluon kernels for Hopper by name, in the order "auto" tries them. Each module gives HEAD_DIMS and
+# SEQ_MULTIPLE (what its blocks read) and launch(q, k, v, o, causal, qk_scale).
+HOPPER_KERNELS = {"gluon-ws": hopper_ws, "gluon": hopper}
+KERNELS = ("auto", *HOPPER_KERNELS, "triton")
+
+# What the launch records say each Gluon kernel ran: per head_dim, its tile, warps and K/V ring depth.
+_HOPPER_LAUNCHES = {
+    "gluon-ws": {
+        d: (
+            triton.Config(
+                {"BLOCK_M": hopper_ws.BLOCK_M, "BLOCK_N": hopper_ws.BLOCK_N},
+                num_warps=hopper_ws.NUM_WARPS,
+                num_stages=hopper_ws.STAGES,
+            ),
+            "gluon Hopper kernel, warp-specialised",
+        )
+        for d in hopper_ws.HEAD_DIMS
+    },
+    "gluon": {
+        d: (
+            triton.Config({"BLOCK_M": hopper.BLOCK, "BLOCK_N": hopper.BLOCK}, num_warps=hopper.NUM_WARPS, num_stages=s),
+            "gluon Hopper kernel",
+        )
+        for d, s in hopper.STAGES.items()
+    },
 }
 
 
-def hopper_layout_fits(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
-    """Whether the Gluon kernel for Hopper (`_attention_hopper`) can read these (validated) inputs: head_dim
-    64 or 128, contiguous tensors whose lengths are multiples of its block, row indices within int32."""
-    d, sq, sk, multiple = q.shape[-1], q.shape[2], k.shape[2], hopper.SEQ_MULTIPLE
+def hopper_layout_fits(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: str = "gluon") -> bool:
+    """Whether the named Gluon kernel for Hopper (a key of HOPPER_KERNELS) can read these (validated) inputs:
+    a head_dim it was built for, contiguous tensors whose lengths are multiples of its block, row indices
+    within int32."""
+    module = HOPPER_KERNELS[kernel]
+    d, sq, sk, multiple = q.shape[-1], q.shape[2], k.shape[2], module.SEQ_MULTIPLE
     return (
-        d in hopper.HEAD_DIMS
+        d in module.HEAD_DIMS
         and _packs(q, sq, multiple)
         and _packs(k, sk, multiple)
         and _packs(v, sk, multiple)
@@ -367,11 +393,11 @@ def _is_hopper(device: torch.device) -> bool:
     return torch.cuda.get_device_capability(device) == (9, 0)
 
 
-def hopper_kernel_applies(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
-    """The Gluon kernel runs on an sm_90 GPU (its wgmma and TMA schedule is Hopper's), outside the
+def hopper_kernel_applies(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: str = "gluon") -> bool:
+    """The named Gluon kernel runs on an sm_90 GPU (its wgmma and TMA schedule is Hopper's), outside the
     interpreter (which has no Gluon), on inputs whose layout fits."""
     on_hopper = q.device.type == "cuda" and _is_hopper(q.device)
-    return not INTERPRET and on_hopper and hopper_layout_fits(q, k, v)
+    return not INTERPRET and on_hopper and hopper_layout_fits(q, k, v, kernel)
 
 
 def _attention_forward(
@@ -385,25 +411,32 @@ def _attention_forward(
     packed: bool | None = None,
     kernel: str = "auto",
 ) -> torch.Tensor:
-    """Launch without validation. `kernel`: "gluon" (the Hopper kernel, where it applies), "triton", or
-    "auto" (gluon where it applies, else triton). For the Triton kernel, `config` bypasses the autotuner and
-    `packed=False` forces the per-head device-side descriptors (None: host-side ones wherever the layout
-    allows); either one selects the Triton kernel under "auto"."""
+    """Launch without validation. `kernel`: one of KERNELS: a Gluon kernel for Hopper by name (an error
+    where it does not apply), "triton", or "auto" (the first Gluon kernel that applies, else triton). For the
+    Triton kernel, `config` bypasses the autotuner and `packed=False` forces the per-head device-side
+    descriptors (None: host-side ones wherever the layout allows); either one selects it under "auto"."""
     b, h, sq, d = q.shape
     sk = k.shape[2]
     o = torch.empty((b, h, sq, d), dtype=q.dtype, device=q.device)
     if b * h == 0:
         return o
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
-    if kernel not in ("auto", "gluon", "triton"):
-        raise ValueError(f"attention: kernel must be one of auto, gluon, triton, got {kernel!r}")
-    wants_gluon = kernel == "gluon" or (kernel == "auto" and config is None and packed is None)
-    if wants_gluon and hopper_kernel_applies(q, k, v):
-        hopper.attention_hopper(q, k, v, o, causal, scale * _LOG2E)
-        note_launch("attention", _HOPPER_CONFIGS[d], ("causal" if causal else "full") + ", gluon Hopper kernel")
-        return o
-    if kernel == "gluon":
-        raise ValueError("attention: the Gluon kernel does not apply to these inputs (see hopper_kernel_applies)")
+    if kernel not in KERNELS:
+        raise ValueError(f"attention: kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
+    if kernel in HOPPER_KERNELS:
+        candidates = [kernel]
+    else:
+        candidates = list(HOPPER_KERNELS) if kernel == "auto" and config is None and packed is None else []
+    for name in candidates:
+        if hopper_kernel_applies(q, k, v, name):
+            HOPPER_KERNELS[name].launch(q, k, v, o, causal, scale * _LOG2E)
+            config, kind = _HOPPER_LAUNCHES[name][d]
+            note_launch("attention", config, ("causal" if causal else "full") + ", " + kind)
+            return o
+    if kernel in HOPPER_KERNELS:
+        raise ValueError(
+            f"attention: the Gluon kernel {kernel!r} does not apply to these inputs (see hopper_kernel_applies)"
+        )
     ensure_allocator()
     can_pack = _packs(q, sq) and _packs(k, sk) and _packs(v, sk)
     packed = can_pack if packed is None else packed and can_pack

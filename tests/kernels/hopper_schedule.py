@@ -1,18 +1,20 @@
-"""Compile the Gluon attention kernel for sm_90 ahead of time (no GPU) and report its schedule as JSON.
+"""Compile the Gluon attention kernels ahead of time for sm_90 (no GPU) and report their schedules as JSON.
 
     python tests/kernels/hopper_schedule.py
 
 Run by test_attention_hopper.py in a fresh process: Triton's interpreter, on in the test session, would
-replace the language's jit helpers that Gluon compiles. Per build (head_dim, causal): registers, shared
-memory, spilled bytes, whether ptxas serialised the wgmma instructions (its C7514 report), and how many
-MUFU.EX2 lie between the first wait that leaves a wgmma in flight (WARPGROUP.DEPBAR.LE 1) and the next
-full wait (LE 0). Compiles and disassembles the way resource_report.py does.
+replace the language's jit helpers that Gluon compiles. Per build (kernel, head_dim, causal): registers,
+shared memory, spilled bytes, whether ptxas serialised the wgmma instructions (its C7514 report), the
+register counts the warp-specialised kernel's partitions ask for (USETMAXREG), and, for every wait that
+leaves a wgmma in flight (WARPGROUP.DEPBAR.LE 1), how many MUFU.EX2 lie between it and the next full wait
+(LE 0): one per softmax warpgroup. Compiles and disassembles the way resource_report.py does.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import re
 import sys
 import tempfile
 
@@ -21,24 +23,36 @@ import torch
 from triton import knobs
 from triton.experimental.gluon._runtime import GluonASTSource
 
-hopper = importlib.import_module("tierbench.kernels._attention_hopper")
+at = importlib.import_module("tierbench.kernels.attention")
+JIT_FUNCTIONS = {"gluon": "_attn_fwd_hopper", "gluon-ws": "_attn_fwd_hopper_ws"}
 
 
-def schedule(head_dim: int, causal: bool, disassembler: list[str]) -> dict:
+def exp2_between_waits(sass: str) -> list[int]:
+    """MUFU.EX2 count from each wait that leaves a wgmma in flight to the next full wait."""
+    counts, start = [], sass.find("WARPGROUP.DEPBAR.LE gsb0, 0x1")
+    while start >= 0:
+        end = sass.find("WARPGROUP.DEPBAR.LE gsb0, 0x0", start)
+        counts.append(sass.count("MUFU.EX2", start, end if end >= 0 else len(sass)))
+        start = sass.find("WARPGROUP.DEPBAR.LE gsb0, 0x1", start + 1)
+    return counts
+
+
+def schedule(kernel: str, head_dim: int, causal: bool, disassembler: list[str]) -> dict:
+    module = at.HOPPER_KERNELS[kernel]
     t = torch.empty(2, 2, 1024, head_dim, dtype=torch.bfloat16)
-    args, meta = hopper.launch_args(t, t, t, t, causal, 0.1)
-    name = f"attn_hopper_D{head_dim}_{'causal' if causal else 'full'}"
-    kernel = rr.compile_sm90(hopper._attn_fwd_hopper, args, meta, name, source=GluonASTSource)
-    sass, _ = rr.disassemble(disassembler, kernel.cubin)
-    in_flight = sass.find("WARPGROUP.DEPBAR.LE gsb0, 0x1")
-    drained = sass.find("WARPGROUP.DEPBAR.LE gsb0, 0x0", in_flight) if in_flight >= 0 else -1
+    args, meta = module.launch_args(t, t, t, t, causal, 0.1)
+    name = f"attn_{kernel}_D{head_dim}_{'causal' if causal else 'full'}"
+    compiled = rr.compile_sm90(getattr(module, JIT_FUNCTIONS[kernel]), args, meta, name, source=GluonASTSource)
+    sass, _ = rr.disassemble(disassembler, compiled.cubin)
     return {
-        "registers": kernel.regs,
-        "shared_bytes": kernel.smem,
-        "serialized": "C7514" in kernel.ptxas_log,
-        "spill_bytes": sum(kernel.spill_bytes) if kernel.spill_bytes else None,
-        "wait_leaves_mma_in_flight": in_flight >= 0,
-        "exp2_between_waits": sass.count("MUFU.EX2", in_flight, drained) if drained > in_flight >= 0 else 0,
+        "registers": compiled.regs,
+        "shared_bytes": compiled.smem,
+        "serialized": "C7514" in compiled.ptxas_log,
+        "spill_bytes": sum(compiled.spill_bytes) if compiled.spill_bytes else None,
+        "partition_registers": sorted(
+            {int(n, 16) for n in re.findall(r"USETMAXREG\.\S+ (?:UP\d+, )?(0x[0-9a-f]+)", sass)}
+        ),
+        "exp2_between_waits": exp2_between_waits(sass),
     }
 
 
@@ -53,9 +67,10 @@ def main() -> int:
         knobs.cache.dir = cache
         knobs.compilation.always_compile = True
         knobs.nvidia.dump_ptxas_log = True
-        for head_dim in hopper.HEAD_DIMS:
-            for causal in (False, True):
-                report[f"D{head_dim} causal={causal}"] = schedule(head_dim, causal, disassembler)
+        for kernel, module in at.HOPPER_KERNELS.items():
+            for head_dim in module.HEAD_DIMS:
+                for causal in (False, True):
+                    report[f"{kernel} D{head_dim} causal={causal}"] = schedule(kernel, head_dim, causal, disassembler)
     json.dump(report, sys.stdout, indent=1)
     return 0
 

@@ -1,8 +1,10 @@
-"""The Gluon attention kernel for Hopper: its schedule, checked on the sm_90 binary compiled ahead of time
-(no GPU needed), which inputs it takes, and (on an sm_90 GPU) its results against the float64 reference.
+"""The Gluon attention kernels for Hopper: their schedules, checked on the sm_90 binaries compiled ahead of
+time (no GPU needed), which inputs each takes, and (on an sm_90 GPU) their results against the float64
+reference.
 
-Gluon has no interpreter, so on a CPU the kernel is compiled, not run: the compile tests check what makes it
-worth having, that ptxas keeps the softmax between the two wgmma waits instead of serialising or hoisting.
+Gluon has no interpreter, so on a CPU the kernels are compiled, not run: the compile tests check what makes
+them worth having, that ptxas keeps the softmax between the two wgmma waits instead of serialising or
+hoisting, and that the warp-specialised kernel's partitions get the registers it was built for.
 """
 
 import importlib
@@ -21,6 +23,7 @@ from tierbench.suite.ops.attention import attention_ref
 
 at = importlib.import_module("tierbench.kernels.attention")
 hopper = importlib.import_module("tierbench.kernels._attention_hopper")
+hopper_ws = importlib.import_module("tierbench.kernels._attention_hopper_ws")
 
 on_hopper = pytest.mark.skipif(
     not (torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)),
@@ -38,15 +41,28 @@ def schedules() -> dict:
     return json.loads(done.stdout)
 
 
-@pytest.mark.parametrize("build", ["D64 causal=False", "D64 causal=True", "D128 causal=False", "D128 causal=True"])
+BUILDS = [f"{k} D{d} causal={c}" for k, m in at.HOPPER_KERNELS.items() for d in m.HEAD_DIMS for c in (False, True)]
+
+
+@pytest.mark.parametrize("build", BUILDS)
 def test_compiled_schedule_overlaps_softmax_and_mma(schedules, build):
     got = schedules[build]
     assert not got["serialized"], f"{build}: ptxas serialised the wgmma instructions (C7514)"
     assert got["spill_bytes"] == 0, f"{build}: {got['spill_bytes']} bytes spilled"
-    assert got["wait_leaves_mma_in_flight"], f"{build}: no wgmma wait leaves P@V in flight"
-    # The softmax's exponentials (BLOCK x BLOCK over 128 threads) run between that wait and the next one.
-    need = hopper.BLOCK * hopper.BLOCK // 128
-    assert got["exp2_between_waits"] >= need, f"{build}: {got['exp2_between_waits']} of {need} exp2 overlap P@V"
+    # One wait per softmax warpgroup leaves P@V in flight; the softmax's exponentials (a warpgroup's score
+    # tile over its 128 threads) run between it and the next wait.
+    kernel = build.split()[0]
+    tile = hopper_ws.WG_ROWS * hopper_ws.BLOCK_N if kernel == "gluon-ws" else hopper.BLOCK * hopper.BLOCK
+    warpgroups = 2 if kernel == "gluon-ws" else 1
+    exp2 = got["exp2_between_waits"]
+    assert len(exp2) == warpgroups, f"{build}: {len(exp2)} waits leave P@V in flight, expected {warpgroups}"
+    assert min(exp2) >= tile // 128, f"{build}: {exp2} exp2 overlap P@V, expected {tile // 128} each"
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_compiled_warp_specialised_partitions_get_their_registers(schedules, causal):
+    got = schedules[f"gluon-ws D128 causal={causal}"]["partition_registers"]
+    assert hopper_ws.SOFTMAX_REGS in got and hopper_ws.LOADER_REGS in got, got
 
 
 def test_layout_fits():
@@ -54,53 +70,73 @@ def test_layout_fits():
         return torch.empty(*shape, device="meta", dtype=torch.bfloat16)
 
     q = meta(2, 4, 256, 128)
-    assert at.hopper_layout_fits(q, q, q)
-    assert at.hopper_layout_fits(meta(1, 2, 128, 64), meta(1, 2, 320, 64), meta(1, 2, 320, 64))
-    assert not at.hopper_layout_fits(meta(2, 4, 256, 256), meta(2, 4, 256, 256), meta(2, 4, 256, 256))
-    assert not at.hopper_layout_fits(meta(2, 4, 100, 128), meta(2, 4, 100, 128), meta(2, 4, 100, 128))
-    strided = meta(2, 256, 4, 128).transpose(1, 2)
-    assert not at.hopper_layout_fits(strided, q, q)
-    assert not at.hopper_layout_fits(q, q, strided)
+    for kernel in at.HOPPER_KERNELS:
+        assert at.hopper_layout_fits(q, q, q, kernel)
+        assert not at.hopper_layout_fits(meta(2, 4, 256, 256), meta(2, 4, 256, 256), meta(2, 4, 256, 256), kernel)
+        assert not at.hopper_layout_fits(meta(2, 4, 100, 128), meta(2, 4, 100, 128), meta(2, 4, 100, 128), kernel)
+        strided = meta(2, 256, 4, 128).transpose(1, 2)
+        assert not at.hopper_layout_fits(strided, q, q, kernel)
+        assert not at.hopper_layout_fits(q, q, strided, kernel)
+    # The one-warpgroup kernel reads 64-row blocks at head_dim 64 or 128; the warp-specialised one 128-row
+    # blocks at head_dim 128.
+    assert at.hopper_layout_fits(meta(1, 2, 64, 64), meta(1, 2, 320, 64), meta(1, 2, 320, 64), "gluon")
+    assert not at.hopper_layout_fits(meta(1, 2, 128, 64), meta(1, 2, 256, 64), meta(1, 2, 256, 64), "gluon-ws")
+    assert not at.hopper_layout_fits(meta(1, 2, 192, 128), meta(1, 2, 256, 128), meta(1, 2, 256, 128), "gluon-ws")
+    assert at.hopper_layout_fits(meta(1, 2, 128, 128), meta(1, 2, 384, 128), meta(1, 2, 384, 128), "gluon-ws")
 
 
 def test_not_taken_on_cpu_or_under_the_interpreter(device):
-    q = torch.randn(1, 2, 128, 64, dtype=torch.float16).to(device)
-    assert not at.hopper_kernel_applies(q, q, q)
-    with pytest.raises(ValueError, match="Gluon kernel does not apply"):
-        at._attention_forward(q, q, q, kernel="gluon")
-    with pytest.raises(ValueError, match="kernel must be one of auto, gluon, triton, got 'cuda'"):
+    q = torch.randn(1, 2, 128, 128, dtype=torch.float16).to(device)
+    for kernel in at.HOPPER_KERNELS:
+        assert not at.hopper_kernel_applies(q, q, q, kernel)
+        with pytest.raises(ValueError, match=f"Gluon kernel '{kernel}' does not apply"):
+            at._attention_forward(q, q, q, kernel=kernel)
+    with pytest.raises(ValueError, match="kernel must be one of auto, gluon-ws, gluon, triton, got 'cuda'"):
         at._attention_forward(q, q, q, kernel="cuda")
+
+
+# (kernel, head_dim, (batch, heads, seq) shapes it takes)
+GPU_CASES = [
+    ("gluon", 64, ((2, 3, 256), (1, 2, 64), (1, 16, 2048))),
+    ("gluon", 128, ((2, 3, 256), (1, 2, 64), (1, 16, 2048))),
+    ("gluon-ws", 128, ((2, 3, 256), (1, 2, 128), (1, 16, 2048))),
+]
 
 
 @pytest.mark.gpu
 @on_hopper
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("head_dim", [64, 128])
-def test_hopper_kernel_gpu(head_dim, causal, dtype, assert_close):
-    for b, h, s in ((2, 3, 256), (1, 2, 64), (1, 16, 2048)):
+@pytest.mark.parametrize("kernel, head_dim, shapes", GPU_CASES)
+def test_hopper_kernel_gpu(kernel, head_dim, shapes, causal, dtype, assert_close):
+    for b, h, s in shapes:
         q, k, v = random_qkv(b, h, s, s, head_dim, dtype, "cuda", seed=s)
         v[0, h - 1] += 100.0  # a head whose values differ wildly from its neighbours' shows any cross-head read
-        out = at._attention_forward(q, k, v, causal, kernel="gluon")
-        assert "gluon" in last_launch("attention")
-        what = f"gluon B={b} H={h} S={s} D={head_dim} causal={causal}"
+        out = at._attention_forward(q, k, v, causal, kernel=kernel)
+        assert at._HOPPER_LAUNCHES[kernel][head_dim][1] in last_launch("attention")
+        what = f"{kernel} B={b} H={h} S={s} D={head_dim} causal={causal}"
         assert_close(out, attention_ref(q, k, v, causal), dtype, what)
 
 
 @pytest.mark.gpu
 @on_hopper
-def test_hopper_kernel_gpu_cross_lengths_and_scale(assert_close):
-    q, k, v = random_qkv(2, 4, 192, 640, 128, torch.bfloat16, "cuda", seed=1)
-    out = at._attention_forward(q, k, v, False, 0.3, kernel="gluon")
-    assert_close(out, attention_ref(q, k, v, False, 0.3), torch.bfloat16, "gluon Sq=192 Sk=640 scale=0.3")
+@pytest.mark.parametrize("kernel, sq, sk", [("gluon", 192, 640), ("gluon-ws", 256, 640)])
+def test_hopper_kernel_gpu_cross_lengths_and_scale(kernel, sq, sk, assert_close):
+    q, k, v = random_qkv(2, 4, sq, sk, 128, torch.bfloat16, "cuda", seed=1)
+    out = at._attention_forward(q, k, v, False, 0.3, kernel=kernel)
+    assert_close(out, attention_ref(q, k, v, False, 0.3), torch.bfloat16, f"{kernel} Sq={sq} Sk={sk} scale=0.3")
 
 
 @pytest.mark.gpu
 @on_hopper
-def test_public_attention_takes_the_hopper_kernel_where_it_fits():
+def test_public_attention_takes_the_best_hopper_kernel_that_fits():
     q, k, v = random_qkv(1, 2, 256, 256, 128, torch.bfloat16, "cuda", seed=2)
     at.attention(q, k, v)
-    assert "gluon Hopper kernel" in last_launch("attention")
+    assert "gluon Hopper kernel, warp-specialised" in last_launch("attention")
+    for d, s in ((64, 256), (128, 192)):  # where the warp-specialised kernel does not apply
+        q, k, v = random_qkv(1, 2, s, s, d, torch.bfloat16, "cuda", seed=2)
+        at.attention(q, k, v)
+        assert "gluon Hopper kernel:" in last_launch("attention")  # the one-warpgroup kernel's record
     q, k, v = random_qkv(1, 2, 200, 200, 128, torch.bfloat16, "cuda", seed=3)
-    at.attention(q, k, v)  # a length the Gluon kernel's blocks do not divide
+    at.attention(q, k, v)  # a length no Gluon kernel's blocks divide
     assert "gluon" not in last_launch("attention")
