@@ -428,6 +428,8 @@ def _attention_forward(
     else:
         candidates = list(HOPPER_KERNELS) if kernel == "auto" and config is None and packed is None else []
     for name in candidates:
+        if kernel == "auto" and name == "gluon-ws" and not hopper_ws.suits(sq, causal):
+            continue
         if hopper_kernel_applies(q, k, v, name):
             HOPPER_KERNELS[name].launch(q, k, v, o, causal, scale * _LOG2E)
             config, kind = _HOPPER_LAUNCHES[name][d]

@@ -85,6 +85,18 @@ def test_layout_fits():
     assert at.hopper_layout_fits(meta(1, 2, 128, 128), meta(1, 2, 384, 128), meta(1, 2, 384, 128), "gluon-ws")
 
 
+def test_warp_specialised_grid_order_and_auto_choice():
+    def grid(b, h, s):
+        return hopper_ws.grid(torch.empty(b, h, s, 128, device="meta", dtype=torch.bfloat16))
+
+    assert grid(2, 16, 2048) == (16, 32)  # query blocks of one head together
+    assert grid(2, 16, 4096) == (32, 32)
+    assert grid(1, 3, 8192) == (3, 64)  # head-major: every head's query block i before block i + 1
+    assert grid(1, 70000, 256) == (70000, 2)  # B*H beyond the grid's y limit
+    assert hopper_ws.suits(256, causal=False) and hopper_ws.suits(2048, causal=True)
+    assert not hopper_ws.suits(1024, causal=True)
+
+
 def test_not_taken_on_cpu_or_under_the_interpreter(device):
     q = torch.randn(1, 2, 128, 128, dtype=torch.float16).to(device)
     for kernel in at.HOPPER_KERNELS:
@@ -99,7 +111,7 @@ def test_not_taken_on_cpu_or_under_the_interpreter(device):
 GPU_CASES = [
     ("gluon", 64, ((2, 3, 256), (1, 2, 64), (1, 16, 2048))),
     ("gluon", 128, ((2, 3, 256), (1, 2, 64), (1, 16, 2048))),
-    ("gluon-ws", 128, ((2, 3, 256), (1, 2, 128), (1, 16, 2048))),
+    ("gluon-ws", 128, ((2, 3, 256), (1, 2, 128), (1, 16, 2048), (1, 2, 4096))),  # 4096: head-major grid
 ]
 
 
@@ -133,9 +145,10 @@ def test_public_attention_takes_the_best_hopper_kernel_that_fits():
     q, k, v = random_qkv(1, 2, 256, 256, 128, torch.bfloat16, "cuda", seed=2)
     at.attention(q, k, v)
     assert "gluon Hopper kernel, warp-specialised" in last_launch("attention")
-    for d, s in ((64, 256), (128, 192)):  # where the warp-specialised kernel does not apply
+    # Where the warp-specialised kernel does not apply, or (short and causal) does not suit.
+    for d, s, causal in ((64, 256, False), (128, 192, False), (128, 256, True)):
         q, k, v = random_qkv(1, 2, s, s, d, torch.bfloat16, "cuda", seed=2)
-        at.attention(q, k, v)
+        at.attention(q, k, v, causal)
         assert "gluon Hopper kernel:" in last_launch("attention")  # the one-warpgroup kernel's record
     q, k, v = random_qkv(1, 2, 200, 200, 128, torch.bfloat16, "cuda", seed=3)
     at.attention(q, k, v)  # a length no Gluon kernel's blocks divide
