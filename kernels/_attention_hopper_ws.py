@@ -47,15 +47,9 @@ SOFTMAX_REGS = 240
 LOADER_REGS = 24
 MAX_REGS = 168
 NUM_WARPS = 12  # as launched: the default partition's 4, the other softmax warpgroup's 4, the loader's 4
-# Grid order, measured on an H200 (bf16, 16k tokens, side by side): from 4096 keys on, programs are launched
-# head-major (each query block of every head before the next query block: causal runs then start every
-# head's heaviest block first, which shortens the tail), 1.04x causal at S 4096 and 8192, 1.02x non-causal
-# at 8192, equal at 16384. Shorter sequences keep the query blocks of one head together, whose K/V the
-# concurrent programs then share in L2 (head-major there: 0.84-0.89x).
-HEAD_MAJOR_MIN_SEQ = 4096
-MAX_GRID_Y = 65535
 # "auto" leaves causal attention shorter than this to the one-warpgroup kernel, whose 64-row blocks compute
-# less of the masked half of each diagonal block: 1.13x this kernel at S 512, 1.03x at 1024, 0.94x at 2048.
+# less of the masked half of each diagonal block. Suite runs on an H200, bf16 D128 causal, this kernel
+# against the one-warpgroup one: 272 vs 304-306 TFLOP/s at S 512, 392 vs 397-400 at 1024, 504 vs 465 at 2048.
 MIN_CAUSAL_SEQ = 2048
 
 
@@ -65,18 +59,15 @@ def suits(seq_q: int, causal: bool) -> bool:
 
 
 @gluon.jit
-def _program_tile(SQ, SK, CAUSAL: gl.constexpr, HEAD_MAJOR: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
-    """This program's query block, its batch*head, and how many K/V blocks it reads (the same for all its
-    partitions). The grid is (query blocks, B*H), or (B*H, query blocks) if HEAD_MAJOR."""
-    M_AXIS: gl.constexpr = 1 if HEAD_MAJOR else 0
-    bh = gl.program_id(1 - M_AXIS)
+def _program_tile(SQ, SK, CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
+    """This program's query block and how many K/V blocks it reads (the same for all its partitions)."""
     if CAUSAL:  # the last query blocks see the most keys: start them first
-        start_m = gl.num_programs(M_AXIS) - 1 - gl.program_id(M_AXIS)
+        start_m = gl.num_programs(0) - 1 - gl.program_id(0)
         n_blocks = (start_m + 1) * (BLOCK_M // BLOCK_N)
     else:
-        start_m = gl.program_id(M_AXIS)
+        start_m = gl.program_id(0)
         n_blocks = SK // BLOCK_N
-    return start_m, bh, n_blocks
+    return start_m, n_blocks
 
 
 @gluon.jit
@@ -89,12 +80,13 @@ def _load_block(desc, row, ready, dest, empty, phase, NBYTES: gl.constexpr):
 @gluon.jit
 def _loader(
     q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_ready, k_empty, v_ready, v_empty, SQ, SK,
-    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, HEAD_MAJOR: gl.constexpr,
+    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
 ):  # fmt: skip
     WG: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
     KV_BYTES: gl.constexpr = BLOCK_N * HEAD_DIM * 2
-    start_m, bh, n_blocks = _program_tile(SQ, SK, CAUSAL, HEAD_MAJOR, 2 * WG, BLOCK_N)
+    start_m, n_blocks = _program_tile(SQ, SK, CAUSAL, 2 * WG, BLOCK_N)
+    bh = gl.program_id(1)
     q_row = bh * SQ + start_m * 2 * WG
     kv_row0 = bh * SK
     for c in gl.static_range(2):
@@ -116,7 +108,6 @@ def _loader(
 def _softmax_warpgroup(
     o_desc, q_smem, k_smem, v_smem, sink, q_bars, k_ready, k_empty, v_ready, v_empty, SQ, SK, qk_scale,
     WARPGROUP: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-    HEAD_MAJOR: gl.constexpr,
 ):  # fmt: skip
     WG: gl.constexpr = o_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = o_desc.block_type.shape[1]
@@ -133,9 +124,9 @@ def _softmax_warpgroup(
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     DIAG: gl.constexpr = 2 * WG // BLOCK_N  # key blocks that touch the diagonal of the program's rows
 
-    start_m, bh, n_blocks = _program_tile(SQ, SK, CAUSAL, HEAD_MAJOR, 2 * WG, BLOCK_N)
+    start_m, n_blocks = _program_tile(SQ, SK, CAUSAL, 2 * WG, BLOCK_N)
     first_row = start_m * 2 * WG + WARPGROUP * WG
-    q_row = bh * SQ + first_row
+    q_row = gl.program_id(1) * SQ + first_row
     offs_m = first_row + gl.arange(0, WG, row_s)
     q_tile = q_smem.index(WARPGROUP)
     row_sums = sink.slice(WARPGROUP * WG, WG)
@@ -195,7 +186,7 @@ def _softmax_warpgroup(
 @gluon.jit
 def _attn_fwd_hopper_ws(
     q_desc, k_desc, v_desc, o_desc, SQ, SK, qk_scale,
-    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, HEAD_MAJOR: gl.constexpr,
+    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
     SOFTMAX_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
 ):  # fmt: skip
     dtype: gl.constexpr = q_desc.dtype
@@ -223,21 +214,15 @@ def _attn_fwd_hopper_ws(
     gl.warp_specialize(
         [
             (_softmax_warpgroup, (o_desc, q_smem, k_smem, v_smem, sink, q_bars, k_ready, k_empty, v_ready, v_empty,
-                                  SQ, SK, qk_scale, 0, BLOCK_N, STAGES, CAUSAL, HEAD_MAJOR)),
+                                  SQ, SK, qk_scale, 0, BLOCK_N, STAGES, CAUSAL)),
             (_softmax_warpgroup, (o_desc, q_smem, k_smem, v_smem, sink, q_bars, k_ready, k_empty, v_ready, v_empty,
-                                  SQ, SK, qk_scale, 1, BLOCK_N, STAGES, CAUSAL, HEAD_MAJOR)),
+                                  SQ, SK, qk_scale, 1, BLOCK_N, STAGES, CAUSAL)),
             (_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_ready, k_empty, v_ready, v_empty,
-                       SQ, SK, BLOCK_N, STAGES, CAUSAL, HEAD_MAJOR)),
+                       SQ, SK, BLOCK_N, STAGES, CAUSAL)),
         ],
         [4, 1],
         [SOFTMAX_REGS, LOADER_REGS],
     )  # fmt: skip
-
-
-def head_major(q: torch.Tensor) -> bool:
-    """Whether programs for this query tensor are launched head-major (see HEAD_MAJOR_MIN_SEQ)."""
-    b, h, sq, _ = q.shape
-    return sq >= HEAD_MAJOR_MIN_SEQ or b * h > MAX_GRID_Y  # B*H cannot be the grid's y beyond its limit
 
 
 def launch_args(
@@ -247,20 +232,14 @@ def launch_args(
     descs = (row_descriptor(q, WG_ROWS), row_descriptor(k, BLOCK_N), row_descriptor(v, BLOCK_N))
     args = (*descs, row_descriptor(o, WG_ROWS), q.shape[2], k.shape[2], qk_scale)
     meta = dict(
-        BLOCK_N=BLOCK_N, STAGES=STAGES, CAUSAL=causal, HEAD_MAJOR=head_major(q),
-        SOFTMAX_REGS=SOFTMAX_REGS, LOADER_REGS=LOADER_REGS, num_warps=4, maxnreg=MAX_REGS,
+        BLOCK_N=BLOCK_N, STAGES=STAGES, CAUSAL=causal, SOFTMAX_REGS=SOFTMAX_REGS, LOADER_REGS=LOADER_REGS,
+        num_warps=4, maxnreg=MAX_REGS,
     )  # fmt: skip
     return args, meta
-
-
-def grid(q: torch.Tensor) -> tuple[int, int]:
-    """The launch grid: (query blocks, B*H), or the reverse if head-major."""
-    b, h, sq, _ = q.shape
-    blocks = (sq // BLOCK_M, b * h)
-    return blocks[::-1] if head_major(q) else blocks
 
 
 def launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, causal: bool, qk_scale: float) -> None:
     """Write softmax(q k^T [+ causal mask]) v into o; qk_scale is the softmax scale times log2(e)."""
     args, meta = launch_args(q, k, v, o, causal, qk_scale)
-    _attn_fwd_hopper_ws[grid(q)](*args, **meta)
+    b, h, sq, _ = q.shape
+    _attn_fwd_hopper_ws[(sq // BLOCK_M, b * h)](*args, **meta)
