@@ -192,6 +192,11 @@ def launch_args(
     return args, meta
 
 
+def suits(seq_q: int, causal: bool) -> bool:
+    """Whether "auto" should take this kernel where it applies: always (it is the fallback on Hopper)."""
+    return True
+
+
 def launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, causal: bool, qk_scale: float) -> None:
     """Write softmax(q k^T [+ causal mask]) v into o; qk_scale is the softmax scale times log2(e)."""
     args, meta = launch_args(q, k, v, o, causal, qk_scale)

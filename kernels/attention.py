@@ -346,7 +346,8 @@ def _row_descriptor(t: torch.Tensor) -> TensorDescriptor:
 
 
 # The Gluon kernels for Hopper by name, in the order "auto" tries them. Each module gives HEAD_DIMS and
-# SEQ_MULTIPLE (what its blocks read) and launch(q, k, v, o, causal, qk_scale).
+# SEQ_MULTIPLE (what its blocks read), suits(seq_q, causal) (whether "auto" takes it where it applies) and
+# launch(q, k, v, o, causal, qk_scale).
 HOPPER_KERNELS = {"gluon-ws": hopper_ws, "gluon": hopper}
 KERNELS = ("auto", *HOPPER_KERNELS, "triton")
 
@@ -425,11 +426,11 @@ def _attention_forward(
         raise ValueError(f"attention: kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
     if kernel in HOPPER_KERNELS:
         candidates = [kernel]
+    elif kernel == "auto" and config is None and packed is None:
+        candidates = [name for name, module in HOPPER_KERNELS.items() if module.suits(sq, causal)]
     else:
-        candidates = list(HOPPER_KERNELS) if kernel == "auto" and config is None and packed is None else []
+        candidates = []
     for name in candidates:
-        if kernel == "auto" and name == "gluon-ws" and not hopper_ws.suits(sq, causal):
-            continue
         if hopper_kernel_applies(q, k, v, name):
             HOPPER_KERNELS[name].launch(q, k, v, o, causal, scale * _LOG2E)
             config, kind = _HOPPER_LAUNCHES[name][d]
