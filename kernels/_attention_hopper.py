@@ -54,9 +54,47 @@ def _load_kv(desc, row, bar, dest, ok, NBYTES: gl.constexpr):
 
 
 @gluon.jit
-def masked_diagonal(s, offs_m, col0, BLOCK_N: gl.constexpr, col_layout: gl.constexpr):
+def _masked_diagonal(s, offs_m, col0, BLOCK_N: gl.constexpr, col_layout: gl.constexpr):
     offs_n = col0 + gl.arange(0, BLOCK_N, col_layout)
     return gl.where(offs_m[:, None] >= offs_n[None, :], s, float("-inf"))
+
+
+# The softmax of one warpgroup's score tile s (rows offs_m, BLOCK_N keys from col0), shared by both Hopper
+# kernels. `diagonal`: the block touches the causal diagonal and takes the mask. P comes back as `dtype` in
+# p_layout, the register layout that feeds P@V's wgmma.
+
+
+@gluon.jit
+def first_softmax(
+    s, offs_m, qk_scale, diagonal,
+    CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr, col_layout: gl.constexpr, p_layout: gl.constexpr,
+    dtype: gl.constexpr,
+):  # fmt: skip
+    """Row maxima, row sums and P of the first key block."""
+    if CAUSAL:
+        if diagonal:
+            s = _masked_diagonal(s, offs_m, 0, BLOCK_N, col_layout)
+    m_i = gl.max(s, 1) * qk_scale
+    p = gl.exp2(s * qk_scale - m_i[:, None])
+    return m_i, gl.sum(p, 1), gl.convert_layout(p.to(dtype), p_layout)
+
+
+@gluon.jit
+def next_softmax(
+    s, m_i, l_i, offs_m, col0, qk_scale, diagonal,
+    CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr, col_layout: gl.constexpr, p_layout: gl.constexpr,
+    dtype: gl.constexpr,
+):  # fmt: skip
+    """The online-softmax step of a later key block: new row maxima and sums, the factor alpha that rescales
+    the output accumulated so far, and P."""
+    if CAUSAL:
+        if diagonal:
+            s = _masked_diagonal(s, offs_m, col0, BLOCK_N, col_layout)
+    m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
+    p = gl.exp2(s * qk_scale - m_new[:, None])
+    alpha = gl.exp2(m_i - m_new)
+    l_i = l_i * alpha + gl.sum(p, 1)
+    return m_new, l_i, alpha, gl.convert_layout(p.to(dtype), p_layout)
 
 
 @gluon.jit
@@ -118,13 +156,7 @@ def _attn_fwd_hopper(
     mbarrier.wait(k_bars.index(0), 0)
     s = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False)
     _load_kv(k_desc, kv_row0 + STAGES * BLOCK_N, k_bars.index(0), k_smem.index(0), STAGES < n_blocks, KV_BYTES)
-    if CAUSAL:
-        if n_blocks <= DIAG:
-            s = masked_diagonal(s, offs_m, 0, BLOCK_N, col_s)
-    m_i = gl.max(s, 1) * qk_scale
-    p = gl.exp2(s * qk_scale - m_i[:, None])
-    l_i = gl.sum(p, 1)
-    p_op = gl.convert_layout(p.to(dtype), p_layout)
+    m_i, l_i, p_op = first_softmax(s, offs_m, qk_scale, n_blocks <= DIAG, CAUSAL, BLOCK_N, col_s, p_layout, dtype)
     alpha = gl.full([BLOCK_M], 1.0, gl.float32, row_s)
     acc = gl.full([BLOCK_M, HEAD_DIM], 0.0, gl.float32, o_layout)
 
@@ -138,15 +170,9 @@ def _attn_fwd_hopper(
         mbarrier.wait(v_bars.index(prev), ((j - 1) // STAGES) & 1)
         acc_tok = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
         s = warpgroup_mma_wait(1, deps=[s_tok])  # QK^T done; P@V still running during the softmax
-        if CAUSAL:
-            if j >= n_blocks - DIAG:
-                s = masked_diagonal(s, offs_m, j * BLOCK_N, BLOCK_N, col_s)
-        m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
-        p = gl.exp2(s * qk_scale - m_new[:, None])
-        alpha = gl.exp2(m_i - m_new)
-        l_i = l_i * alpha + gl.sum(p, 1)
-        m_i = m_new
-        p_op = gl.convert_layout(p.to(dtype), p_layout)
+        m_i, l_i, alpha, p_op = next_softmax(
+            s, m_i, l_i, offs_m, j * BLOCK_N, qk_scale, j >= n_blocks - DIAG, CAUSAL, BLOCK_N, col_s, p_layout, dtype
+        )
         # K block j is consumed: its slot takes block j + STAGES.
         _load_kv(k_desc, kv_row0 + (j + STAGES) * BLOCK_N, k_bars.index(slot), k_smem.index(slot),
                  j + STAGES < n_blocks, KV_BYTES)  # fmt: skip

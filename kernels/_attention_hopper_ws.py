@@ -31,7 +31,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from ._attention_hopper import masked_diagonal, row_descriptor
+from ._attention_hopper import first_softmax, next_softmax, row_descriptor
 
 WG_ROWS = 64  # query rows per softmax warpgroup (one wgmma M)
 BLOCK_M = 2 * WG_ROWS  # query rows per program
@@ -138,13 +138,7 @@ def _softmax_warpgroup(
     mbarrier.wait(k_ready.index(0), 0)
     s = warpgroup_mma(q_tile, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False)
     mbarrier.arrive(k_empty.index(0), count=1)
-    if CAUSAL:
-        if n_blocks <= DIAG:
-            s = masked_diagonal(s, offs_m, 0, BLOCK_N, col_s)
-    m_i = gl.max(s, 1) * qk_scale
-    p = gl.exp2(s * qk_scale - m_i[:, None])
-    l_i = gl.sum(p, 1)
-    p_op = gl.convert_layout(p.to(dtype), p_layout)
+    m_i, l_i, p_op = first_softmax(s, offs_m, qk_scale, n_blocks <= DIAG, CAUSAL, BLOCK_N, col_s, p_layout, dtype)
     alpha = gl.full([WG], 1.0, gl.float32, row_s)
     acc = gl.full([WG, HEAD_DIM], 0.0, gl.float32, o_layout)
 
@@ -159,15 +153,9 @@ def _softmax_warpgroup(
         acc_tok = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
         s = warpgroup_mma_wait(1, deps=[s_tok])  # QK^T done; P@V still running during the softmax
         mbarrier.arrive(k_empty.index(slot), count=1)
-        if CAUSAL:
-            if j >= n_blocks - DIAG:
-                s = masked_diagonal(s, offs_m, j * BLOCK_N, BLOCK_N, col_s)
-        m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
-        p = gl.exp2(s * qk_scale - m_new[:, None])
-        alpha = gl.exp2(m_i - m_new)
-        l_i = l_i * alpha + gl.sum(p, 1)
-        m_i = m_new
-        p_op = gl.convert_layout(p.to(dtype), p_layout)
+        m_i, l_i, alpha, p_op = next_softmax(
+            s, m_i, l_i, offs_m, j * BLOCK_N, qk_scale, j >= n_blocks - DIAG, CAUSAL, BLOCK_N, col_s, p_layout, dtype
+        )
         row_sums.store(l_i)  # pins the softmax above the wait (see `_attention_hopper`)
         acc = warpgroup_mma_wait(0, deps=[acc_tok])
         mbarrier.arrive(v_empty.index(prev), count=1)
