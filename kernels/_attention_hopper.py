@@ -35,6 +35,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 BLOCK = 64  # query rows per program (one warpgroup) and keys per loop trip
+SOFTMAX_WARPGROUPS = 1  # warpgroups per program that run the softmax, each on a SCORE_TILE
+SCORE_TILE = (BLOCK, BLOCK)  # (query rows, keys) of one warpgroup's scores per loop trip
 NUM_WARPS = 4
 HEAD_DIMS = (64, 128)
 SEQ_MULTIPLE = BLOCK

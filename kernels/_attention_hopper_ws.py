@@ -36,6 +36,8 @@ from ._attention_hopper import first_softmax, next_softmax, row_descriptor
 WG_ROWS = 64  # query rows per softmax warpgroup (one wgmma M)
 BLOCK_M = 2 * WG_ROWS  # query rows per program
 BLOCK_N = 128  # keys per K/V block
+SOFTMAX_WARPGROUPS = 2
+SCORE_TILE = (WG_ROWS, BLOCK_N)  # (query rows, keys) of one warpgroup's scores per loop trip
 HEAD_DIMS = (128,)
 SEQ_MULTIPLE = 128
 # K/V ring depth, measured on an H200 (bf16/fp16, 16k tokens): 3 stages timed 0.98-1.00x of 2. Shared

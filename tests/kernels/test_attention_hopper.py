@@ -22,7 +22,6 @@ from tierbench.kernels._common import last_launch
 from tierbench.suite.ops.attention import attention_ref
 
 at = importlib.import_module("tierbench.kernels.attention")
-hopper = importlib.import_module("tierbench.kernels._attention_hopper")
 hopper_ws = importlib.import_module("tierbench.kernels._attention_hopper_ws")
 
 on_hopper = pytest.mark.skipif(
@@ -51,12 +50,12 @@ def test_compiled_schedule_overlaps_softmax_and_mma(schedules, build):
     assert got["spill_bytes"] == 0, f"{build}: {got['spill_bytes']} bytes spilled"
     # One wait per softmax warpgroup leaves P@V in flight; the softmax's exponentials (a warpgroup's score
     # tile over its 128 threads) run between it and the next wait.
-    kernel = build.split()[0]
-    tile = hopper_ws.WG_ROWS * hopper_ws.BLOCK_N if kernel == "gluon-ws" else hopper.BLOCK * hopper.BLOCK
-    warpgroups = 2 if kernel == "gluon-ws" else 1
+    module = at.HOPPER_KERNELS[build.split()[0]]
+    rows, keys = module.SCORE_TILE
+    warpgroups = module.SOFTMAX_WARPGROUPS
     exp2 = got["exp2_between_waits"]
     assert len(exp2) == warpgroups, f"{build}: {len(exp2)} waits leave P@V in flight, expected {warpgroups}"
-    assert min(exp2) >= tile // 128, f"{build}: {exp2} exp2 overlap P@V, expected {tile // 128} each"
+    assert min(exp2) >= rows * keys // 128, f"{build}: {exp2} exp2 overlap P@V, expected {rows * keys // 128} each"
 
 
 @pytest.mark.parametrize("causal", [False, True])
