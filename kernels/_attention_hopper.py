@@ -56,6 +56,28 @@ def _load_kv(desc, row, bar, dest, ok, NBYTES: gl.constexpr):
 
 
 @gluon.jit
+def program_tile(SQ, BLOCK_M: gl.constexpr, HEAD_GROUP, CAUSAL: gl.constexpr):
+    """This program's (query block, batch*head) in a 1-D grid of (SQ // BLOCK_M) x (B*H) programs.
+
+    Programs start in grid order. The grid walks the heads HEAD_GROUP at a time (the last group may be
+    narrower) and, within a group, query block by query block across its heads; causal grids take the last
+    query blocks, which see the most keys, first. HEAD_GROUP 1 is head after head.
+    """
+    n_m = SQ // BLOCK_M
+    n_bh = gl.num_programs(0) // n_m
+    pid = gl.program_id(0)
+    group = pid // (HEAD_GROUP * n_m)
+    first_bh = group * HEAD_GROUP
+    width = gl.minimum(HEAD_GROUP, n_bh - first_bh)
+    r = pid - first_bh * n_m
+    block = r // width
+    bh = first_bh + r - block * width
+    if CAUSAL:
+        block = n_m - 1 - block
+    return block, bh
+
+
+@gluon.jit
 def _masked_diagonal(s, offs_m, col0, BLOCK_N: gl.constexpr, col_layout: gl.constexpr):
     offs_n = col0 + gl.arange(0, BLOCK_N, col_layout)
     return gl.where(offs_m[:, None] >= offs_n[None, :], s, float("-inf"))
@@ -101,7 +123,7 @@ def next_softmax(
 
 @gluon.jit
 def _attn_fwd_hopper(
-    q_desc, k_desc, v_desc, o_desc, SQ, SK, qk_scale,
+    q_desc, k_desc, v_desc, o_desc, SQ, SK, qk_scale, HEAD_GROUP,
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
     CAUSAL: gl.constexpr,
 ):  # fmt: skip
@@ -120,13 +142,11 @@ def _attn_fwd_hopper(
     DIAG: gl.constexpr = BLOCK_M // BLOCK_N  # key blocks that touch the diagonal of one query block
     KV_BYTES: gl.constexpr = BLOCK_N * HEAD_DIM * 2
 
-    if CAUSAL:  # the last query blocks see the most keys: start them first
-        start_m = gl.num_programs(0) - 1 - gl.program_id(0)
+    start_m, bh = program_tile(SQ, BLOCK_M, HEAD_GROUP, CAUSAL)
+    if CAUSAL:
         n_blocks = (start_m + 1) * DIAG
     else:
-        start_m = gl.program_id(0)
         n_blocks = SK // BLOCK_N
-    bh = gl.program_id(1)
     q_row = bh * SQ + start_m * BLOCK_M
     kv_row0 = bh * SK
     offs_m = start_m * BLOCK_M + gl.arange(0, BLOCK_M, row_s)
@@ -199,6 +219,11 @@ def _attn_fwd_hopper(
         mbarrier.invalidate(v_bars.index(i))
 
 
+def heads_per_group(q: torch.Tensor, k: torch.Tensor, causal: bool) -> int:
+    """HEAD_GROUP of `program_tile` for these inputs: 1 (head after head) until measured otherwise."""
+    return 1
+
+
 @functools.cache
 def _tile_layout(rows: int, head_dim: int, dtype: torch.dtype) -> gl.NVMMASharedLayout:
     return gl.NVMMASharedLayout.get_default_for([rows, head_dim], _GL_DTYPES[dtype])
@@ -211,11 +236,13 @@ def row_descriptor(t: torch.Tensor, rows: int = BLOCK) -> TensorDescriptor:
 
 
 def launch_args(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, causal: bool, qk_scale: float
-) -> tuple[tuple, dict]:
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, causal: bool, qk_scale: float,
+    head_group: int | None = None,
+) -> tuple[tuple, dict]:  # fmt: skip
     """Positional and keyword arguments of one launch (also used to compile it ahead of time)."""
     d = q.shape[-1]
-    args = (*(row_descriptor(t) for t in (q, k, v, o)), q.shape[2], k.shape[2], qk_scale)
+    group = head_group or heads_per_group(q, k, causal)
+    args = (*(row_descriptor(t) for t in (q, k, v, o)), q.shape[2], k.shape[2], qk_scale, group)
     meta = dict(HEAD_DIM=d, BLOCK_M=BLOCK, BLOCK_N=BLOCK, STAGES=STAGES[d], CAUSAL=causal, num_warps=NUM_WARPS)
     return args, meta
 
@@ -225,8 +252,11 @@ def suits(seq_q: int, causal: bool) -> bool:
     return True
 
 
-def launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, causal: bool, qk_scale: float) -> None:
+def launch(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, causal: bool, qk_scale: float,
+    head_group: int | None = None,
+) -> None:  # fmt: skip
     """Write softmax(q k^T [+ causal mask]) v into o; qk_scale is the softmax scale times log2(e)."""
-    args, meta = launch_args(q, k, v, o, causal, qk_scale)
+    args, meta = launch_args(q, k, v, o, causal, qk_scale, head_group)
     b, h, sq, _ = q.shape
-    _attn_fwd_hopper[(sq // BLOCK, b * h)](*args, **meta)
+    _attn_fwd_hopper[(sq // BLOCK * b * h,)](*args, **meta)

@@ -31,7 +31,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from ._attention_hopper import first_softmax, next_softmax, row_descriptor
+from ._attention_hopper import first_softmax, heads_per_group, next_softmax, program_tile, row_descriptor
 
 WG_ROWS = 64  # query rows per softmax warpgroup (one wgmma M)
 BLOCK_M = 2 * WG_ROWS  # query rows per program
@@ -61,15 +61,15 @@ def suits(seq_q: int, causal: bool) -> bool:
 
 
 @gluon.jit
-def _program_tile(SQ, SK, CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
-    """This program's query block and how many K/V blocks it reads (the same for all its partitions)."""
-    if CAUSAL:  # the last query blocks see the most keys: start them first
-        start_m = gl.num_programs(0) - 1 - gl.program_id(0)
+def _program_tile(SQ, SK, HEAD_GROUP, CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
+    """This program's query block, batch*head and how many K/V blocks it reads (the same for all its
+    partitions)."""
+    start_m, bh = program_tile(SQ, BLOCK_M, HEAD_GROUP, CAUSAL)
+    if CAUSAL:
         n_blocks = (start_m + 1) * (BLOCK_M // BLOCK_N)
     else:
-        start_m = gl.program_id(0)
         n_blocks = SK // BLOCK_N
-    return start_m, n_blocks
+    return start_m, bh, n_blocks
 
 
 @gluon.jit
@@ -82,13 +82,12 @@ def _load_block(desc, row, ready, dest, empty, phase, NBYTES: gl.constexpr):
 @gluon.jit
 def _loader(
     q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_ready, k_empty, v_ready, v_empty, SQ, SK,
-    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+    HEAD_GROUP, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
 ):  # fmt: skip
     WG: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
     KV_BYTES: gl.constexpr = BLOCK_N * HEAD_DIM * 2
-    start_m, n_blocks = _program_tile(SQ, SK, CAUSAL, 2 * WG, BLOCK_N)
-    bh = gl.program_id(1)
+    start_m, bh, n_blocks = _program_tile(SQ, SK, HEAD_GROUP, CAUSAL, 2 * WG, BLOCK_N)
     q_row = bh * SQ + start_m * 2 * WG
     kv_row0 = bh * SK
     for c in gl.static_range(2):
@@ -109,7 +108,7 @@ def _loader(
 @gluon.jit
 def _softmax_warpgroup(
     o_desc, q_smem, k_smem, v_smem, sink, q_bars, k_ready, k_empty, v_ready, v_empty, SQ, SK, qk_scale,
-    WARPGROUP: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+    HEAD_GROUP, WARPGROUP: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
 ):  # fmt: skip
     WG: gl.constexpr = o_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = o_desc.block_type.shape[1]
@@ -126,9 +125,9 @@ def _softmax_warpgroup(
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     DIAG: gl.constexpr = 2 * WG // BLOCK_N  # key blocks that touch the diagonal of the program's rows
 
-    start_m, n_blocks = _program_tile(SQ, SK, CAUSAL, 2 * WG, BLOCK_N)
+    start_m, bh, n_blocks = _program_tile(SQ, SK, HEAD_GROUP, CAUSAL, 2 * WG, BLOCK_N)
     first_row = start_m * 2 * WG + WARPGROUP * WG
-    q_row = gl.program_id(1) * SQ + first_row
+    q_row = bh * SQ + first_row
     offs_m = first_row + gl.arange(0, WG, row_s)
     q_tile = q_smem.index(WARPGROUP)
     row_sums = sink.slice(WARPGROUP * WG, WG)
@@ -175,7 +174,7 @@ def _softmax_warpgroup(
 
 @gluon.jit
 def _attn_fwd_hopper_ws(
-    q_desc, k_desc, v_desc, o_desc, SQ, SK, qk_scale,
+    q_desc, k_desc, v_desc, o_desc, SQ, SK, qk_scale, HEAD_GROUP,
     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
     SOFTMAX_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
 ):  # fmt: skip
@@ -204,11 +203,11 @@ def _attn_fwd_hopper_ws(
     gl.warp_specialize(
         [
             (_softmax_warpgroup, (o_desc, q_smem, k_smem, v_smem, sink, q_bars, k_ready, k_empty, v_ready, v_empty,
-                                  SQ, SK, qk_scale, 0, BLOCK_N, STAGES, CAUSAL)),
+                                  SQ, SK, qk_scale, HEAD_GROUP, 0, BLOCK_N, STAGES, CAUSAL)),
             (_softmax_warpgroup, (o_desc, q_smem, k_smem, v_smem, sink, q_bars, k_ready, k_empty, v_ready, v_empty,
-                                  SQ, SK, qk_scale, 1, BLOCK_N, STAGES, CAUSAL)),
+                                  SQ, SK, qk_scale, HEAD_GROUP, 1, BLOCK_N, STAGES, CAUSAL)),
             (_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_ready, k_empty, v_ready, v_empty,
-                       SQ, SK, BLOCK_N, STAGES, CAUSAL)),
+                       SQ, SK, HEAD_GROUP, BLOCK_N, STAGES, CAUSAL)),
         ],
         [4, 1],
         [SOFTMAX_REGS, LOADER_REGS],
@@ -216,11 +215,13 @@ def _attn_fwd_hopper_ws(
 
 
 def launch_args(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, causal: bool, qk_scale: float
-) -> tuple[tuple, dict]:
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, causal: bool, qk_scale: float,
+    head_group: int | None = None,
+) -> tuple[tuple, dict]:  # fmt: skip
     """Positional and keyword arguments of one launch (also used to compile it ahead of time)."""
     descs = (row_descriptor(q, WG_ROWS), row_descriptor(k, BLOCK_N), row_descriptor(v, BLOCK_N))
-    args = (*descs, row_descriptor(o, WG_ROWS), q.shape[2], k.shape[2], qk_scale)
+    group = head_group or heads_per_group(q, k, causal)
+    args = (*descs, row_descriptor(o, WG_ROWS), q.shape[2], k.shape[2], qk_scale, group)
     meta = dict(
         BLOCK_N=BLOCK_N, STAGES=STAGES, CAUSAL=causal, SOFTMAX_REGS=SOFTMAX_REGS, LOADER_REGS=LOADER_REGS,
         num_warps=4, maxnreg=MAX_REGS,
@@ -228,8 +229,11 @@ def launch_args(
     return args, meta
 
 
-def launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, causal: bool, qk_scale: float) -> None:
+def launch(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, causal: bool, qk_scale: float,
+    head_group: int | None = None,
+) -> None:  # fmt: skip
     """Write softmax(q k^T [+ causal mask]) v into o; qk_scale is the softmax scale times log2(e)."""
-    args, meta = launch_args(q, k, v, o, causal, qk_scale)
+    args, meta = launch_args(q, k, v, o, causal, qk_scale, head_group)
     b, h, sq, _ = q.shape
-    _attn_fwd_hopper_ws[(sq // BLOCK_M, b * h)](*args, **meta)
+    _attn_fwd_hopper_ws[(sq // BLOCK_M * b * h,)](*args, **meta)

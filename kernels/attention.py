@@ -1,13 +1,13 @@
 """Fused scaled-dot-product attention forward (FlashAttention style), layout (batch, heads, seq, head_dim).
 
-One program per (BLOCK_M query rows, batch*head): grid (cdiv(S_q, BLOCK_M), B*H), so programs next to
-each other share one head's K/V in L2. Q/K/V/O move by TMA. Packed inputs (contiguous (B, H, S, D), both
-lengths multiples of 128) go through host-side descriptors over the (B*H*S, D) rows, passed as kernel
-parameters; any other layout through per-head descriptors each program builds in device memory (shape
-(seq, head_dim): out-of-range rows read as zeros and are never stored, so ragged sequence lengths need
-masks only on the last K/V block). Building those costs each program a global write and a fence: on the
-H200 the host-side ones ran causal bf16 D128 8% faster at S 8192 and 14% at S 2048 (same config, side by
-side). K/V tiles stream through shared memory in a software-pipelined loop with an online softmax in exp2,
+One program per (BLOCK_M query rows, batch*head), in a 1-D grid of cdiv(S_q, BLOCK_M) x B*H programs head
+after head, so programs next to each other share one head's K/V in L2. Q/K/V/O move by TMA. Packed inputs
+(contiguous (B, H, S, D), both lengths multiples of 128) go through host-side descriptors over the (B*H*S, D)
+rows, passed as kernel parameters; any other layout through per-head descriptors each program builds in device
+memory (shape (seq, head_dim): out-of-range rows read as zeros and are never stored, so ragged sequence
+lengths need masks only on the last K/V block). Building those costs each program a global write and a fence:
+on the H200 the host-side ones ran causal bf16 D128 8% faster at S 8192 and 14% at S 2048 (same config, side
+by side). K/V tiles stream through shared memory in a software-pipelined loop with an online softmax in exp2,
 log2(e) folded into the scale; the seq x seq scores never leave the chip.
 
 On Hopper (sm_90), contiguous inputs run one of two Gluon kernels (Gluon: Triton's lower-level dialect)
@@ -203,11 +203,12 @@ def _attn_fwd_kernel(
     WARP_SPECIALIZE: tl.constexpr,
 ):
     tl.static_assert(not CAUSAL or BLOCK_M % BLOCK_N == 0, "causal needs BLOCK_M % BLOCK_N == 0")
+    # A 1-D grid, head after head (B*H may exceed the 65535 limit of a grid's y axis).
+    n_m = tl.cdiv(SQ, BLOCK_M)
+    bh = tl.program_id(0) // n_m
+    start_m = tl.program_id(0) - bh * n_m
     if CAUSAL:  # the last query blocks see the most keys: start them first
-        start_m = tl.num_programs(0) - 1 - tl.program_id(0)
-    else:
-        start_m = tl.program_id(0)
-    bh = tl.program_id(1)
+        start_m = n_m - 1 - start_m
     if PACKED:
         q_desc = q_ptr
         k_desc = k_ptr
@@ -453,13 +454,13 @@ def _attention_forward(
         "PACKED": packed,
     }
     if config is None:
-        _attn_fwd_tuned[lambda meta: (triton.cdiv(sq, meta["BLOCK_M"]), b * h)](*args, **consts)
+        _attn_fwd_tuned[lambda meta: (triton.cdiv(sq, meta["BLOCK_M"]) * b * h,)](*args, **consts)
         config = _attn_fwd_tuned.best_config
     else:
         bm, bn = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
         if causal and bm % bn:
             raise ValueError(f"attention: causal configs need BLOCK_M % BLOCK_N == 0, got {bm}x{bn}")
-        grid = (triton.cdiv(sq, bm), b * h)
+        grid = (triton.cdiv(sq, bm) * b * h,)
         even = sk % config.kwargs["BLOCK_N"] == 0
         meta = {**consts, "EVEN_N": even, **config.all_kwargs()}
         _set_block_shapes({**dict(zip(("q_ptr", "k_ptr", "v_ptr", "o_ptr"), tensors)), **meta})

@@ -5,9 +5,10 @@
 For each shape and op: checks each candidate the pruning rule keeps (forced, one at a time), the autotuned
 launch and `torch.compile(dynamic=False)` of the eager formula against an fp32 reference, then times them
 together with the harness's timer (CUDA-graph replay, L2 flushed before each repetition, providers taking
-turns across rounds). Prints one line per variant, fastest first, with its ratio to the compile, and the
-autotuner's picks. `--diagnose` adds the two-pass and whole-row LayerNorm at 16384x16384 with and without
-weight and bias, next to RMSNorm: what each per-column vector costs. About two minutes on an H200.
+turns across rounds), with a plain copy of x at the same size (what a norm would reach if its arithmetic were
+free). Prints one line per variant, fastest first, with its ratio to the compile, and the autotuner's picks.
+`--diagnose` adds the two-pass and whole-row LayerNorm at 16384x16384 with and without weight and bias, next
+to RMSNorm: what each per-column vector costs. About two minutes on an H200.
 """
 
 from __future__ import annotations
@@ -42,9 +43,12 @@ def median(samples: object) -> float:
     return statistics.median(samples) if isinstance(samples, list) and samples else float("nan")
 
 
-def time_together(timer: CudaEventTimer, fns: dict[str, Callable[[], torch.Tensor]], ref: torch.Tensor) -> dict:
-    """Median ms of each variant that passes the suite's check; wrong or failing ones are reported, not timed."""
-    good = {}
+def time_together(
+    timer: CudaEventTimer, fns: dict[str, Callable[[], torch.Tensor]], ref: torch.Tensor, unchecked: dict | None = None
+) -> dict:
+    """Median ms of each variant that passes the suite's check; wrong or failing ones are reported, not timed.
+    `unchecked`: yardsticks timed alongside that compute something else (a plain copy of x)."""
+    good = dict(unchecked or {})
     for name, fn in fns.items():
         try:
             verdict = check(fn(), ref, torch.bfloat16)
@@ -62,6 +66,7 @@ def sweep(timer: CudaEventTimer, rows: int, n: int, ops: list[str]) -> None:
     x = torch.randn(rows, n, device="cuda", dtype=torch.bfloat16, generator=g)
     w, b, xb = (torch.randn(n, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
     nbytes = 2.0 * x.numel() * x.element_size()
+    copy_out = torch.empty_like(x)
     kept = nm.prune_norm_configs(nm.norm_configs(), {"n_rows": rows, "N": n}, BLOCK_N=triton.next_power_of_2(n))
     xf, wf, bf, xbf = x.float(), w.float(), b.float(), xb.float()
     formulas = {
@@ -77,7 +82,8 @@ def sweep(timer: CudaEventTimer, rows: int, n: int, ops: list[str]) -> None:
         compiled = torch.compile(eager, fullgraph=True, dynamic=False)
         fns = {"compile": lambda f=compiled: f(x), "auto": lambda a=args: nm._norm_forward(x, *a)}
         fns.update({norm_label(c): (lambda c=c, a=args: nm._norm_forward(x, *a, config=c)) for c in kept})
-        med = time_together(timer, fns, ref)
+        # The copy of x moves the same bytes as each norm: the speed of light at this size, not the asymptote.
+        med = time_together(timer, fns, ref, {"copy of x (same bytes)": lambda: copy_out.copy_(x)})
         peer = med.get("compile", float("nan"))
         log(f"== {op} {rows}x{n}: compile {nbytes / peer * 1e-6:.0f} GB/s")
         for name, ms in sorted(med.items(), key=lambda kv: kv[1]):

@@ -145,3 +145,33 @@ def test_public_attention_takes_the_best_hopper_kernel_that_fits():
     q, k, v = random_qkv(1, 2, 200, 200, 128, torch.bfloat16, "cuda", seed=3)
     at.attention(q, k, v)  # a length no Gluon kernel's blocks divide
     assert "gluon" not in last_launch("attention")
+
+
+@pytest.mark.gpu
+@on_hopper
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("kernel, head_dim", [("gluon", 64), ("gluon-ws", 128)])
+def test_hopper_kernel_gpu_every_head_group(kernel, head_dim, causal, assert_close):
+    # The grid walks the heads a group at a time; groups that do not divide B*H leave a narrower last group.
+    b, h, s = 2, 5, 512
+    q, k, v = random_qkv(b, h, s, s, head_dim, torch.bfloat16, "cuda", seed=4)
+    v[1, h - 1] += 100.0
+    ref = attention_ref(q, k, v, causal)
+    module = at.HOPPER_KERNELS[kernel]
+    for group in (1, 3, 4, b * h, 64):
+        o = torch.full_like(q, float("nan"))
+        module.launch(q, k, v, o, causal, head_dim**-0.5 * 1.4426950408889634, head_group=group)
+        assert_close(o, ref, torch.bfloat16, f"{kernel} head_group={group} causal={causal}")
+
+
+@pytest.mark.gpu
+@on_hopper
+@pytest.mark.parametrize("kernel, head_dim", [("triton", 64), ("gluon", 64), ("gluon-ws", 128)])
+def test_attention_gpu_more_heads_than_a_grid_axis_holds(kernel, head_dim, assert_close):
+    # B*H above 65535, the limit of a launch grid's y and z axes: the grids are 1-D.
+    b, h, s = 1, 65536 + 7, 128
+    q, k, v = (torch.randn(b, h, s, head_dim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    out = at._attention_forward(q, k, v, True, kernel=kernel)
+    for heads in (slice(0, 2), slice(h - 9, h)):  # the first heads and those past the limit
+        ref = attention_ref(q[:, heads], k[:, heads], v[:, heads], True)
+        assert_close(out[:, heads], ref, torch.bfloat16, f"{kernel} heads {heads}")
