@@ -31,8 +31,9 @@ hopper_ws = importlib.import_module("tierbench.kernels._attention_hopper_ws")
 TOKENS, MODEL_DIM = 16384, 2048  # the suite's attention shapes
 CASES = {  # name: (module, head_dim, causal, seq lengths)
     "ws-causal": (hopper_ws, 128, True, (2048, 4096, 8192, 16384)),
-    "ws-full": (hopper_ws, 128, False, (4096, 8192)),
+    "ws-full": (hopper_ws, 128, False, (1024, 4096, 8192, 16384)),
     "wg-causal": (hopper, 64, True, (4096, 8192, 16384)),
+    "wg-full": (hopper, 64, False, (2048, 8192)),
     "wg-causal-128": (hopper, 128, True, (512, 1024)),
 }
 T0 = time.time()
@@ -48,8 +49,8 @@ def sweep_case(timer: CudaEventTimer, module: object, d: int, causal: bool, s: i
     q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
     ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
     scale = 1.0 / math.sqrt(d) * math.log2(math.e)
-    groups = sorted({1, 2, 4, 8, 16, b * h} & set(range(1, b * h + 1)))
-    shipped = module.heads_per_group(q, k, causal)
+    groups = sorted({1, 2, 4, 8, 12, 16, 24, 32, b * h} & set(range(1, b * h + 1)))
+    shipped = hopper.HEAD_GROUP
     fns = {}
     for group in groups:
         o = torch.full_like(q, float("nan"))
