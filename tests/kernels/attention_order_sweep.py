@@ -84,7 +84,8 @@ def sweep_case(
     flops = 4.0 * b * h * s * s * d / (2 if causal else 1)
     base = next((ms for name, ms in med.items() if "shipped" in name), float("nan"))
     clock = telemetry(torch.device("cuda")).get("sm_clock_mhz")
-    log(f"== {module.__name__.rsplit('.', 1)[-1]} D{d} S{s} B{b} H{h} {'causal' if causal else 'full'}, SM clock {clock} MHz")
+    what = f"{module.__name__.rsplit('.', 1)[-1]} D{d} S{s} B{b} H{h} {'causal' if causal else 'full'}"
+    log(f"== {what}, SM clock {clock} MHz")
     for name, ms in sorted(med.items(), key=lambda kv: kv[1]):
         print(f"   D{d} S{s:<6d} {'causal' if causal else 'full':6s} {name:20s} {ms * 1e3:8.1f} us "
               f"{flops / ms * 1e-9:6.0f} TFLOP/s x{base / ms:.3f}", flush=True)  # fmt: skip
