@@ -46,11 +46,27 @@ SEQ_MULTIPLE = BLOCK
 # program: 112 KiB at head_dim 128 (two programs per SM), 40 KiB at 64.
 STAGES = {64: 2, 128: 3}
 
-# Heads the grid walks together (`program_tile`). Measured on an H200 (bf16, 16k tokens, timed side by side
-# at the power cap), against head after head (1): 16 was fastest or within 0.5% of it for both kernels,
-# causal or not, at S 2048-16384: the warp-specialised kernel 1.05-1.09x (1.004x at S 16384 causal), the
-# one-warpgroup kernel at head_dim 64 causal 1.08-1.16x; at causal S 512-1024 every group up to 16 tied.
-HEAD_GROUP = 16
+# The programs' order (`program_tile`): how many heads the grid walks together. Measured on an H200 in the
+# suite (bf16/fp16, 16k tokens, against flash-attn 4 timed in the same rounds):
+# - Non-causal: head after head. All programs of a head read its whole K/V, and those in flight cover one to
+#   three heads, so K/V stay in L2; 16 heads at a time cost 3-5% (0.946-0.948x flash-attn 4 -> 0.90-0.93x).
+# - Causal from S 2048: programs differ in length, and head after head the run ends on the heavy blocks of the
+#   last heads. Walking a group of heads, heaviest blocks first across the group, ends it on light blocks:
+#   0.921-0.931x -> 0.942-0.950x at S 2048-8192. The group's K/V must stay in L2, hence at most
+#   GROUP_KV_BYTES: all 16 heads at S 16384 (128 MiB) went 0.965x -> 0.937x.
+# - Causal below S 2048: head after head; 16 heads at a time was 2-6% slower at S 512-1024.
+CAUSAL_GROUP_MIN_SEQ = 2048
+MAX_HEAD_GROUP = 16
+GROUP_KV_BYTES = 32 << 20  # of the H200's 50 MiB L2
+
+
+def head_group(seq_q: int, seq_k: int, head_dim: int, itemsize: int, causal: bool) -> int:
+    """HEAD_GROUP of `program_tile` for these inputs (see above)."""
+    if not causal or seq_q < CAUSAL_GROUP_MIN_SEQ:
+        return 1
+    kv_bytes_per_head = 2 * seq_k * head_dim * itemsize
+    return max(1, min(MAX_HEAD_GROUP, GROUP_KV_BYTES // kv_bytes_per_head))
+
 
 _GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 
@@ -225,6 +241,10 @@ def _attn_fwd_hopper(
         mbarrier.invalidate(v_bars.index(i))
 
 
+def default_head_group(q: torch.Tensor, k: torch.Tensor, causal: bool) -> int:
+    return head_group(q.shape[2], k.shape[2], q.shape[3], q.element_size(), causal)
+
+
 @functools.cache
 def _tile_layout(rows: int, head_dim: int, dtype: torch.dtype) -> gl.NVMMASharedLayout:
     return gl.NVMMASharedLayout.get_default_for([rows, head_dim], _GL_DTYPES[dtype])
@@ -242,7 +262,8 @@ def launch_args(
 ) -> tuple[tuple, dict]:  # fmt: skip
     """Positional and keyword arguments of one launch (also used to compile it ahead of time)."""
     d = q.shape[-1]
-    args = (*(row_descriptor(t) for t in (q, k, v, o)), q.shape[2], k.shape[2], qk_scale, head_group or HEAD_GROUP)
+    group = head_group or default_head_group(q, k, causal)
+    args = (*(row_descriptor(t) for t in (q, k, v, o)), q.shape[2], k.shape[2], qk_scale, group)
     meta = dict(HEAD_DIM=d, BLOCK_M=BLOCK, BLOCK_N=BLOCK, STAGES=STAGES[d], CAUSAL=causal, num_warps=NUM_WARPS)
     return args, meta
 

@@ -31,7 +31,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from ._attention_hopper import HEAD_GROUP, first_softmax, next_softmax, program_tile, row_descriptor
+from ._attention_hopper import default_head_group, first_softmax, next_softmax, program_tile, row_descriptor
 
 WG_ROWS = 64  # query rows per softmax warpgroup (one wgmma M)
 BLOCK_M = 2 * WG_ROWS  # query rows per program
@@ -220,7 +220,8 @@ def launch_args(
 ) -> tuple[tuple, dict]:  # fmt: skip
     """Positional and keyword arguments of one launch (also used to compile it ahead of time)."""
     descs = (row_descriptor(q, WG_ROWS), row_descriptor(k, BLOCK_N), row_descriptor(v, BLOCK_N))
-    args = (*descs, row_descriptor(o, WG_ROWS), q.shape[2], k.shape[2], qk_scale, head_group or HEAD_GROUP)
+    group = head_group or default_head_group(q, k, causal)
+    args = (*descs, row_descriptor(o, WG_ROWS), q.shape[2], k.shape[2], qk_scale, group)
     meta = dict(
         BLOCK_N=BLOCK_N, STAGES=STAGES, CAUSAL=causal, SOFTMAX_REGS=SOFTMAX_REGS, LOADER_REGS=LOADER_REGS,
         num_warps=4, maxnreg=MAX_REGS,

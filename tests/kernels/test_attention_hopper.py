@@ -175,3 +175,13 @@ def test_attention_gpu_more_heads_than_a_grid_axis_holds(kernel, head_dim, asser
     for heads in (slice(0, 2), slice(h - 9, h)):  # the first heads and those past the limit
         ref = attention_ref(q[:, heads], k[:, heads], v[:, heads], True)
         assert_close(out[:, heads], ref, torch.bfloat16, f"{kernel} heads {heads}")
+
+
+def test_head_group_rule():
+    head_group = importlib.import_module("tierbench.kernels._attention_hopper").head_group
+    assert head_group(8192, 8192, 128, 2, causal=False) == 1  # non-causal: head after head
+    assert head_group(1024, 1024, 128, 2, causal=True) == 1  # short causal: head after head
+    assert head_group(4096, 4096, 128, 2, causal=True) == 16  # capped at MAX_HEAD_GROUP
+    assert head_group(16384, 16384, 128, 2, causal=True) == 4  # 4 heads of 8 MiB of K/V fill the 32 MiB
+    assert head_group(16384, 16384, 64, 2, causal=True) == 8
+    assert head_group(2**20, 2**20, 128, 2, causal=True) == 1  # one head's K/V already past the budget
