@@ -242,6 +242,7 @@ def _attn_fwd_hopper(
 
 
 def default_head_group(q: torch.Tensor, k: torch.Tensor, causal: bool) -> int:
+    """`head_group` for (B, H, S, D) inputs q and k."""
     return head_group(q.shape[2], k.shape[2], q.shape[3], q.element_size(), causal)
 
 
