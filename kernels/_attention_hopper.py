@@ -143,6 +143,44 @@ def next_softmax(
     return m_new, l_i, alpha, gl.convert_layout(p.to(dtype), p_layout)
 
 
+# The MMA schedule of one loop trip and of the last P@V, shared by both Hopper kernels (their loops differ
+# only in how K/V slots are refilled). Block j lives in slot j % STAGES; its load is that slot's
+# (j // STAGES)-th, which gives the phase to wait for. The helpers take the whole rings and pick the slots
+# themselves: picking them in the caller, before the first wait, changed ptxas's schedule.
+
+
+@gluon.jit
+def issue_scores_and_pv(
+    q_tile, k_smem, k_bars, v_smem, v_bars, j, p_op, acc, alpha, zero_s,
+    STAGES: gl.constexpr, row_o: gl.constexpr,
+):  # fmt: skip
+    """Issue QK^T of block j, then P@V of block j-1 (the accumulator rescaled first, never while a wgmma
+    that writes it is in flight), and wait for QK^T only: P@V keeps running during the caller's softmax.
+    Returns the scores and P@V's token for the caller's second wait."""
+    slot = j % STAGES
+    prev = (j - 1) % STAGES
+    mbarrier.wait(k_bars.index(slot), (j // STAGES) & 1)
+    s_tok = warpgroup_mma(q_tile, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+    acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+    mbarrier.wait(v_bars.index(prev), ((j - 1) // STAGES) & 1)
+    acc_tok = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
+    s = warpgroup_mma_wait(1, deps=[s_tok])
+    return s, acc_tok
+
+
+@gluon.jit
+def last_pv_output(
+    p_op, acc, alpha, l_i, v_smem, v_bars, n_blocks, STAGES: gl.constexpr, row_o: gl.constexpr,
+    dtype: gl.constexpr,
+):  # fmt: skip
+    """P@V of the last block, then the output rows: the accumulator over the row sums, as `dtype`."""
+    last = (n_blocks - 1) % STAGES
+    acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+    mbarrier.wait(v_bars.index(last), ((n_blocks - 1) // STAGES) & 1)
+    acc = warpgroup_mma(p_op, v_smem.index(last), acc)
+    return (acc / gl.convert_layout(l_i, row_o)[:, None]).to(dtype)
+
+
 @gluon.jit
 def _attn_fwd_hopper(
     q_desc, k_desc, v_desc, o_desc, SQ, SK, qk_scale, HEAD_GROUP,
@@ -186,8 +224,7 @@ def _attn_fwd_hopper(
         mbarrier.init(v_bars.index(i), count=1)
     fence_async_shared()
 
-    # Q, and the first STAGES blocks of K and V. Block b always lives in slot b % STAGES; its load is that
-    # slot's (b // STAGES)-th, which gives the phase to wait for.
+    # Q, and the first STAGES blocks of K and V (block b in slot b % STAGES).
     mbarrier.expect(q_bar, BLOCK_M * HEAD_DIM * 2)
     tma.async_copy_global_to_shared(q_desc, [q_row, 0], q_bar, q_smem)
     for i in gl.static_range(STAGES):
@@ -207,13 +244,9 @@ def _attn_fwd_hopper(
     for j in range(1, n_blocks):
         slot = j % STAGES
         prev = (j - 1) % STAGES
-        # QK^T of block j, then P@V of block j-1; the accumulator is rescaled before P@V is issued.
-        mbarrier.wait(k_bars.index(slot), (j // STAGES) & 1)
-        s_tok = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-        mbarrier.wait(v_bars.index(prev), ((j - 1) // STAGES) & 1)
-        acc_tok = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
-        s = warpgroup_mma_wait(1, deps=[s_tok])  # QK^T done; P@V still running during the softmax
+        s, acc_tok = issue_scores_and_pv(
+            q_smem, k_smem, k_bars, v_smem, v_bars, j, p_op, acc, alpha, zero_s, STAGES, row_o
+        )
         m_i, l_i, alpha, p_op = next_softmax(
             s, m_i, l_i, offs_m, j * BLOCK_N, qk_scale, j >= n_blocks - DIAG, CAUSAL, BLOCK_N, col_s, p_layout, dtype
         )
@@ -226,12 +259,8 @@ def _attn_fwd_hopper(
         _load_kv(v_desc, kv_row0 + (j - 1 + STAGES) * BLOCK_N, v_bars.index(prev), v_smem.index(prev),
                  j - 1 + STAGES < n_blocks, KV_BYTES)  # fmt: skip
 
-    last = (n_blocks - 1) % STAGES
-    acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-    mbarrier.wait(v_bars.index(last), ((n_blocks - 1) // STAGES) & 1)
-    acc = warpgroup_mma(p_op, v_smem.index(last), acc)
-    out = acc / gl.convert_layout(l_i, row_o)[:, None]
-    q_smem.store(out.to(dtype))  # Q is no longer read: its tile stages the output for the TMA store
+    out = last_pv_output(p_op, acc, alpha, l_i, v_smem, v_bars, n_blocks, STAGES, row_o, dtype)
+    q_smem.store(out)  # Q is no longer read: its tile stages the output for the TMA store
     fence_async_shared()
     tma.async_copy_shared_to_global(o_desc, [q_row, 0], q_smem)
     tma.store_wait(0)

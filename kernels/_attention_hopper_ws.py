@@ -31,7 +31,15 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from ._attention_hopper import default_head_group, first_softmax, next_softmax, program_tile, row_descriptor
+from ._attention_hopper import (
+    default_head_group,
+    first_softmax,
+    issue_scores_and_pv,
+    last_pv_output,
+    next_softmax,
+    program_tile,
+    row_descriptor,
+)
 
 WG_ROWS = 64  # query rows per softmax warpgroup (one wgmma M)
 BLOCK_M = 2 * WG_ROWS  # query rows per program
@@ -146,13 +154,9 @@ def _softmax_warpgroup(
     for j in range(1, n_blocks):
         slot = j % STAGES
         prev = (j - 1) % STAGES
-        # QK^T of block j, then P@V of block j-1; the accumulator is rescaled before P@V is issued.
-        mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
-        s_tok = warpgroup_mma(q_tile, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-        mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
-        acc_tok = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
-        s = warpgroup_mma_wait(1, deps=[s_tok])  # QK^T done; P@V still running during the softmax
+        s, acc_tok = issue_scores_and_pv(
+            q_tile, k_smem, k_ready, v_smem, v_ready, j, p_op, acc, alpha, zero_s, STAGES, row_o
+        )
         mbarrier.arrive(k_empty.index(slot), count=1)
         m_i, l_i, alpha, p_op = next_softmax(
             s, m_i, l_i, offs_m, j * BLOCK_N, qk_scale, j >= n_blocks - DIAG, CAUSAL, BLOCK_N, col_s, p_layout, dtype
@@ -161,12 +165,8 @@ def _softmax_warpgroup(
         acc = warpgroup_mma_wait(0, deps=[acc_tok])
         mbarrier.arrive(v_empty.index(prev), count=1)
 
-    last = (n_blocks - 1) % STAGES
-    acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-    mbarrier.wait(v_ready.index(last), ((n_blocks - 1) // STAGES) & 1)
-    acc = warpgroup_mma(p_op, v_smem.index(last), acc)
-    out = acc / gl.convert_layout(l_i, row_o)[:, None]
-    q_tile.store(out.to(dtype))  # this warpgroup's Q rows are no longer read: they stage its output
+    out = last_pv_output(p_op, acc, alpha, l_i, v_smem, v_ready, n_blocks, STAGES, row_o, dtype)
+    q_tile.store(out)  # this warpgroup's Q rows are no longer read: they stage its output
     fence_async_shared()
     tma.async_copy_shared_to_global(o_desc, [q_row, 0], q_tile)
     tma.store_wait(0)
