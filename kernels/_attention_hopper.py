@@ -156,16 +156,11 @@ def issue_scores_and_pv(
 ):  # fmt: skip
     """Issue QK^T of block j, then P@V of block j-1 (the accumulator rescaled first, never while a wgmma
     that writes it is in flight), and wait for QK^T only: P@V keeps running during the caller's softmax.
-    Returns the scores and P@V's token for the caller's second wait. QK^T covers as many of block j's keys
-    as zero_s has columns: the first ones."""
-    KEYS: gl.constexpr = zero_s.shape[1]
+    Returns the scores and P@V's token for the caller's second wait."""
     slot = j % STAGES
     prev = (j - 1) % STAGES
     mbarrier.wait(k_bars.index(slot), (j // STAGES) & 1)
-    k_tile = k_smem.index(slot)
-    if KEYS < k_tile.shape[0]:
-        k_tile = k_tile.slice(0, KEYS)
-    s_tok = warpgroup_mma(q_tile, k_tile.permute((1, 0)), zero_s, use_acc=False, is_async=True)
+    s_tok = warpgroup_mma(q_tile, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
     acc = acc * gl.convert_layout(alpha, row_o)[:, None]
     mbarrier.wait(v_bars.index(prev), ((j - 1) // STAGES) & 1)
     acc_tok = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
@@ -178,16 +173,11 @@ def last_pv_output(
     p_op, acc, alpha, l_i, v_smem, v_bars, n_blocks, STAGES: gl.constexpr, row_o: gl.constexpr,
     dtype: gl.constexpr,
 ):  # fmt: skip
-    """P@V of the last block, then the output rows: the accumulator over the row sums, as `dtype`. P@V
-    covers as many of the block's keys as P has columns: the first ones."""
-    KEYS: gl.constexpr = p_op.shape[1]
+    """P@V of the last block, then the output rows: the accumulator over the row sums, as `dtype`."""
     last = (n_blocks - 1) % STAGES
     acc = acc * gl.convert_layout(alpha, row_o)[:, None]
     mbarrier.wait(v_bars.index(last), ((n_blocks - 1) // STAGES) & 1)
-    v_tile = v_smem.index(last)
-    if KEYS < v_tile.shape[0]:
-        v_tile = v_tile.slice(0, KEYS)
-    acc = warpgroup_mma(p_op, v_tile, acc)
+    acc = warpgroup_mma(p_op, v_smem.index(last), acc)
     return (acc / gl.convert_layout(l_i, row_o)[:, None]).to(dtype)
 
 

@@ -11,10 +11,6 @@ traffic per score), and lets the warp schedulers overlap one warpgroup's softmax
 The register file is split with setmaxnreg: 240 per thread for the softmax warpgroups (scores, P and the
 output accumulator of a 64x128 tile stay in registers), 24 for the loader's warpgroup.
 
-Causal, the first warpgroup's rows see only the first half of the keys of their diagonal block (the
-program's last): it runs that block's loop trip on 64 keys, a quarter of the block's 128 x 128 MMA work
-saved (1.5% of all at S 4096, less at longer lengths).
-
 The warpgroups' MMA issue is not forced to alternate ("ping-pong" with a barrier between them): measured on
 an H200 it changed nothing beyond noise (-3% to +2%), so the warp schedulers are left to interleave them.
 
@@ -118,38 +114,9 @@ def _loader(
 
 
 @gluon.jit
-def _half_diagonal_output(
-    q_tile, k_smem, k_ready, k_empty, v_smem, v_ready, v_empty, row_sums, j, p_op, acc, alpha, m_i, l_i, offs_m,
-    qk_scale, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, row_o: gl.constexpr, p_layout: gl.constexpr,
-):  # fmt: skip
-    """The last loop trip and the output of the first warpgroup of a causal program, whose rows see only the
-    first half of their diagonal block j: QK^T, the softmax and P@V of that block on its first BLOCK_N // 2
-    keys, a quarter of the 128 x 128 block's MMA work saved."""
-    WG: gl.constexpr = q_tile.shape[0]
-    KEYS: gl.constexpr = BLOCK_N // 2
-    dtype: gl.constexpr = q_tile.dtype
-    h_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, KEYS, 16])
-    row_h: gl.constexpr = gl.SliceLayout(1, h_layout)
-    zero_h = gl.full([WG, KEYS], 0.0, gl.float32, h_layout)
-    s, acc_tok = issue_scores_and_pv(
-        q_tile, k_smem, k_ready, v_smem, v_ready, j, p_op, acc, alpha, zero_h, STAGES, row_o
-    )
-    mbarrier.arrive(k_empty.index(j % STAGES), count=1)
-    m_i, l_i, alpha, p_op = next_softmax(
-        s, gl.convert_layout(m_i, row_h), gl.convert_layout(l_i, row_h), gl.convert_layout(offs_m, row_h),
-        j * BLOCK_N, qk_scale, True, True, KEYS, gl.SliceLayout(0, h_layout), p_layout, dtype,
-    )  # fmt: skip
-    row_sums.store(l_i)  # pins the softmax above the wait (see `_attention_hopper`)
-    acc = warpgroup_mma_wait(0, deps=[acc_tok])
-    mbarrier.arrive(v_empty.index((j - 1) % STAGES), count=1)
-    return last_pv_output(p_op, acc, alpha, l_i, v_smem, v_ready, j + 1, STAGES, row_o, dtype)
-
-
-@gluon.jit
 def _softmax_warpgroup(
     o_desc, q_smem, k_smem, v_smem, sink, q_bars, k_ready, k_empty, v_ready, v_empty, SQ, SK, qk_scale,
     HEAD_GROUP, WARPGROUP: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-    HALF_DIAGONAL: gl.constexpr,
 ):  # fmt: skip
     WG: gl.constexpr = o_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = o_desc.block_type.shape[1]
@@ -184,11 +151,7 @@ def _softmax_warpgroup(
     alpha = gl.full([WG], 1.0, gl.float32, row_s)
     acc = gl.full([WG, HEAD_DIM], 0.0, gl.float32, o_layout)
 
-    # Causal, this warpgroup's rows see only the first half of the diagonal block's keys: it takes that
-    # block on its own (below), on half of K and V, unless the diagonal block is block 0.
-    PEEL: gl.constexpr = HALF_DIAGONAL and CAUSAL and WARPGROUP == 0 and BLOCK_N == 2 * WG
-    n_full = n_blocks - 1 if PEEL else n_blocks
-    for j in range(1, n_full):
+    for j in range(1, n_blocks):
         slot = j % STAGES
         prev = (j - 1) % STAGES
         s, acc_tok = issue_scores_and_pv(
@@ -202,13 +165,7 @@ def _softmax_warpgroup(
         acc = warpgroup_mma_wait(0, deps=[acc_tok])
         mbarrier.arrive(v_empty.index(prev), count=1)
 
-    if PEEL and n_blocks > 1:
-        out = _half_diagonal_output(
-            q_tile, k_smem, k_ready, k_empty, v_smem, v_ready, v_empty, row_sums, n_blocks - 1, p_op, acc, alpha,
-            m_i, l_i, offs_m, qk_scale, BLOCK_N, STAGES, row_o, p_layout,
-        )  # fmt: skip
-    else:
-        out = last_pv_output(p_op, acc, alpha, l_i, v_smem, v_ready, n_blocks, STAGES, row_o, dtype)
+    out = last_pv_output(p_op, acc, alpha, l_i, v_smem, v_ready, n_blocks, STAGES, row_o, dtype)
     q_tile.store(out)  # this warpgroup's Q rows are no longer read: they stage its output
     fence_async_shared()
     tma.async_copy_shared_to_global(o_desc, [q_row, 0], q_tile)
@@ -218,7 +175,7 @@ def _softmax_warpgroup(
 @gluon.jit
 def _attn_fwd_hopper_ws(
     q_desc, k_desc, v_desc, o_desc, SQ, SK, qk_scale, HEAD_GROUP,
-    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, HALF_DIAGONAL: gl.constexpr,
+    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
     SOFTMAX_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
 ):  # fmt: skip
     dtype: gl.constexpr = q_desc.dtype
@@ -246,9 +203,9 @@ def _attn_fwd_hopper_ws(
     gl.warp_specialize(
         [
             (_softmax_warpgroup, (o_desc, q_smem, k_smem, v_smem, sink, q_bars, k_ready, k_empty, v_ready, v_empty,
-                                  SQ, SK, qk_scale, HEAD_GROUP, 0, BLOCK_N, STAGES, CAUSAL, HALF_DIAGONAL)),
+                                  SQ, SK, qk_scale, HEAD_GROUP, 0, BLOCK_N, STAGES, CAUSAL)),
             (_softmax_warpgroup, (o_desc, q_smem, k_smem, v_smem, sink, q_bars, k_ready, k_empty, v_ready, v_empty,
-                                  SQ, SK, qk_scale, HEAD_GROUP, 1, BLOCK_N, STAGES, CAUSAL, HALF_DIAGONAL)),
+                                  SQ, SK, qk_scale, HEAD_GROUP, 1, BLOCK_N, STAGES, CAUSAL)),
             (_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_ready, k_empty, v_ready, v_empty,
                        SQ, SK, HEAD_GROUP, BLOCK_N, STAGES, CAUSAL)),
         ],
@@ -259,26 +216,24 @@ def _attn_fwd_hopper_ws(
 
 def launch_args(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, causal: bool, qk_scale: float,
-    head_group: int | None = None, half_diagonal: bool = True,
+    head_group: int | None = None,
 ) -> tuple[tuple, dict]:  # fmt: skip
-    """Positional and keyword arguments of one launch (also used to compile it ahead of time).
-    `half_diagonal=False` runs the first warpgroup's diagonal block on all its keys (a variant to measure
-    what the half block saves)."""
+    """Positional and keyword arguments of one launch (also used to compile it ahead of time)."""
     descs = (row_descriptor(q, WG_ROWS), row_descriptor(k, BLOCK_N), row_descriptor(v, BLOCK_N))
     group = head_group or default_head_group(q, k, causal)
     args = (*descs, row_descriptor(o, WG_ROWS), q.shape[2], k.shape[2], qk_scale, group)
     meta = dict(
-        BLOCK_N=BLOCK_N, STAGES=STAGES, CAUSAL=causal, HALF_DIAGONAL=half_diagonal, SOFTMAX_REGS=SOFTMAX_REGS,
-        LOADER_REGS=LOADER_REGS, num_warps=4, maxnreg=MAX_REGS,
+        BLOCK_N=BLOCK_N, STAGES=STAGES, CAUSAL=causal, SOFTMAX_REGS=SOFTMAX_REGS, LOADER_REGS=LOADER_REGS,
+        num_warps=4, maxnreg=MAX_REGS,
     )  # fmt: skip
     return args, meta
 
 
 def launch(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, causal: bool, qk_scale: float,
-    head_group: int | None = None, half_diagonal: bool = True,
+    head_group: int | None = None,
 ) -> None:  # fmt: skip
     """Write softmax(q k^T [+ causal mask]) v into o; qk_scale is the softmax scale times log2(e)."""
-    args, meta = launch_args(q, k, v, o, causal, qk_scale, head_group, half_diagonal)
+    args, meta = launch_args(q, k, v, o, causal, qk_scale, head_group)
     b, h, sq, _ = q.shape
     _attn_fwd_hopper_ws[(sq // BLOCK_M * b * h,)](*args, **meta)

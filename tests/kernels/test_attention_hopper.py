@@ -52,12 +52,10 @@ def test_compiled_schedule_overlaps_softmax_and_mma(schedules, build):
     # tile over its 128 threads) run between it and the next wait.
     module = at.HOPPER_KERNELS[build.split()[0]]
     rows, keys = module.SCORE_TILE
-    want = [rows * keys // 128] * module.SOFTMAX_WARPGROUPS
-    if module is hopper_ws and build.endswith("causal=True"):
-        want.append(rows * keys // 2 // 128)  # the first warpgroup's half diagonal block, its own loop trip
-    exp2 = sorted(got["exp2_between_waits"], reverse=True)
-    assert len(exp2) == len(want), f"{build}: {len(exp2)} waits leave P@V in flight, expected {len(want)}"
-    assert all(n >= w for n, w in zip(exp2, want)), f"{build}: {exp2} exp2 overlap P@V, expected {want}"
+    warpgroups = module.SOFTMAX_WARPGROUPS
+    exp2 = got["exp2_between_waits"]
+    assert len(exp2) == warpgroups, f"{build}: {len(exp2)} waits leave P@V in flight, expected {warpgroups}"
+    assert min(exp2) >= rows * keys // 128, f"{build}: {exp2} exp2 overlap P@V, expected {rows * keys // 128} each"
 
 
 @pytest.mark.parametrize("causal", [False, True])
