@@ -7,7 +7,8 @@ replace the language's jit helpers that Gluon compiles. Per build (kernel, head_
 shared memory, spilled bytes, whether ptxas serialised the wgmma instructions (its C7514 report), the
 register counts the warp-specialised kernel's partitions ask for (USETMAXREG), and, for every wait that
 leaves a wgmma in flight (WARPGROUP.DEPBAR.LE 1), how many MUFU.EX2 lie between it and the next full wait
-(LE 0): one per softmax warpgroup. Compiles and disassembles the way resource_report.py does.
+(LE 0): one per softmax warpgroup; and how many warpgroup-wide barriers each softmax loop trip passes.
+Compiles and disassembles the way resource_report.py does.
 """
 
 from __future__ import annotations
@@ -37,13 +38,33 @@ def exp2_between_waits(sass: str) -> list[int]:
     return counts
 
 
+def loop_barriers(instrs: list[tuple[int, str]]) -> list[int]:
+    """Warpgroup-wide barriers (`bar.sync` of 128 threads) per trip of each softmax loop: for each wait that
+    leaves a wgmma in flight, the innermost backward branch around it."""
+    loops = []
+    for addr, ins in instrs:
+        target = re.search(r"BRA (0x[0-9a-f]+)", ins)
+        if target and int(target.group(1), 16) < addr:
+            loops.append((int(target.group(1), 16), addr))
+    counts = []
+    for wait_at, ins in instrs:
+        if "WARPGROUP.DEPBAR.LE gsb0, 0x1" not in ins:
+            continue
+        around = [(lo, hi) for lo, hi in loops if lo <= wait_at <= hi]
+        if around:
+            lo, hi = min(around, key=lambda span: span[1] - span[0])
+            body = [i for a, i in instrs if lo <= a <= hi]
+            counts.append(sum(bool(re.match(r"BAR\.SYNC\S* 0x[0-9a-f]+, 0x80$", i)) for i in body))
+    return counts
+
+
 def schedule(kernel: str, head_dim: int, causal: bool, disassembler: list[str]) -> dict:
     module = at.HOPPER_KERNELS[kernel]
     t = torch.empty(2, 2, 1024, head_dim, dtype=torch.bfloat16)
     args, meta = module.launch_args(t, t, t, t, causal, 0.1)
     name = f"attn_{kernel}_D{head_dim}_{'causal' if causal else 'full'}"
     compiled = rr.compile_sm90(getattr(module, JIT_FUNCTIONS[kernel]), args, meta, name, source=GluonASTSource)
-    sass, _ = rr.disassemble(disassembler, compiled.cubin)
+    sass, instrs = rr.disassemble(disassembler, compiled.cubin)
     return {
         "registers": compiled.regs,
         "shared_bytes": compiled.smem,
@@ -53,6 +74,7 @@ def schedule(kernel: str, head_dim: int, causal: bool, disassembler: list[str]) 
             {int(n, 16) for n in re.findall(r"USETMAXREG\.\S+ (?:UP\d+, )?(0x[0-9a-f]+)", sass)}
         ),
         "exp2_between_waits": exp2_between_waits(sass),
+        "loop_barriers": loop_barriers(instrs),
     }
 
 

@@ -59,6 +59,14 @@ def test_compiled_schedule_overlaps_softmax_and_mma(schedules, build):
 
 
 @pytest.mark.parametrize("causal", [False, True])
+def test_compiled_warp_specialised_loop_trip_passes_two_warpgroup_barriers(schedules, causal):
+    # Each single-thread mbarrier arrival holds the warpgroup at two bar.sync; one arrival per loop trip
+    # (K(j) and V(j-1) released together) keeps it at two. Releasing K on its own barrier made it four.
+    got = schedules[f"gluon-ws D128 causal={causal}"]["loop_barriers"]
+    assert got == [2, 2], f"warpgroup barriers per loop trip, one entry per softmax warpgroup: {got}"
+
+
+@pytest.mark.parametrize("causal", [False, True])
 def test_compiled_warp_specialised_partitions_get_their_registers(schedules, causal):
     got = schedules[f"gluon-ws D128 causal={causal}"]["partition_registers"]
     assert hopper_ws.SOFTMAX_REGS in got and hopper_ws.LOADER_REGS in got, got
