@@ -56,7 +56,7 @@ HEAD_DIMS = (128,)
 SEQ_MULTIPLE = 128
 # K/V ring depth, measured on an H200 (bf16/fp16, 16k tokens): 3 stages timed 0.98-1.00x of 2. Shared
 # memory per program: 160 KiB (Q 32 KiB, K and V 2 x 32 KiB each), one program per SM.
-STAGES = 2
+STAGES = 3
 # Registers per thread: the softmax warpgroups get 240, the loader's warpgroup 24; the launch bound covers
 # the 12 warps (3 warpgroups) of a program within the SM's 64K registers (168 x 384 threads).
 SOFTMAX_REGS = 240
