@@ -1,7 +1,7 @@
 """Warp-specialised attention forward for Hopper (sm_90) in Gluon: the FlashAttention-3 division of labour.
 
 Each program owns 128 query rows and runs three partitions:
-- a loader warp that only issues TMA copies (Q once, then a 2-deep ring of 128-key K and V blocks);
+- a loader warp that only issues TMA copies (Q once, then a ring of 128-key K and V blocks, STAGES deep);
 - two softmax warpgroups, each owning 64 of the rows, that run `_attention_hopper`'s loop on them: issue
   QK^T of block j and P@V of block j-1, wait for QK^T, compute block j's softmax while P@V runs.
 
@@ -54,9 +54,12 @@ SOFTMAX_WARPGROUPS = 2
 SCORE_TILE = (WG_ROWS, BLOCK_N)  # (query rows, keys) of one warpgroup's scores per loop trip
 HEAD_DIMS = (128,)
 SEQ_MULTIPLE = 128
-# K/V ring depth, measured on an H200 (bf16/fp16, 16k tokens): 3 stages timed 0.98-1.00x of 2. Shared
-# memory per program: 160 KiB (Q 32 KiB, K and V 2 x 32 KiB each), one program per SM.
-STAGES = 3
+# K/V ring depth, causal or not. Suite runs on an H200 (bf16/fp16, head_dim 128, 16k tokens, against
+# flash-attn 4 in the same rounds): non-causal, 3 stages 0.952-0.964x flash-attn 4 at S 4096-16384 against
+# 0.943-0.950x with 2; causal, 2 stages 0.945-0.965x against 0.940-0.961x with 3. Shared memory per
+# program: Q 32 KiB and K and V 32 KiB per stage each, 160 KiB with 2 stages and 224 KiB with 3; one
+# program per SM either way.
+STAGES = {False: 3, True: 2}
 # Registers per thread: the softmax warpgroups get 240, the loader's warpgroup 24; the launch bound covers
 # the 12 warps (3 warpgroups) of a program within the SM's 64K registers (168 x 384 threads).
 SOFTMAX_REGS = 240
@@ -227,7 +230,7 @@ def launch_args(
     group = head_group or default_head_group(q, k, causal)
     args = (*descs, row_descriptor(o, WG_ROWS), q.shape[2], k.shape[2], qk_scale, group)
     meta = dict(
-        BLOCK_N=BLOCK_N, STAGES=STAGES, CAUSAL=causal, SOFTMAX_REGS=SOFTMAX_REGS, LOADER_REGS=LOADER_REGS,
+        BLOCK_N=BLOCK_N, STAGES=STAGES[causal], CAUSAL=causal, SOFTMAX_REGS=SOFTMAX_REGS, LOADER_REGS=LOADER_REGS,
         num_warps=4, maxnreg=MAX_REGS,
     )  # fmt: skip
     return args, meta

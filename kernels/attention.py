@@ -352,25 +352,27 @@ def _row_descriptor(t: torch.Tensor) -> TensorDescriptor:
 HOPPER_KERNELS = {"gluon-ws": hopper_ws, "gluon": hopper}
 KERNELS = ("auto", *HOPPER_KERNELS, "triton")
 
-# What the launch records say each Gluon kernel ran: per head_dim, its tile, warps and K/V ring depth.
+# What the launch records say each Gluon kernel ran: per (head_dim, causal), its tile, warps and K/V ring depth.
 _HOPPER_LAUNCHES = {
     "gluon-ws": {
-        d: (
+        (d, causal): (
             triton.Config(
                 {"BLOCK_M": hopper_ws.BLOCK_M, "BLOCK_N": hopper_ws.BLOCK_N},
                 num_warps=hopper_ws.NUM_WARPS,
-                num_stages=hopper_ws.STAGES,
+                num_stages=hopper_ws.STAGES[causal],
             ),
             "gluon Hopper kernel, warp-specialised",
         )
         for d in hopper_ws.HEAD_DIMS
+        for causal in (False, True)
     },
     "gluon": {
-        d: (
+        (d, causal): (
             triton.Config({"BLOCK_M": hopper.BLOCK, "BLOCK_N": hopper.BLOCK}, num_warps=hopper.NUM_WARPS, num_stages=s),
             "gluon Hopper kernel",
         )
         for d, s in hopper.STAGES.items()
+        for causal in (False, True)
     },
 }
 
@@ -434,7 +436,7 @@ def _attention_forward(
     for name in candidates:
         if hopper_kernel_applies(q, k, v, name):
             HOPPER_KERNELS[name].launch(q, k, v, o, causal, scale * _LOG2E)
-            config, kind = _HOPPER_LAUNCHES[name][d]
+            config, kind = _HOPPER_LAUNCHES[name][d, causal]
             note_launch("attention", config, ("causal" if causal else "full") + ", " + kind)
             return o
     if kernel in HOPPER_KERNELS:
