@@ -6,10 +6,10 @@ Each program owns 128 query rows and runs three partitions:
   QK^T of block j and P@V of block j-1, wait for QK^T, compute block j's softmax while P@V runs.
 
 Each loop trip j of a softmax warpgroup releases K(j) and V(j-1) with one arrival on one mbarrier, at the
-trip's end. Releasing K as soon as QK^T was read, on a barrier of its own, cost a second arrival per trip,
-and each single-thread arrival makes the compiler hold the warpgroup at two barriers (`bar.sync`): 4 per
-trip against 2 now. Measured on an H200 side by side (bf16, head_dim 128, 16k tokens): 1.006x median,
-0.992-1.027x, over S 2048-16384 causal or not. K(j+2) still has a whole loop trip to arrive.
+trip's end. A Gluon arrival comes from one thread, so the compiler holds the warpgroup at a bar.sync before
+and after it; releasing K on a barrier of its own as soon as QK^T had read it made 4 per trip, this 2.
+The later release leaves the loader a loop trip less lead, which a 3-deep ring gives back for non-causal
+inputs (see STAGES).
 
 Against `_attention_hopper` (one warpgroup, 64x64 tiles, the warps that compute also load) this moves the
 loads off the softmax warps, shares each K/V block between 128 query rows (half the TMA and L2
@@ -17,8 +17,9 @@ traffic per score), and lets the warp schedulers overlap one warpgroup's softmax
 The register file is split with setmaxnreg: 240 per thread for the softmax warpgroups (scores, P and the
 output accumulator of a 64x128 tile stay in registers), 24 for the loader's warpgroup.
 
-The warpgroups' MMA issue is not forced to alternate ("ping-pong" with a barrier between them): measured on
-an H200 it changed nothing beyond noise (-3% to +2%), so the warp schedulers are left to interleave them.
+The warpgroups' MMA issue is not forced to alternate ("ping-pong"): measured on an H200, through an mbarrier
+pair (-3% to +2%) and through named barriers as flash-attn 4 does (-1.7% to +2.2%), it changed nothing
+beyond noise, so the warp schedulers are left to interleave them.
 
 Inputs are the packed (B*H*S, 128) rows of contiguous (B, H, S, 128) tensors whose lengths are multiples of
 128; `attention.py` routes only such inputs here, on sm_90, outside the interpreter (Gluon has none).
@@ -54,11 +55,11 @@ SOFTMAX_WARPGROUPS = 2
 SCORE_TILE = (WG_ROWS, BLOCK_N)  # (query rows, keys) of one warpgroup's scores per loop trip
 HEAD_DIMS = (128,)
 SEQ_MULTIPLE = 128
-# K/V ring depth, causal or not. Suite runs on an H200 (bf16/fp16, head_dim 128, 16k tokens, against
-# flash-attn 4 in the same rounds): non-causal, 3 stages 0.952-0.964x flash-attn 4 at S 4096-16384 against
-# 0.943-0.950x with 2; causal, 2 stages 0.945-0.965x against 0.940-0.961x with 3. Shared memory per
-# program: Q 32 KiB and K and V 32 KiB per stage each, 160 KiB with 2 stages and 224 KiB with 3; one
-# program per SM either way.
+# K/V ring depth, causal or not. Suite runs on an H200 (head_dim 128, 16k tokens, S 4096-16384, bf16,
+# against flash-attn 4 in the same rounds): non-causal, 3 stages 0.952-0.964x flash-attn 4 (two runs),
+# 2 stages 0.943-0.950x (two runs); causal, 2 stages 0.945-0.969x (three runs), 3 stages 0.940-0.961x.
+# Shared memory per program: Q 32 KiB, and K and V 32 KiB per stage each: 160 KiB with 2 stages, 224 KiB
+# with 3; one program per SM either way.
 STAGES = {False: 3, True: 2}
 # Registers per thread: the softmax warpgroups get 240, the loader's warpgroup 24; the launch bound covers
 # the 12 warps (3 warpgroups) of a program within the SM's 64K registers (168 x 384 threads).
