@@ -57,7 +57,7 @@ STAGES = {64: 2, 128: 3}
 # - Causal below S 2048: head after head; 16 heads at a time was 2-6% slower at S 512-1024.
 CAUSAL_GROUP_MIN_SEQ = 2048
 MAX_HEAD_GROUP = 16
-GROUP_KV_BYTES = 32 << 20  # of the H200's 50 MiB L2
+GROUP_KV_BYTES = 32 << 20  # of the H200's 60 MiB L2
 
 
 def head_group(seq_q: int, seq_k: int, head_dim: int, itemsize: int, causal: bool) -> int:
