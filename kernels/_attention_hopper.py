@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 
 import torch
+import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -301,6 +302,15 @@ def launch_args(
 def suits(seq_q: int, causal: bool) -> bool:
     """Whether "auto" should take this kernel where it applies: always (it is the fallback on Hopper)."""
     return True
+
+
+LAUNCH_KIND = "gluon Hopper kernel"  # how launch records name this kernel
+
+
+@functools.cache
+def launch_config(head_dim: int, causal: bool) -> triton.Config:
+    """What a launch runs, for the launch records: tile, warps and K/V ring depth."""
+    return triton.Config({"BLOCK_M": BLOCK, "BLOCK_N": BLOCK}, num_warps=NUM_WARPS, num_stages=STAGES[head_dim])
 
 
 def launch(

@@ -27,7 +27,10 @@ Inputs are the packed (B*H*S, 128) rows of contiguous (B, H, S, 128) tensors who
 
 from __future__ import annotations
 
+import functools
+
 import torch
+import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -76,6 +79,15 @@ MIN_CAUSAL_SEQ = 2048
 def suits(seq_q: int, causal: bool) -> bool:
     """Whether "auto" should take this kernel over the one-warpgroup one (where both apply)."""
     return not causal or seq_q >= MIN_CAUSAL_SEQ
+
+
+LAUNCH_KIND = "gluon Hopper kernel, warp-specialised"  # how launch records name this kernel
+
+
+@functools.cache
+def launch_config(head_dim: int, causal: bool) -> triton.Config:
+    """What a launch runs, for the launch records: tile, warps and K/V ring depth."""
+    return triton.Config({"BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N}, num_warps=NUM_WARPS, num_stages=STAGES[causal])
 
 
 @gluon.jit

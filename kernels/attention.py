@@ -347,34 +347,11 @@ def _row_descriptor(t: torch.Tensor) -> TensorDescriptor:
 
 
 # The Gluon kernels for Hopper by name, in the order "auto" tries them. Each module gives HEAD_DIMS and
-# SEQ_MULTIPLE (what its blocks read), suits(seq_q, causal) (whether "auto" takes it where it applies) and
-# launch(q, k, v, o, causal, qk_scale).
+# SEQ_MULTIPLE (what its blocks read), suits(seq_q, causal) (whether "auto" takes it where it applies),
+# launch(q, k, v, o, causal, qk_scale), and for the launch records launch_config(head_dim, causal) (tile,
+# warps, K/V ring depth) and LAUNCH_KIND.
 HOPPER_KERNELS = {"gluon-ws": hopper_ws, "gluon": hopper}
 KERNELS = ("auto", *HOPPER_KERNELS, "triton")
-
-# What the launch records say each Gluon kernel ran: per (head_dim, causal), its tile, warps and K/V ring depth.
-_HOPPER_LAUNCHES = {
-    "gluon-ws": {
-        (d, causal): (
-            triton.Config(
-                {"BLOCK_M": hopper_ws.BLOCK_M, "BLOCK_N": hopper_ws.BLOCK_N},
-                num_warps=hopper_ws.NUM_WARPS,
-                num_stages=hopper_ws.STAGES[causal],
-            ),
-            "gluon Hopper kernel, warp-specialised",
-        )
-        for d in hopper_ws.HEAD_DIMS
-        for causal in (False, True)
-    },
-    "gluon": {
-        (d, causal): (
-            triton.Config({"BLOCK_M": hopper.BLOCK, "BLOCK_N": hopper.BLOCK}, num_warps=hopper.NUM_WARPS, num_stages=s),
-            "gluon Hopper kernel",
-        )
-        for d, s in hopper.STAGES.items()
-        for causal in (False, True)
-    },
-}
 
 
 def hopper_layout_fits(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: str = "gluon") -> bool:
@@ -435,9 +412,10 @@ def _attention_forward(
         candidates = []
     for name in candidates:
         if hopper_kernel_applies(q, k, v, name):
-            HOPPER_KERNELS[name].launch(q, k, v, o, causal, scale * _LOG2E)
-            config, kind = _HOPPER_LAUNCHES[name][d, causal]
-            note_launch("attention", config, ("causal" if causal else "full") + ", " + kind)
+            module = HOPPER_KERNELS[name]
+            module.launch(q, k, v, o, causal, scale * _LOG2E)
+            kind = ("causal" if causal else "full") + ", " + module.LAUNCH_KIND
+            note_launch("attention", module.launch_config(d, causal), kind)
             return o
     if kernel in HOPPER_KERNELS:
         raise ValueError(

@@ -15,9 +15,6 @@ at = importlib.import_module("tierbench.kernels.attention")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
-_qkv = random_qkv
-
-
 def _ref(q, k, v, causal, scale=None):
     return attention_ref(q, k, v, causal, scale)
 
@@ -27,20 +24,20 @@ def _ref(q, k, v, causal, scale=None):
 @pytest.mark.parametrize("seq", [1, 17, 130])
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_attention(head_dim, seq, causal, dtype, device, assert_close):
-    q, k, v = _qkv(1, 2, seq, seq, head_dim, dtype, device)
+    q, k, v = random_qkv(1, 2, seq, seq, head_dim, dtype, device)
     out = attention(q, k, v, causal=causal)
     assert_close(out, _ref(q, k, v, causal), dtype, f"attention S={seq} D={head_dim} causal={causal}")
 
 
 @pytest.mark.parametrize("head_dim", [16, 32])
 def test_attention_small_head_dims(head_dim, device, assert_close):
-    q, k, v = _qkv(2, 1, 40, 40, head_dim, torch.float16, device, seed=1)
+    q, k, v = random_qkv(2, 1, 40, 40, head_dim, torch.float16, device, seed=1)
     assert_close(attention(q, k, v, causal=True), _ref(q, k, v, True), torch.float16, f"D={head_dim}")
 
 
 @pytest.mark.parametrize("sq,sk", [(17, 130), (130, 33), (48, 64)])
 def test_attention_cross_lengths(sq, sk, device, assert_close):
-    q, k, v = _qkv(1, 2, sq, sk, 64, torch.bfloat16, device, seed=2)
+    q, k, v = random_qkv(1, 2, sq, sk, 64, torch.bfloat16, device, seed=2)
     assert_close(attention(q, k, v, scale=0.3), _ref(q, k, v, False, 0.3), torch.bfloat16, f"Sq={sq} Sk={sk}")
 
 
@@ -48,11 +45,11 @@ def test_attention_cross_lengths(sq, sk, device, assert_close):
 @pytest.mark.parametrize("block_m,block_n", [(64, 32), (16, 16)])
 def test_attention_forced_configs(block_m, block_n, causal, device, assert_close):
     # 96 keys: a whole number of 32/16-wide blocks (the unmasked single loop), 70 queries: ragged q blocks.
-    q, k, v = _qkv(1, 2, 96, 96, 64, torch.float16, device, seed=3)
+    q, k, v = random_qkv(1, 2, 96, 96, 64, torch.float16, device, seed=3)
     cfg = at._cfg(block_m, block_n, 4, 2)
     out = at._attention_forward(q, k, v, causal, None, config=cfg)
     assert_close(out, _ref(q, k, v, causal), torch.float16, f"{block_m}x{block_n} causal={causal}")
-    q, k, v = _qkv(1, 1, 70, 70, 64, torch.float16, device, seed=4)
+    q, k, v = random_qkv(1, 1, 70, 70, 64, torch.float16, device, seed=4)
     out = at._attention_forward(q, k, v, causal, None, config=cfg)
     assert_close(out, _ref(q, k, v, causal), torch.float16, f"{block_m}x{block_n} S=70 causal={causal}")
 
@@ -62,7 +59,7 @@ def test_attention_forced_configs(block_m, block_n, causal, device, assert_close
 def test_attention_packed_rows(causal, dtype, device, assert_close):
     # Contiguous inputs with lengths that are multiples of 128 go through one descriptor over all heads'
     # rows: each head must still see only its own keys, and write only its own rows.
-    q, k, v = _qkv(2, 3, 256, 256, 64, dtype, device, seed=9)
+    q, k, v = random_qkv(2, 3, 256, 256, 64, dtype, device, seed=9)
     v[1, 2] += 100.0  # a head whose values differ wildly from its neighbours' shows any cross-head read
     ref = _ref(q, k, v, causal)
     assert_close(attention(q, k, v, causal=causal), ref, dtype, f"packed causal={causal}")
@@ -73,10 +70,10 @@ def test_attention_packed_rows(causal, dtype, device, assert_close):
 
 
 def test_attention_packed_only_where_layout_allows(device):
-    q, k, v = _qkv(1, 2, 128, 130, 32, torch.float16, device)
+    q, k, v = random_qkv(1, 2, 128, 130, 32, torch.float16, device)
     attention(q, k, v)  # key length not a multiple of 128
     assert "per-head descriptors" in last_launch("attention")
-    q, k, v = _qkv(1, 2, 128, 128, 32, torch.float16, device)
+    q, k, v = random_qkv(1, 2, 128, 128, 32, torch.float16, device)
     attention(q, k.transpose(1, 2).contiguous().transpose(1, 2), v)  # k not contiguous
     assert "per-head descriptors" in last_launch("attention")
     attention(q, k, v)
@@ -84,7 +81,7 @@ def test_attention_packed_only_where_layout_allows(device):
 
 
 def test_attention_causal_config_check(device):
-    q, k, v = _qkv(1, 1, 32, 32, 32, torch.float16, device)
+    q, k, v = random_qkv(1, 1, 32, 32, 32, torch.float16, device)
     with pytest.raises(ValueError, match=r"attention: causal configs need BLOCK_M % BLOCK_N == 0, got 16x32"):
         at._attention_forward(q, k, v, True, None, config=at._cfg(16, 32, 4, 2))
 
@@ -99,13 +96,13 @@ def test_attention_strided_layout(device, assert_close):
 
 
 def test_attention_scale_default(device):
-    q, k, v = _qkv(1, 1, 20, 20, 32, torch.float16, device, seed=6)
+    q, k, v = random_qkv(1, 1, 20, 20, 32, torch.float16, device, seed=6)
     explicit = attention(q, k, v, scale=1 / math.sqrt(32))
     assert torch.equal(attention(q, k, v), explicit)
 
 
 def test_attention_validation(device, wrong_device):
-    q, k, v = _qkv(1, 2, 8, 8, 64, torch.float16, device)
+    q, k, v = random_qkv(1, 2, 8, 8, 64, torch.float16, device)
     with pytest.raises(
         ValueError, match=r"attention: q must be 4-D \(batch, heads, seq, head_dim\), got shape \(2, 3\)"
     ):
@@ -143,7 +140,7 @@ def test_attention_validation(device, wrong_device):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_gpu_full_size(causal, dtype, assert_close):
-    q, k, v = _qkv(2, 16, 4096, 4096, 128, dtype, "cuda", seed=7)
+    q, k, v = random_qkv(2, 16, 4096, 4096, 128, dtype, "cuda", seed=7)
     ref = torch.cat([_ref(q[i : i + 1], k[i : i + 1], v[i : i + 1], causal) for i in range(2)])
     assert_close(attention(q, k, v, causal=causal), ref, dtype, f"B=2 H=16 S=4096 D=128 causal={causal}")
 
@@ -154,7 +151,7 @@ def test_attention_gpu_full_size(causal, dtype, assert_close):
 def test_attention_gpu_every_candidate(head_dim, assert_close):
     # Each config the autotuner may pick, forced, on packed and per-head inputs, causal and not: a build
     # the compiler gets wrong must fail here, whichever config the autotuner would favour.
-    q, k, v = _qkv(1, 8, 1024, 1024, head_dim, torch.bfloat16, "cuda", seed=11)
+    q, k, v = random_qkv(1, 8, 1024, 1024, head_dim, torch.bfloat16, "cuda", seed=11)
     refs = {causal: _ref(q, k, v, causal) for causal in (False, True)}
     for cfg in at.prune_attention_configs(at.attention_configs(), {"SQ": 1024}, HEAD_DIM=head_dim):
         for causal in (False, True):
@@ -168,5 +165,5 @@ def test_attention_gpu_every_candidate(head_dim, assert_close):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seq,head_dim", [(1000, 64), (4097, 128), (333, 256)])
 def test_attention_gpu_ragged(seq, head_dim, causal, assert_close):
-    q, k, v = _qkv(1, 4, seq, seq, head_dim, torch.bfloat16, "cuda", seed=8)
+    q, k, v = random_qkv(1, 4, seq, seq, head_dim, torch.bfloat16, "cuda", seed=8)
     assert_close(attention(q, k, v, causal=causal), _ref(q, k, v, causal), torch.bfloat16, f"S={seq}")
