@@ -47,7 +47,7 @@ SEQ_MULTIPLE = BLOCK
 # program: 112 KiB at head_dim 128 (two programs per SM), 40 KiB at 64.
 STAGES = {64: 2, 128: 3}
 
-# The programs' order (`program_tile`): how many heads the grid walks together. Measured on an H200 in the
+# The order of the tiles (`tile_coords`): how many heads the grid walks together. Measured on an H200 in the
 # suite (bf16/fp16, 16k tokens, against flash-attn 4 timed in the same rounds):
 # - Non-causal: head after head. All programs of a head read its whole K/V, and those in flight cover one to
 #   three heads, so K/V stay in L2; 16 heads at a time cost 3-5% (0.946-0.948x flash-attn 4 -> 0.90-0.93x).
@@ -62,7 +62,7 @@ GROUP_KV_BYTES = 32 << 20  # of the H200's 60 MiB L2
 
 
 def head_group(seq_q: int, seq_k: int, head_dim: int, itemsize: int, causal: bool) -> int:
-    """HEAD_GROUP of `program_tile` for these inputs (see above)."""
+    """HEAD_GROUP of `tile_coords` for these inputs (see above)."""
     if not causal or seq_q < CAUSAL_GROUP_MIN_SEQ:
         return 1
     kv_bytes_per_head = 2 * seq_k * head_dim * itemsize
@@ -79,25 +79,30 @@ def _load_kv(desc, row, bar, dest, ok, NBYTES: gl.constexpr):
 
 
 @gluon.jit
-def program_tile(SQ, BLOCK_M: gl.constexpr, HEAD_GROUP, CAUSAL: gl.constexpr):
-    """This program's (query block, batch*head) in a 1-D grid of (SQ // BLOCK_M) x (B*H) programs.
+def tile_coords(tile, n_m, n_bh, HEAD_GROUP, CAUSAL: gl.constexpr):
+    """The (query block, batch*head) of tile number `tile` of n_m query blocks x n_bh heads.
 
-    Programs start in grid order. The grid walks the heads HEAD_GROUP at a time (the last group may be
-    narrower) and, within a group, query block by query block across its heads; causal grids take the last
-    query blocks, which see the most keys, first. HEAD_GROUP 1 is head after head.
+    Tiles are numbered in the order programs should take them. The order walks the heads HEAD_GROUP at a time
+    (the last group may be narrower) and, within a group, query block by query block across its heads;
+    causal orders take the last query blocks, which see the most keys, first. HEAD_GROUP 1 is head after head.
     """
-    n_m = SQ // BLOCK_M
-    n_bh = gl.num_programs(0) // n_m
-    pid = gl.program_id(0)
-    group = pid // (HEAD_GROUP * n_m)
+    group = tile // (HEAD_GROUP * n_m)
     first_bh = group * HEAD_GROUP
     width = gl.minimum(HEAD_GROUP, n_bh - first_bh)
-    r = pid - first_bh * n_m
+    r = tile - first_bh * n_m
     block = r // width
     bh = first_bh + r - block * width
     if CAUSAL:
         block = n_m - 1 - block
     return block, bh
+
+
+@gluon.jit
+def program_tile(SQ, BLOCK_M: gl.constexpr, HEAD_GROUP, CAUSAL: gl.constexpr):
+    """This program's (query block, batch*head) in a 1-D grid of (SQ // BLOCK_M) x (B*H) programs, one tile
+    each, in `tile_coords`' order (programs start in grid order)."""
+    n_m = SQ // BLOCK_M
+    return tile_coords(gl.program_id(0), n_m, gl.num_programs(0) // n_m, HEAD_GROUP, CAUSAL)
 
 
 @gluon.jit

@@ -13,9 +13,9 @@ log2(e) folded into the scale; the seq x seq scores never leave the chip.
 On Hopper (sm_90), contiguous inputs run one of two Gluon kernels (Gluon: Triton's lower-level dialect)
 instead, the same algorithm with the MMA schedule written out so that each softmax overlaps the tensor
 cores: head_dim 128 with lengths multiples of 128 the warp-specialised `_attention_hopper_ws` (a TMA warp
-and two softmax warpgroups per 128 rows), else head_dim 64/128 with lengths multiples of 64
-`_attention_hopper` (one warpgroup per 64 rows). Everything else, and every launch under the interpreter,
-runs the kernel below.
+and two softmax warpgroups per 128 rows, one persistent program per SM), else head_dim 64/128 with lengths
+multiples of 64 `_attention_hopper` (one warpgroup per 64 rows). Everything else, and every launch under the
+interpreter, runs the kernel below.
 
 causal=True is SDPA's is_causal (top-left: query i sees keys <= i, S_q == S_k), run in two stages:
 blocks left of the diagonal with no mask at all, then the diagonal blocks with the mask; blocks right

@@ -2,7 +2,7 @@
 
     python tests/kernels/attention_order_sweep.py [--cases ws-causal,ws-full] [--groups 1,16] [--capped]
 
-For each suite shape: each head group (`program_tile`'s HEAD_GROUP: how many heads the grid walks
+For each suite shape: each head group (`tile_coords`' HEAD_GROUP: how many heads the grid walks
 together, 1 = head after head) is checked against an fp32 SDPA reference, then all are timed together with
 the harness's timer (CUDA-graph replay, L2 flushed before each repetition, variants taking turns across
 rounds, once in each order), with flash-attn 4 where it is installed. The card is held busy with matmuls

@@ -185,6 +185,24 @@ def test_attention_gpu_more_heads_than_a_grid_axis_holds(kernel, head_dim, asser
         assert_close(out[:, heads], ref, torch.bfloat16, f"{kernel} heads {heads}")
 
 
+@pytest.mark.gpu
+@on_hopper
+def test_warp_specialised_tile_counter_is_zero_after_every_launch(assert_close):
+    # Programs take tiles from a counter that the grid's last program resets: one left dirty would make the
+    # next launch skip tiles. 2 x 8 heads of 16 tiles each: more tiles than SMs, so programs take several.
+    q, k, v = random_qkv(2, 8, 2048, 2048, 128, torch.bfloat16, "cuda", seed=5)
+    ref = attention_ref(q, k, v, True)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    for stream in (torch.cuda.current_stream(), side):
+        with torch.cuda.stream(stream):
+            for launch in range(3):
+                o = torch.full_like(q, float("nan"))
+                hopper_ws.launch(q, k, v, o, True, 128**-0.5 * 1.4426950408889634)
+                assert_close(o, ref, torch.bfloat16, f"launch {launch} on stream {stream.cuda_stream}")
+                assert hopper_ws.tile_counters(q.device).tolist() == [0, 0]
+
+
 def test_head_group_rule():
     head_group = importlib.import_module("tierbench.kernels._attention_hopper").head_group
     assert head_group(8192, 8192, 128, 2, causal=False) == 1  # non-causal: head after head
