@@ -79,9 +79,11 @@ LOADER_REGS = 24
 MAX_REGS = 168
 NUM_WARPS = 12  # as launched: the default partition's 4, the other softmax warpgroup's 4, the loader's 4
 # "auto" leaves causal attention shorter than this to the one-warpgroup kernel, whose 64-row blocks compute
-# less of the masked half of each diagonal block. Suite runs on an H200, bf16 D128 causal, this kernel
-# against the one-warpgroup one: 272 vs 304-306 TFLOP/s at S 512, 392 vs 397-400 at 1024, 504 vs 465 at 2048.
-MIN_CAUSAL_SEQ = 2048
+# less of the masked half of each diagonal block. Side by side on an H200 (bf16, head_dim 128, 16k tokens,
+# causal), this kernel ran 1.02x the one-warpgroup one at S 512, 1.11x at 1024 and 1.18-1.19x at 2048; shorter
+# lengths were not measured. (Before the grid was persistent it lost below 2048: 272 vs 304-306 TFLOP/s at
+# S 512, 392 vs 397-400 at 1024.)
+MIN_CAUSAL_SEQ = 512
 
 
 def suits(seq_q: int, causal: bool) -> bool:
