@@ -194,6 +194,26 @@ def _loader(
 
 
 @gluon.jit
+def _loop_trip(
+    q_tile, k_smem, k_ready, v_smem, v_ready, kv_free, row_sums, g, j, p_op, acc, alpha, m_i, l_i, offs_m, qk_scale,
+    zero_s, DIAGONAL: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, row_o: gl.constexpr,
+    col_s: gl.constexpr, p_layout: gl.constexpr, dtype: gl.constexpr,
+):  # fmt: skip
+    """Loop trip j of a tile whose first K/V block is the program's g-th: QK^T of block j and P@V of block
+    j-1 in flight, block j's softmax (masked when DIAGONAL) under P@V, then K(j) and V(j-1) released."""
+    s, acc_tok = issue_scores_and_pv(
+        q_tile, k_smem, k_ready, v_smem, v_ready, g + j, p_op, acc, alpha, zero_s, STAGES, row_o
+    )
+    m_i, l_i, alpha, p_op = next_softmax(
+        s, m_i, l_i, offs_m, j * BLOCK_N, qk_scale, DIAGONAL, DIAGONAL, BLOCK_N, col_s, p_layout, dtype
+    )
+    row_sums.store(l_i)  # pins the softmax above the wait (see `_attention_hopper`)
+    acc = warpgroup_mma_wait(0, deps=[acc_tok])
+    mbarrier.arrive(kv_free.index((g + j) % STAGES), count=1)  # K(j) and V(j-1) are read
+    return m_i, l_i, alpha, p_op, acc
+
+
+@gluon.jit
 def _softmax_warpgroup(
     o_desc, q_smem, k_smem, v_smem, o_smem, sink, q_ready, q_free, k_ready, v_ready, kv_free,
     tile_ids, tile_ready, tile_free, SQ, SK, N_BH, qk_scale, HEAD_GROUP,
@@ -238,17 +258,22 @@ def _softmax_warpgroup(
         alpha = gl.full([WG], 1.0, gl.float32, row_s)
         acc = gl.full([WG, HEAD_DIM], 0.0, gl.float32, o_layout)
 
-        for j in range(1, n_blocks):
-            s, acc_tok = issue_scores_and_pv(
-                q_tile, k_smem, k_ready, v_smem, v_ready, g + j, p_op, acc, alpha, zero_s, STAGES, row_o
-            )
-            m_i, l_i, alpha, p_op = next_softmax(
-                s, m_i, l_i, offs_m, j * BLOCK_N, qk_scale, j >= n_blocks - DIAG, CAUSAL, BLOCK_N, col_s, p_layout,
-                dtype,
+        # The blocks left of the diagonal need no mask: a loop of their own keeps the mask's compares and
+        # selects out of their trips (one loop with a per-trip test ran them on every trip).
+        if CAUSAL:
+            n_unmasked = n_blocks - DIAG
+        else:
+            n_unmasked = n_blocks
+        for j in range(1, n_unmasked):
+            m_i, l_i, alpha, p_op, acc = _loop_trip(
+                q_tile, k_smem, k_ready, v_smem, v_ready, kv_free, row_sums, g, j, p_op, acc, alpha, m_i, l_i,
+                offs_m, qk_scale, zero_s, False, BLOCK_N, STAGES, row_o, col_s, p_layout, dtype,
             )  # fmt: skip
-            row_sums.store(l_i)  # pins the softmax above the wait (see `_attention_hopper`)
-            acc = warpgroup_mma_wait(0, deps=[acc_tok])
-            mbarrier.arrive(kv_free.index((g + j) % STAGES), count=1)  # K(j) and V(j-1) are read
+        for j in range(gl.maximum(n_unmasked, 1), n_blocks):
+            m_i, l_i, alpha, p_op, acc = _loop_trip(
+                q_tile, k_smem, k_ready, v_smem, v_ready, kv_free, row_sums, g, j, p_op, acc, alpha, m_i, l_i,
+                offs_m, qk_scale, zero_s, True, BLOCK_N, STAGES, row_o, col_s, p_layout, dtype,
+            )  # fmt: skip
         mbarrier.arrive(q_free.index(WARPGROUP), count=1)  # every QK^T of the tile is done: the next Q loads
 
         out = last_pv_output(p_op, acc, alpha, l_i, v_smem, v_ready, g + n_blocks, STAGES, row_o, dtype)
@@ -316,8 +341,15 @@ _COUNTERS: dict[tuple[torch.device, int], torch.Tensor] = {}
 
 
 def tile_counters(device: torch.device) -> torch.Tensor:
-    """The grid's tile counter and its count of finished programs, zero between launches (the kernel resets
-    them), one pair per device and stream so that launches on different streams never share one."""
+    """The grid's tile counter and its count of finished programs, zero when a launch starts.
+
+    The kernel leaves both at zero, so a launch reuses the pair of the last one on its device and stream
+    (launches on different streams never share one). A launch captured in a CUDA graph gets a pair of its
+    own, zeroed by the graph before the kernel at every replay: the capture does not run the zeroing, and
+    a replay may come after other launches.
+    """
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        return torch.zeros(2, dtype=torch.int32, device=device)
     stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
     key = (device, stream)
     if key not in _COUNTERS:

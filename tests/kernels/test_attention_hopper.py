@@ -48,13 +48,14 @@ def test_compiled_schedule_overlaps_softmax_and_mma(schedules, build):
     got = schedules[build]
     assert not got["serialized"], f"{build}: ptxas serialised the wgmma instructions (C7514)"
     assert got["spill_bytes"] == 0, f"{build}: {got['spill_bytes']} bytes spilled"
-    # One wait per softmax warpgroup leaves P@V in flight; the softmax's exponentials (a warpgroup's score
-    # tile over its 128 threads) run between it and the next wait.
+    # One wait per softmax warpgroup and loop leaves P@V in flight; the softmax's exponentials (a warpgroup's
+    # score tile over its 128 threads) run between it and the next wait. Causal builds run the blocks left of
+    # the diagonal and the diagonal ones in two loops, so that only the second computes the mask.
     module = at.HOPPER_KERNELS[build.split()[0]]
     rows, keys = module.SCORE_TILE
-    warpgroups = module.SOFTMAX_WARPGROUPS
+    waits = module.SOFTMAX_WARPGROUPS * (2 if build.endswith("causal=True") else 1)
     exp2 = got["exp2_between_waits"]
-    assert len(exp2) == warpgroups, f"{build}: {len(exp2)} waits leave P@V in flight, expected {warpgroups}"
+    assert len(exp2) == waits, f"{build}: {len(exp2)} waits leave P@V in flight, expected {waits}"
     assert min(exp2) >= rows * keys // 128, f"{build}: {exp2} exp2 overlap P@V, expected {rows * keys // 128} each"
 
 
@@ -63,7 +64,8 @@ def test_compiled_warp_specialised_loop_trip_passes_two_warpgroup_barriers(sched
     # Each single-thread mbarrier arrival holds the warpgroup at two bar.sync; one arrival per loop trip
     # (K(j) and V(j-1) released together) keeps it at two. Releasing K on its own barrier made it four.
     got = schedules[f"gluon-ws D128 causal={causal}"]["loop_barriers"]
-    assert got == [2, 2], f"warpgroup barriers per loop trip, one entry per softmax warpgroup: {got}"
+    loops = 2 * (2 if causal else 1)  # per softmax warpgroup, causal ones with a loop for the diagonal
+    assert got == [2] * loops, f"warpgroup barriers per loop trip, one entry per softmax warpgroup and loop: {got}"
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -201,6 +203,28 @@ def test_warp_specialised_tile_counter_is_zero_after_every_launch(assert_close):
                 hopper_ws.launch(q, k, v, o, True, 128**-0.5 * 1.4426950408889634)
                 assert_close(o, ref, torch.bfloat16, f"launch {launch} on stream {stream.cuda_stream}")
                 assert hopper_ws.tile_counters(q.device).tolist() == [0, 0]
+
+
+@pytest.mark.gpu
+@on_hopper
+def test_warp_specialised_kernel_in_a_cuda_graph(assert_close):
+    # A captured launch zeroes its own counter at every replay; launches between replays, eager or replayed,
+    # must not disturb each other.
+    q, k, v = random_qkv(2, 8, 2048, 2048, 128, torch.bfloat16, "cuda", seed=6)
+    ref = attention_ref(q, k, v, True)
+    scale = 128**-0.5 * 1.4426950408889634
+    o = torch.full_like(q, float("nan"))
+    hopper_ws.launch(q, k, v, o, True, scale)  # compiles outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        hopper_ws.launch(q, k, v, o, True, scale)
+    for step in range(3):
+        o.fill_(float("nan"))
+        graph.replay()
+        assert_close(o, ref, torch.bfloat16, f"replay {step}")
+        eager = torch.full_like(q, float("nan"))
+        hopper_ws.launch(q, k, v, eager, True, scale)
+        assert_close(eager, ref, torch.bfloat16, f"eager launch after replay {step}")
 
 
 def test_head_group_rule():
