@@ -188,32 +188,6 @@ def last_pv_output(
 
 
 @gluon.jit
-def _loop_trip(
-    q_smem, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, sink, kv_row0, j, n_blocks, p_op, acc, alpha, m_i, l_i,
-    offs_m, qk_scale, zero_s, DIAGONAL: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-    row_o: gl.constexpr, col_s: gl.constexpr, p_layout: gl.constexpr, dtype: gl.constexpr,
-):  # fmt: skip
-    """Loop trip j: QK^T of block j and P@V of block j-1 in flight, block j's softmax (masked when DIAGONAL)
-    under P@V, each consumed K/V slot refilled with the block STAGES ahead."""
-    KV_BYTES: gl.constexpr = BLOCK_N * k_desc.block_type.shape[1] * 2
-    slot = j % STAGES
-    prev = (j - 1) % STAGES
-    s, acc_tok = issue_scores_and_pv(q_smem, k_smem, k_bars, v_smem, v_bars, j, p_op, acc, alpha, zero_s, STAGES, row_o)
-    m_i, l_i, alpha, p_op = next_softmax(
-        s, m_i, l_i, offs_m, j * BLOCK_N, qk_scale, DIAGONAL, DIAGONAL, BLOCK_N, col_s, p_layout, dtype
-    )
-    # K block j is consumed: its slot takes block j + STAGES.
-    _load_kv(k_desc, kv_row0 + (j + STAGES) * BLOCK_N, k_bars.index(slot), k_smem.index(slot),
-             j + STAGES < n_blocks, KV_BYTES)  # fmt: skip
-    sink.store(l_i)  # pins the softmax above the wait (see the module docstring)
-    acc = warpgroup_mma_wait(0, deps=[acc_tok])
-    # V block j-1 is consumed: its slot takes block j - 1 + STAGES.
-    _load_kv(v_desc, kv_row0 + (j - 1 + STAGES) * BLOCK_N, v_bars.index(prev), v_smem.index(prev),
-             j - 1 + STAGES < n_blocks, KV_BYTES)  # fmt: skip
-    return m_i, l_i, alpha, p_op, acc
-
-
-@gluon.jit
 def _attn_fwd_hopper(
     q_desc, k_desc, v_desc, o_desc, SQ, SK, qk_scale, HEAD_GROUP,
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
@@ -273,22 +247,25 @@ def _attn_fwd_hopper(
     alpha = gl.full([BLOCK_M], 1.0, gl.float32, row_s)
     acc = gl.full([BLOCK_M, HEAD_DIM], 0.0, gl.float32, o_layout)
 
-    # The blocks left of the diagonal need no mask: a loop of their own keeps the mask's compares and selects
-    # out of their trips (one loop with a per-trip test ran them on every trip).
-    if CAUSAL:
-        n_unmasked = n_blocks - DIAG
-    else:
-        n_unmasked = n_blocks
-    for j in range(1, n_unmasked):
-        m_i, l_i, alpha, p_op, acc = _loop_trip(
-            q_smem, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, sink, kv_row0, j, n_blocks, p_op, acc, alpha,
-            m_i, l_i, offs_m, qk_scale, zero_s, False, BLOCK_N, STAGES, row_o, col_s, p_layout, dtype,
-        )  # fmt: skip
-    for j in range(gl.maximum(n_unmasked, 1), n_blocks):
-        m_i, l_i, alpha, p_op, acc = _loop_trip(
-            q_smem, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, sink, kv_row0, j, n_blocks, p_op, acc, alpha,
-            m_i, l_i, offs_m, qk_scale, zero_s, True, BLOCK_N, STAGES, row_o, col_s, p_layout, dtype,
-        )  # fmt: skip
+    # One loop, the diagonal test inside (a loop of their own for the unmasked blocks, without the mask's
+    # per-trip compares and selects, measured 0.95-0.97x at head_dim 64 on an H200).
+    for j in range(1, n_blocks):
+        slot = j % STAGES
+        prev = (j - 1) % STAGES
+        s, acc_tok = issue_scores_and_pv(
+            q_smem, k_smem, k_bars, v_smem, v_bars, j, p_op, acc, alpha, zero_s, STAGES, row_o
+        )
+        m_i, l_i, alpha, p_op = next_softmax(
+            s, m_i, l_i, offs_m, j * BLOCK_N, qk_scale, j >= n_blocks - DIAG, CAUSAL, BLOCK_N, col_s, p_layout, dtype
+        )
+        # K block j is consumed: its slot takes block j + STAGES.
+        _load_kv(k_desc, kv_row0 + (j + STAGES) * BLOCK_N, k_bars.index(slot), k_smem.index(slot),
+                 j + STAGES < n_blocks, KV_BYTES)  # fmt: skip
+        sink.store(l_i)  # pins the softmax above the wait (see the module docstring)
+        acc = warpgroup_mma_wait(0, deps=[acc_tok])
+        # V block j-1 is consumed: its slot takes block j - 1 + STAGES.
+        _load_kv(v_desc, kv_row0 + (j - 1 + STAGES) * BLOCK_N, v_bars.index(prev), v_smem.index(prev),
+                 j - 1 + STAGES < n_blocks, KV_BYTES)  # fmt: skip
 
     out = last_pv_output(p_op, acc, alpha, l_i, v_smem, v_bars, n_blocks, STAGES, row_o, dtype)
     q_smem.store(out)  # Q is no longer read: its tile stages the output for the TMA store
