@@ -13,8 +13,8 @@ the next tile's number and hands it to the warpgroups through shared memory; it 
 the warpgroups finish the current tile. The output is staged in a buffer of its own, so its TMA store
 overlaps the next tile. Launching a program per tile instead paid each tile's start (Q and the first K/V in
 flight, the first QK^T and softmax with nothing to overlap) and end in full: measured side by side on an H200
-(bf16, head_dim 128, 16k tokens), the persistent grid ran causal S 4096 1.06-1.08x and non-causal
-1.02-1.06x faster, causal S 16384 at 0.997-0.999x.
+(bf16, head_dim 128, 16k tokens), the persistent grid ran causal S 4096 1.06-1.08x as fast, S 16384
+0.99-1.00x, non-causal S 4096-16384 1.02-1.06x.
 
 Each loop trip j of a softmax warpgroup releases K(j) and V(j-1) with one arrival on one mbarrier, at the
 trip's end. A Gluon arrival comes from one thread, so the compiler holds the warpgroup at a bar.sync before
@@ -69,7 +69,7 @@ HEAD_DIMS = (128,)
 SEQ_MULTIPLE = 128
 # K/V ring depth. Shared memory per program: Q 32 KiB, K and V 32 KiB per stage each, the output 32 KiB: 192
 # KiB with 2 stages; one program per SM. Side by side on an H200 (bf16, head_dim 128, 16k tokens, S 4096-16384),
-# 3 stages with the output staged in Q's tile (whose next load then waits for the store) were 0.98-1.00x
+# 3 stages with the output staged in Q's tile (whose next load then waits for the store) were 0.96-1.00x
 # these 2 with an output buffer of their own.
 STAGES = 2
 # Registers per thread: the softmax warpgroups get 240, the loader's warpgroup 24; the launch bound covers
