@@ -61,14 +61,12 @@ MAX_HEAD_GROUP = 16
 GROUP_KV_BYTES = 32 << 20  # of the H200's 60 MiB L2
 
 
-def head_group(
-    seq_q: int, seq_k: int, head_dim: int, itemsize: int, causal: bool, kv_budget: int = GROUP_KV_BYTES
-) -> int:
-    """HEAD_GROUP of `tile_coords` for these inputs (see above); kv_budget caps the group's K/V bytes."""
+def head_group(seq_q: int, seq_k: int, head_dim: int, itemsize: int, causal: bool) -> int:
+    """HEAD_GROUP of `tile_coords` for these inputs (see above)."""
     if not causal or seq_q < CAUSAL_GROUP_MIN_SEQ:
         return 1
     kv_bytes_per_head = 2 * seq_k * head_dim * itemsize
-    return max(1, min(MAX_HEAD_GROUP, kv_budget // kv_bytes_per_head))
+    return max(1, min(MAX_HEAD_GROUP, GROUP_KV_BYTES // kv_bytes_per_head))
 
 
 _GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
@@ -280,9 +278,9 @@ def _attn_fwd_hopper(
         mbarrier.invalidate(v_bars.index(i))
 
 
-def default_head_group(q: torch.Tensor, k: torch.Tensor, causal: bool, kv_budget: int = GROUP_KV_BYTES) -> int:
+def default_head_group(q: torch.Tensor, k: torch.Tensor, causal: bool) -> int:
     """`head_group` for (B, H, S, D) inputs q and k."""
-    return head_group(q.shape[2], k.shape[2], q.shape[3], q.element_size(), causal, kv_budget)
+    return head_group(q.shape[2], k.shape[2], q.shape[3], q.element_size(), causal)
 
 
 @functools.cache

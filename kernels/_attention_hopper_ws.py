@@ -50,8 +50,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from . import _attention_hopper
 from ._attention_hopper import (
+    default_head_group,
     first_softmax,
     issue_scores_and_pv,
     last_pv_output,
@@ -89,18 +89,6 @@ MIN_CAUSAL_SEQ = 512
 def suits(seq_q: int, causal: bool) -> bool:
     """Whether "auto" should take this kernel over the one-warpgroup one (where both apply)."""
     return not causal or seq_q >= MIN_CAUSAL_SEQ
-
-
-# Causal tiles walk the heads in groups (`_attention_hopper`'s head groups) whose K/V fit this budget, 4x the
-# one-warpgroup kernel's: the persistent grid ran 16 heads at a time (the cap) 1.02x the 32 MiB budget's 8 at
-# S 8192 and 1.01x its 4 at 16384 (128 MiB), side by side on an H200, where the per-tile grid had lost 3% with
-# 16 at S 16384. Longer inputs keep 128 MiB of K/V per group (unmeasured).
-GROUP_KV_BYTES = 128 << 20
-
-
-def default_head_group(q: torch.Tensor, k: torch.Tensor, causal: bool) -> int:
-    """The head group of a launch on (B, H, S, D) inputs q and k."""
-    return _attention_hopper.default_head_group(q, k, causal, GROUP_KV_BYTES)
 
 
 LAUNCH_KIND = "gluon Hopper kernel, warp-specialised, persistent"  # how launch records name this kernel

@@ -60,7 +60,7 @@ def sweep_case(
     ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
     scale = 1.0 / math.sqrt(d) * math.log2(math.e)
     groups = sorted({b * h if g == "all" else int(g) for g in group_list.split(",")} & set(range(1, b * h + 1)))
-    shipped = module.default_head_group(q, k, causal)
+    shipped = hopper.default_head_group(q, k, causal)
     fns = {}
     for group in groups:
         o = torch.full_like(q, float("nan"))

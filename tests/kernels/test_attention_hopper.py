@@ -233,13 +233,3 @@ def test_head_group_rule():
     assert head_group(16384, 16384, 128, 2, causal=True) == 4  # 4 heads of 8 MiB of K/V fill the 32 MiB
     assert head_group(16384, 16384, 64, 2, causal=True) == 8
     assert head_group(2**20, 2**20, 128, 2, causal=True) == 1  # one head's K/V already past the budget
-
-
-def test_warp_specialised_head_groups_take_a_larger_kv_budget():
-    def group(seq: int, causal: bool = True) -> int:
-        q = torch.empty(1, 16, seq, 128, dtype=torch.bfloat16, device="meta")
-        return hopper_ws.default_head_group(q, q, causal)
-
-    assert group(8192) == group(16384) == 16  # 64 and 128 MiB of K/V fit its 128 MiB
-    assert group(32768) == 8 and group(65536) == 4
-    assert group(1024) == 1 and group(16384, causal=False) == 1  # short or non-causal: head after head
