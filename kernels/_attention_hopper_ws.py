@@ -345,7 +345,7 @@ def grid_size(q: torch.Tensor) -> int:
     """Programs of one launch: one per SM (each takes tile after tile), fewer when there are fewer tiles."""
     b, h, sq, _ = q.shape
     tiles = sq // BLOCK_M * b * h
-    return min(tiles, _sm_count(q.device.index or 0)) if q.is_cuda else tiles
+    return min(tiles, _sm_count(q.device.index))
 
 
 def launch_args(

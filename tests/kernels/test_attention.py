@@ -15,10 +15,6 @@ at = importlib.import_module("tierbench.kernels.attention")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
-def _ref(q, k, v, causal, scale=None):
-    return attention_ref(q, k, v, causal, scale)
-
-
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seq", [1, 17, 130])
@@ -26,19 +22,19 @@ def _ref(q, k, v, causal, scale=None):
 def test_attention(head_dim, seq, causal, dtype, device, assert_close):
     q, k, v = random_qkv(1, 2, seq, seq, head_dim, dtype, device)
     out = attention(q, k, v, causal=causal)
-    assert_close(out, _ref(q, k, v, causal), dtype, f"attention S={seq} D={head_dim} causal={causal}")
+    assert_close(out, attention_ref(q, k, v, causal), dtype, f"attention S={seq} D={head_dim} causal={causal}")
 
 
 @pytest.mark.parametrize("head_dim", [16, 32])
 def test_attention_small_head_dims(head_dim, device, assert_close):
     q, k, v = random_qkv(2, 1, 40, 40, head_dim, torch.float16, device, seed=1)
-    assert_close(attention(q, k, v, causal=True), _ref(q, k, v, True), torch.float16, f"D={head_dim}")
+    assert_close(attention(q, k, v, causal=True), attention_ref(q, k, v, True), torch.float16, f"D={head_dim}")
 
 
 @pytest.mark.parametrize("sq,sk", [(17, 130), (130, 33), (48, 64)])
 def test_attention_cross_lengths(sq, sk, device, assert_close):
     q, k, v = random_qkv(1, 2, sq, sk, 64, torch.bfloat16, device, seed=2)
-    assert_close(attention(q, k, v, scale=0.3), _ref(q, k, v, False, 0.3), torch.bfloat16, f"Sq={sq} Sk={sk}")
+    assert_close(attention(q, k, v, scale=0.3), attention_ref(q, k, v, False, 0.3), torch.bfloat16, f"Sq={sq} Sk={sk}")
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -48,10 +44,10 @@ def test_attention_forced_configs(block_m, block_n, causal, device, assert_close
     q, k, v = random_qkv(1, 2, 96, 96, 64, torch.float16, device, seed=3)
     cfg = at._cfg(block_m, block_n, 4, 2)
     out = at._attention_forward(q, k, v, causal, None, config=cfg)
-    assert_close(out, _ref(q, k, v, causal), torch.float16, f"{block_m}x{block_n} causal={causal}")
+    assert_close(out, attention_ref(q, k, v, causal), torch.float16, f"{block_m}x{block_n} causal={causal}")
     q, k, v = random_qkv(1, 1, 70, 70, 64, torch.float16, device, seed=4)
     out = at._attention_forward(q, k, v, causal, None, config=cfg)
-    assert_close(out, _ref(q, k, v, causal), torch.float16, f"{block_m}x{block_n} S=70 causal={causal}")
+    assert_close(out, attention_ref(q, k, v, causal), torch.float16, f"{block_m}x{block_n} S=70 causal={causal}")
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -61,7 +57,7 @@ def test_attention_packed_rows(causal, dtype, device, assert_close):
     # rows: each head must still see only its own keys, and write only its own rows.
     q, k, v = random_qkv(2, 3, 256, 256, 64, dtype, device, seed=9)
     v[1, 2] += 100.0  # a head whose values differ wildly from its neighbours' shows any cross-head read
-    ref = _ref(q, k, v, causal)
+    ref = attention_ref(q, k, v, causal)
     assert_close(attention(q, k, v, causal=causal), ref, dtype, f"packed causal={causal}")
     assert "packed rows" in last_launch("attention")
     out = at._attention_forward(q, k, v, causal, None, packed=False)
@@ -92,7 +88,7 @@ def test_attention_strided_layout(device, assert_close):
     qkv = torch.randn(2, 50, 3, 2, 64, generator=g).to(device=device, dtype=torch.bfloat16)
     q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
     assert not q.is_contiguous()
-    assert_close(attention(q, k, v, causal=True), _ref(q, k, v, True), torch.bfloat16, "strided")
+    assert_close(attention(q, k, v, causal=True), attention_ref(q, k, v, True), torch.bfloat16, "strided")
 
 
 def test_attention_scale_default(device):
@@ -141,7 +137,7 @@ def test_attention_validation(device, wrong_device):
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_gpu_full_size(causal, dtype, assert_close):
     q, k, v = random_qkv(2, 16, 4096, 4096, 128, dtype, "cuda", seed=7)
-    ref = torch.cat([_ref(q[i : i + 1], k[i : i + 1], v[i : i + 1], causal) for i in range(2)])
+    ref = torch.cat([attention_ref(q[i : i + 1], k[i : i + 1], v[i : i + 1], causal) for i in range(2)])
     assert_close(attention(q, k, v, causal=causal), ref, dtype, f"B=2 H=16 S=4096 D=128 causal={causal}")
 
 
@@ -152,7 +148,7 @@ def test_attention_gpu_every_candidate(head_dim, assert_close):
     # Each config the autotuner may pick, forced, on packed and per-head inputs, causal and not: a build
     # the compiler gets wrong must fail here, whichever config the autotuner would favour.
     q, k, v = random_qkv(1, 8, 1024, 1024, head_dim, torch.bfloat16, "cuda", seed=11)
-    refs = {causal: _ref(q, k, v, causal) for causal in (False, True)}
+    refs = {causal: attention_ref(q, k, v, causal) for causal in (False, True)}
     for cfg in at.prune_attention_configs(at.attention_configs(), {"SQ": 1024}, HEAD_DIM=head_dim):
         for causal in (False, True):
             for packed in (True, False):
@@ -166,4 +162,4 @@ def test_attention_gpu_every_candidate(head_dim, assert_close):
 @pytest.mark.parametrize("seq,head_dim", [(1000, 64), (4097, 128), (333, 256)])
 def test_attention_gpu_ragged(seq, head_dim, causal, assert_close):
     q, k, v = random_qkv(1, 4, seq, seq, head_dim, torch.bfloat16, "cuda", seed=8)
-    assert_close(attention(q, k, v, causal=causal), _ref(q, k, v, causal), torch.bfloat16, f"S={seq}")
+    assert_close(attention(q, k, v, causal=causal), attention_ref(q, k, v, causal), torch.bfloat16, f"S={seq}")
