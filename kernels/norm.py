@@ -30,6 +30,7 @@ from ._common import (
     num_sms,
     on_device,
 )
+from ._tuning import TurnTuner
 
 # ----------------------------------------------------------------------------------------------------------
 # Configs
@@ -565,18 +566,17 @@ def _norm_kernel(
 
 
 # The best config depends on how many rows each SM gets, not only on the width: on the H200 a pick made at
-# 4096 rows ran LayerNorm 16384x4096 6% slower than the pick made there. Triton's autotuner keys on exact
-# argument values (a retune per batch size), so each band of rows per SM gets its own autotuner instead;
-# they share the compiled kernels. Bands: fewer than 8 rows per SM, fewer than 64, more.
+# 4096 rows ran LayerNorm 16384x4096 6% slower than the pick made there. Keying on the row count would
+# tune again for every batch size, so each band of rows per SM gets its own tuner instead; they share the
+# compiled kernels. Bands: fewer than 8 rows per SM, fewer than 64, more.
 ROWS_PER_SM_BANDS = (8, 64)
 
 
-def _tuned_norm_kernel() -> triton.runtime.Autotuner:
-    return triton.autotune(
-        configs=norm_configs(),
-        key=["N", "IS_RMS", "HAS_GELU"],  # each op its own pick: the best config differs between them
-        prune_configs_by={"early_config_prune": prune_norm_configs},
-    )(_norm_kernel)
+def _tuned_norm_kernel() -> TurnTuner:
+    # Candidates timed in turns (`_tuning`): at the widths where the best two sit within 0.5% of each other
+    # (RMSNorm 16384x8192), Triton's one-after-another autotuner picked either from run to run.
+    # Each op gets its own pick: the best config differs between them.
+    return TurnTuner(_norm_kernel, norm_configs(), key=["N", "IS_RMS", "HAS_GELU"], prune=prune_norm_configs)
 
 
 _norm_tuned = [_tuned_norm_kernel() for _ in range(len(ROWS_PER_SM_BANDS) + 1)]

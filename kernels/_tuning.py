@@ -1,0 +1,135 @@
+"""A launch-config tuner that times its candidates in turns, the way the harness times providers.
+
+Triton's autotuner times each candidate once, one after another. On a card at its power cap the clocks
+move between those timings, and candidates within a percent of each other trade places from one process
+to the next: the norm suite's pick for RMSNorm 16384x8192 flipped between two chunk widths 0.5% apart in
+three runs of one commit, and the harness read the slower pick as a step. This tuner times every
+candidate in several short turns in a rotating order, with L2 flushed before each call, and keeps the
+lowest median over all turns, so drift falls on every candidate alike.
+
+It keeps the interface the launchers use of Triton's autotuner: `tuner[grid](*args, **meta)`,
+`.best_config` (the config of the latest launch) and `.cache` (key -> config).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import torch
+import triton
+from triton.compiler.errors import CompileTimeAssertionFailure
+from triton.runtime.errors import OutOfResources, PTXASError
+
+from ._common import INTERPRET
+
+K = TypeVar("K", bound=Hashable)
+
+# Each candidate is timed in TURNS turns of about TURN_MS of kernel time (at least MIN_REPS calls each).
+TURNS = 7
+TURN_MS = 3.0
+MIN_REPS = 3
+
+PruneFn = Callable[..., list[triton.Config]]  # prune(configs, named_args, **meta), as Triton's autotuner calls it
+# What a compiler may reject for one shape (too much shared memory, too many registers): that candidate is skipped.
+_UNFIT = (OutOfResources, PTXASError, CompileTimeAssertionFailure)
+
+
+def turn_orders(n: int, turns: int) -> list[list[int]]:
+    """The order of n candidates in each turn: rotated by one per turn, so none is always first or last."""
+    return [[(t + i) % n for i in range(n)] for t in range(turns)]
+
+
+def _flush_buffer(device: torch.device) -> torch.Tensor:
+    # Twice the L2, zeroed before each timed call: every candidate starts from cold caches, as in the harness.
+    l2 = torch.cuda.get_device_properties(device).L2_cache_size
+    return torch.empty(max(2 * l2, 1 << 20), dtype=torch.uint8, device=device)
+
+
+def time_in_turns(
+    calls: Mapping[K, Callable[[], object]],
+    device: torch.device,
+    turns: int = TURNS,
+    turn_ms: float = TURN_MS,
+) -> dict[K, float]:
+    """Median milliseconds of each call over `turns` rotating turns (CUDA events around each call)."""
+    flush = _flush_buffer(device)
+    keys = list(calls)
+
+    def timed(call: Callable[[], object], reps: int) -> list[float]:
+        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+        for start, end in pairs:
+            flush.zero_()
+            start.record()
+            call()
+            end.record()
+        torch.cuda.synchronize(device)
+        return [start.elapsed_time(end) for start, end in pairs]
+
+    # Calls per turn from a first estimate, so each candidate's turn lasts about turn_ms.
+    reps = {k: max(MIN_REPS, int(turn_ms / max(statistics.median(timed(calls[k], MIN_REPS)), 1e-3))) for k in keys}
+    samples: dict[K, list[float]] = {k: [] for k in keys}
+    for order in turn_orders(len(keys), turns):
+        for i in order:
+            samples[keys[i]] += timed(calls[keys[i]], reps[keys[i]])
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+class TurnTuner:
+    """Picks, per key, the fastest of a kernel's candidate configs (see the module's docstring).
+
+    key: names of the kernel arguments whose values select a pick (tensor dtypes are added);
+    prune(configs, named_args, **meta) -> the candidates that suit this call (named_args: the arguments by name).
+    Candidates must be safe to launch repeatedly on the same arguments (no in-place updates).
+    """
+
+    def __init__(self, fn: triton.JITFunction, configs: Sequence[triton.Config], key: Sequence[str], prune: PruneFn):
+        self.fn = fn
+        self.configs = list(configs)
+        self.key = tuple(key)
+        self.prune = prune
+        self.cache: dict[tuple, triton.Config] = {}
+        self.timings: dict[tuple, dict[triton.Config, float]] = {}  # key -> candidate -> median ms
+        self.best_config: triton.Config | None = None
+
+    def __getitem__(self, grid: Callable[[dict[str, Any]], tuple[int, ...]]) -> Callable[..., object]:
+        return lambda *args, **meta: self.run(grid, *args, **meta)
+
+    def run(self, grid: Callable[[dict[str, Any]], tuple[int, ...]], *args: Any, **meta: Any) -> object:
+        named = dict(zip(self.fn.arg_names, args))
+        key = tuple({**named, **meta}[k] for k in self.key)
+        key += tuple(str(a.dtype) for a in args if isinstance(a, torch.Tensor))
+        config = self.cache.get(key)
+        if config is None:
+            config = self._choose(key, grid, args, meta, self.prune(self.configs, named, **meta))
+        self.best_config = config
+        return self._launch(grid, config, args, meta)
+
+    def _launch(self, grid: Callable, config: triton.Config, args: tuple, meta: dict) -> object:
+        full = {**meta, **config.all_kwargs()}
+        return self.fn[grid(full)](*args, **full)
+
+    def _choose(self, key: tuple, grid: Callable, args: tuple, meta: dict, candidates: list[triton.Config]):
+        if len(candidates) == 1 or INTERPRET:
+            self.cache[key] = candidates[0]
+            return candidates[0]
+        device = next(a.device for a in args if isinstance(a, torch.Tensor))
+        if torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(
+                f"{self.fn.__name__}: a new shape ({key}) cannot be tuned while a CUDA graph is being captured; "
+                "call it once outside the capture first"
+            )
+        calls = {}
+        for config in candidates:
+            try:
+                self._launch(grid, config, args, meta)  # compiles it
+            except _UNFIT:
+                continue
+            calls[config] = lambda config=config: self._launch(grid, config, args, meta)
+        if not calls:
+            raise RuntimeError(f"{self.fn.__name__}: no candidate config fits this device for {key}")
+        timings = time_in_turns(calls, device)
+        self.timings[key] = timings
+        self.cache[key] = min(timings, key=timings.get)
+        return self.cache[key]
