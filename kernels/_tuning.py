@@ -5,7 +5,10 @@ move between those timings, and candidates within a percent of each other trade 
 to the next: the norm suite's pick for RMSNorm 16384x8192 flipped between two chunk widths 0.5% apart in
 three runs of one commit, and the harness read the slower pick as a step. This tuner times every
 candidate in several short turns in a rotating order, with L2 flushed before each call, and keeps the
-lowest median over all turns, so drift falls on every candidate alike.
+lowest median over all turns, so drift falls on every candidate alike. Each candidate's launch is replayed
+from a CUDA graph, as the harness replays providers: a kernel of a few microseconds, launched from Python
+one call at a time, is timed partly on the host's launch path, which is the same for every candidate
+and only adds noise to the pick.
 
 It keeps the interface the launchers use of Triton's autotuner: `tuner[grid](*args, **meta)`,
 `.best_config` (the config of the latest launch) and `.cache` (key -> config).
@@ -76,6 +79,14 @@ def time_in_turns(
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
+def _as_replay(call: Callable[[], object]) -> Callable[[], object]:
+    """A compiled launch captured in a CUDA graph: its replay."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    return graph.replay
+
+
 class TurnTuner:
     """Picks, per key, the fastest of a kernel's candidate configs (see the module's docstring).
 
@@ -126,10 +137,11 @@ class TurnTuner:
                 self._launch(grid, config, args, meta)  # compiles it
             except _UNFIT:
                 continue
-            calls[config] = lambda config=config: self._launch(grid, config, args, meta)
+            calls[config] = _as_replay(lambda config=config: self._launch(grid, config, args, meta))
         if not calls:
             raise RuntimeError(f"{self.fn.__name__}: no candidate config fits this device for {key}")
         timings = time_in_turns(calls, device)
+        del calls  # frees the graphs
         self.timings[key] = timings
         self.cache[key] = min(timings, key=timings.get)
         return self.cache[key]
