@@ -55,17 +55,18 @@ def device_views(selected: list[runs.Run], explicit: bool, ceilings_dir: Path) -
         per_device = runs.latest_per_device(selected)
     views = []
     for device, merged in per_device.items():
-        # By default a provider the newest runs skipped keeps its measurement from an earlier run.
+        # A provider the newest record skipped keeps its last measurement: from an older one of the runs
+        # named, or by default from the device's other runs.
         newest = {id(run) for run in merged}
-        earlier = [] if explicit else [r for r in selected if r.device == device and id(r) not in newest]
+        earlier = merged if explicit else [r for r in selected if r.device == device and id(r) not in newest]
         records = runs.merge(merged, earlier)
-        chosen = {id(r) for r in records}
-        stand_ins = [run for run in earlier if any(id(r) in chosen for r in run.records)]
+        latest = {r.key: r for r in sorted((r for run in merged for r in run.records), key=lambda r: r.time)}
+        stood_in = {id(r) for r in records if latest.get(r.key) is not r}
+        stand_ins = [run for run in earlier if any(id(r) in stood_in for r in run.records)]
         newest_run = max(merged, key=lambda run: run.finished)
         found = load_for_run(newest_run.path) or runs.find_ceilings(ceilings_dir, newest_run.env)
-        views.append(
-            model.DeviceView(device, merged + stand_ins, records, found, frozenset(r.run_id for r in stand_ins))
-        )
+        shown = merged + [run for run in stand_ins if id(run) not in newest]
+        views.append(model.DeviceView(device, shown, records, found, frozenset(r.run_id for r in stand_ins)))
     return views
 
 

@@ -8,7 +8,7 @@ import pytest
 from sitefakes import record, write_run
 
 # isort: split
-from tierbench.suite.site import model
+from tierbench.suite.site import build, model
 from tierbench.suite.site import runs as site_runs
 
 
@@ -84,6 +84,24 @@ def test_a_newer_skip_does_not_erase_an_earlier_measurement_but_a_failure_does(t
     assert merged["fused"].status == "incorrect"  # news: a failure is never hidden by an old measurement
     assert merged["absent"].status == "skipped"  # never measured anywhere
     assert {r.provider: r.status for r in site_runs.merge(newest)}["quack"] == "skipped"  # no earlier runs given
+
+
+def test_named_runs_let_an_older_one_stand_in_for_a_newer_skip(tree):
+    """`tierbench report --run new --run old`: quack, skipped in `new`, shows old's measurement, marked."""
+    gone = dict(status="skipped", reason="package not installed: quack", median_ms=None)
+    quack = dict(provider="quack", tier="cuda")
+    found = _runs(
+        tree,
+        ("old", "norm", [record(run_id="old", time=1.0, **quack), record(run_id="old", time=1.0)]),
+        ("new", "norm", [record(run_id="new", time=2.0, **quack, **gone), record(run_id="new", time=2.0)]),
+    )
+    (view,) = build.device_views(site_runs.select_runs(found, ["new", "old"], tree["runs"]), True, tree["ceilings"])
+    by_provider = {r.provider: r for r in view.records}
+    assert by_provider["quack"].run_id == "old" and by_provider["quack"].status == "ok"
+    assert by_provider["eager"].run_id == "new"  # measured in both: the newer stands
+    assert view.earlier_runs == {"old"} and sorted(r.run_id for r in view.runs) == ["new", "old"]
+    (alone,) = build.device_views(site_runs.select_runs(found, ["new"], tree["runs"]), True, tree["ceilings"])
+    assert {r.provider: r.status for r in alone.records}["quack"] == "skipped"  # old not named: nothing to show
 
 
 def test_select_runs_names_valid_choices(tree):
