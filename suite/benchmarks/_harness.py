@@ -1,7 +1,8 @@
 """Builds asv benchmarks from the same Hydra config, plan, runner and timer as `tierbench run`.
 
-One class per op family. Its `setup_cache` (one process per family) measures every runnable
-(case, provider) pair through `runner.measure_case`, providers interleaved as in `tierbench run`, and
+One class per op family, or per part of one (`where`: attention's causal and non-causal cases are two
+classes, so each keeps a history series of its own). Its `setup_cache` (one process per class) measures
+every runnable (case, provider) pair through `runner.measure_case`, providers interleaved as in `tierbench run`, and
 hands asv the per-repetition timer samples in seconds. Each provider is one `track_<provider>` method
 whose params are only the cases it can run here, so asv never starts a process for a combination that
 does not apply.
@@ -31,6 +32,7 @@ import os
 import re
 import shlex
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -63,10 +65,10 @@ NIGHTLY_OVERRIDES = (
     "attention.dtypes=[bf16]",
     "attention.seq_lens=[2048,8192]",
     "attention.head_dims=[128]",
-    "attention.causal=true",
+    "attention.causal=null",
 )
 
-TABLE_FILE = "tierbench-asv-{family}.json"
+TABLE_FILE = "tierbench-asv-{name}.json"
 
 
 @dataclass
@@ -175,8 +177,15 @@ def _interpreted() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def _family_entries(family: str) -> list[tuple[Any, str, tuple[Any, ...]]]:
-    return [entry for entry in _plan()[2] if entry[0].family == family]
+def selection_name(family: str, where: Mapping[str, Any] | None = None) -> str:
+    """Names a class's cases: the family, then each case parameter it is restricted to (`attention-causal-False`)."""
+    return "-".join([family, *(f"{k}-{v}" for k, v in sorted((where or {}).items()))])
+
+
+def _family_entries(family: str, where: Mapping[str, Any] | None = None) -> list[tuple[Any, str, tuple[Any, ...]]]:
+    """The family's planned cases whose parameters hold the `where` values."""
+    wanted = (where or {}).items()
+    return [e for e in _plan()[2] if e[0].family == family and all(e[0].params.get(k) == v for k, v in wanted)]
 
 
 def max_samples() -> int:
@@ -188,9 +197,9 @@ def max_samples() -> int:
     return max(3, value)
 
 
-def compute_table(family: str) -> FamilyTable:
+def compute_table(family: str, where: Mapping[str, Any] | None = None) -> FamilyTable:
     cfg, device, _ = _plan()
-    entries = _family_entries(family)
+    entries = _family_entries(family, where)
     labels: dict[str, list[str]] = {}
     for _, label, providers in entries:
         for provider in providers:
@@ -205,20 +214,21 @@ def compute_table(family: str) -> FamilyTable:
         "max_samples": max_samples(),
     }
     version = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    return FamilyTable(family, version, labels, _fingerprint())
+    return FamilyTable(selection_name(family, where), version, labels, _fingerprint())
 
 
-def family_table(family: str) -> FamilyTable:
+def family_table(family: str, where: Mapping[str, Any] | None = None) -> FamilyTable:
     """The table, from asv's cache folder in a benchmark process, else computed from the plan."""
-    path = Path.cwd() / TABLE_FILE.format(family=family)
+    name = selection_name(family, where)
+    path = Path.cwd() / TABLE_FILE.format(name=name)
     if path.exists() and (Path.cwd() / "cache.pickle").exists():
         try:
             table = FamilyTable(**json.loads(path.read_text()))
-            if table.fingerprint == _fingerprint() and table.family == family:
+            if table.fingerprint == _fingerprint() and table.family == name:
                 return table
         except (json.JSONDecodeError, TypeError):
             pass  # a damaged table is computed again
-    return compute_table(family)
+    return compute_table(family, where)
 
 
 def _thin(values: list[float], keep: int) -> list[float]:
@@ -261,8 +271,9 @@ def check_build() -> None:
         )
 
 
-def measure_family(family: str) -> dict[tuple[str, str], dict[str, Any]]:
-    """Measure every runnable (case, provider) of a family: {(label, provider): status, reason, samples_s}."""
+def measure_family(family: str, where: Mapping[str, Any] | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+    """Measure every runnable (case, provider) of a family (of its `where` cases): {(label, provider): status,
+    reason, samples_s}."""
     import torch
 
     from tierbench.suite.ceilings import load_or_measure
@@ -271,9 +282,9 @@ def measure_family(family: str) -> dict[tuple[str, str], dict[str, Any]]:
 
     cfg, device, _ = _plan()
     check_build()
-    table = compute_table(family)
-    (Path.cwd() / TABLE_FILE.format(family=family)).write_text(json.dumps(asdict(table)))
-    entries = [(case, label, providers) for case, label, providers in _family_entries(family) if providers]
+    table = compute_table(family, where)
+    (Path.cwd() / TABLE_FILE.format(name=table.family)).write_text(json.dumps(asdict(table)))
+    entries = [(case, label, providers) for case, label, providers in _family_entries(family, where) if providers]
     if not entries:
         return {}
     settings = TimingSettings.from_config(cfg.timing)
@@ -307,6 +318,7 @@ class FamilyBenchmark:
     """Base of the per-family classes; `finish_class` adds one track method per provider."""
 
     family = ""
+    where: dict[str, Any] = {}  # only the family's cases whose parameters hold these values (all when empty)
     unit = "seconds"
     param_names = ["case"]
     timeout = TIMEOUT_S
@@ -334,7 +346,7 @@ def _track(provider: str, labels: list[str]):
 
 def finish_class(cls: type[FamilyBenchmark]) -> type[FamilyBenchmark]:
     """Set the version and add `track_<provider>` for each provider with runnable cases in this family."""
-    table = family_table(cls.family)
+    table = family_table(cls.family, cls.where)
     cls.version = table.version
     for provider, labels in table.labels.items():
         name = method_name(provider)

@@ -47,9 +47,23 @@ def test_the_nightly_selection_composes(monkeypatch):
     _harness.compose_config.cache_clear()
     try:
         cfg = _harness.compose_config()
-        assert list(cfg.matmul.square) == [4096] and cfg.attention.causal is True
+        assert list(cfg.matmul.square) == [4096] and cfg.attention.causal is None  # causal and not
     finally:
         _harness.compose_config.cache_clear()
+
+
+def test_a_class_restricted_to_causal_cases_keeps_the_version_of_the_causal_only_suite(table):
+    """Attention's causal series kept its history when the non-causal cases joined the nightly."""
+    seqs = "providers=[sdpa-math] attention.seq_lens=[64,128] attention.tokens=128"
+    before = table(f"{seqs} attention.causal=true", family="attention")
+    both = table(f"{seqs} attention.causal=null", family="attention")
+    causal = _harness.compute_table("attention", {"causal": True})
+    non_causal = _harness.compute_table("attention", {"causal": False})
+    assert causal.version == before.version and causal.labels == before.labels
+    assert both.version != before.version  # the unrestricted family would have started a new series
+    assert non_causal.family == "attention-causal-False" and non_causal.version != causal.version
+    assert all("causal" not in label for label in non_causal.labels["sdpa-math"])
+    assert sorted(causal.labels["sdpa-math"] + non_causal.labels["sdpa-math"]) == sorted(both.labels["sdpa-math"])
 
 
 def test_method_names_and_thinning():
@@ -67,4 +81,4 @@ def test_nightly_yaml_and_the_fallback_for_old_builds_give_the_same_cases(compos
     from_yaml = cases_from_config(compose(["suite=nightly"]))
     from_overrides = cases_from_config(compose(list(_harness.NIGHTLY_OVERRIDES)))
     assert [c.case_id for c in from_yaml] == [c.case_id for c in from_overrides]
-    assert len(from_yaml) == 9
+    assert len(from_yaml) == 11
