@@ -59,6 +59,7 @@ from ._attention_hopper import (
     row_descriptor,
     tile_coords,
 )
+from ._common import num_sms
 
 WG_ROWS = 64  # query rows per softmax warpgroup (one wgmma M)
 BLOCK_M = 2 * WG_ROWS  # query rows per program
@@ -336,16 +337,11 @@ def tile_counters(device: torch.device) -> torch.Tensor:
     return _COUNTERS[key]
 
 
-@functools.cache
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
 def grid_size(q: torch.Tensor) -> int:
     """Programs of one launch: one per SM (each takes tile after tile), fewer when there are fewer tiles."""
     b, h, sq, _ = q.shape
     tiles = sq // BLOCK_M * b * h
-    return min(tiles, _sm_count(q.device.index))
+    return min(tiles, num_sms(q.device))
 
 
 def launch_args(

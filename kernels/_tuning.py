@@ -103,16 +103,18 @@ class TurnTuner:
         self.cache: dict[tuple, triton.Config] = {}
         self.timings: dict[tuple, dict[triton.Config, float]] = {}  # key -> candidate -> median ms
         self.best_config: triton.Config | None = None
+        self._arg_index = {name: i for i, name in enumerate(fn.arg_names)}
 
     def __getitem__(self, grid: Callable[[dict[str, Any]], tuple[int, ...]]) -> Callable[..., object]:
         return lambda *args, **meta: self.run(grid, *args, **meta)
 
     def run(self, grid: Callable[[dict[str, Any]], tuple[int, ...]], *args: Any, **meta: Any) -> object:
-        named = dict(zip(self.fn.arg_names, args))
-        key = tuple({**named, **meta}[k] for k in self.key)
+        # Every launch comes through here: the key is read straight from the arguments, no dicts built.
+        key = tuple(meta[k] if k in meta else args[self._arg_index[k]] for k in self.key)
         key += tuple(str(a.dtype) for a in args if isinstance(a, torch.Tensor))
         config = self.cache.get(key)
         if config is None:
+            named = dict(zip(self.fn.arg_names, args))
             config = self._choose(key, grid, args, meta, self.prune(self.configs, named, **meta))
         self.best_config = config
         return self._launch(grid, config, args, meta)

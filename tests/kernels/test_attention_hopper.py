@@ -9,6 +9,7 @@ hoisting, and that the warp-specialised kernel's partitions get the registers it
 
 import importlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -23,6 +24,12 @@ from tierbench.suite.ops.attention import attention_ref
 
 at = importlib.import_module("tierbench.kernels.attention")
 hopper_ws = importlib.import_module("tierbench.kernels._attention_hopper_ws")
+
+
+def _qk_scale(head_dim: int) -> float:
+    """The softmax scale times log2(e), as the kernels' launch() takes it."""
+    return head_dim**-0.5 * math.log2(math.e)
+
 
 on_hopper = pytest.mark.skipif(
     not (torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)),
@@ -168,7 +175,7 @@ def test_hopper_kernel_gpu_every_head_group(kernel, head_dim, causal, assert_clo
     module = at.HOPPER_KERNELS[kernel]
     for group in (1, 3, 4, b * h, 64):
         o = torch.full_like(q, float("nan"))
-        module.launch(q, k, v, o, causal, head_dim**-0.5 * 1.4426950408889634, head_group=group)
+        module.launch(q, k, v, o, causal, _qk_scale(head_dim), head_group=group)
         assert_close(o, ref, torch.bfloat16, f"{kernel} head_group={group} causal={causal}")
 
 
@@ -198,7 +205,7 @@ def test_warp_specialised_tile_counter_is_zero_after_every_launch(assert_close):
         with torch.cuda.stream(stream):
             for launch in range(3):
                 o = torch.full_like(q, float("nan"))
-                hopper_ws.launch(q, k, v, o, True, 128**-0.5 * 1.4426950408889634)
+                hopper_ws.launch(q, k, v, o, True, _qk_scale(128))
                 assert_close(o, ref, torch.bfloat16, f"launch {launch} on stream {stream.cuda_stream}")
                 assert hopper_ws.tile_counters(q.device).tolist() == [0, 0]
 
@@ -210,7 +217,7 @@ def test_warp_specialised_kernel_in_a_cuda_graph(assert_close):
     # must not disturb each other.
     q, k, v = random_qkv(2, 8, 2048, 2048, 128, torch.bfloat16, "cuda", seed=6)
     ref = attention_ref(q, k, v, True)
-    scale = 128**-0.5 * 1.4426950408889634
+    scale = _qk_scale(128)
     o = torch.full_like(q, float("nan"))
     hopper_ws.launch(q, k, v, o, True, scale)  # compiles outside the capture
     graph = torch.cuda.CUDAGraph()
