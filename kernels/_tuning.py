@@ -25,6 +25,8 @@ import triton
 from triton.compiler.errors import CompileTimeAssertionFailure
 from triton.runtime.errors import OutOfResources, PTXASError
 
+from tierbench.timing import CacheFlush, event_times, graph_replay, rotations
+
 from ._common import INTERPRET
 
 K = TypeVar("K", bound=Hashable)
@@ -39,52 +41,27 @@ PruneFn = Callable[..., list[triton.Config]]  # prune(configs, named_args, **met
 _UNFIT = (OutOfResources, PTXASError, CompileTimeAssertionFailure)
 
 
-def turn_orders(n: int, turns: int) -> list[list[int]]:
-    """The order of n candidates in each turn: rotated by one per turn, so none is always first or last."""
-    return [[(t + i) % n for i in range(n)] for t in range(turns)]
-
-
-def _flush_buffer(device: torch.device) -> torch.Tensor:
-    # Twice the L2, zeroed before each timed call: every candidate starts from cold caches, as in the harness.
-    l2 = torch.cuda.get_device_properties(device).L2_cache_size
-    return torch.empty(max(2 * l2, 1 << 20), dtype=torch.uint8, device=device)
-
-
 def time_in_turns(
     calls: Mapping[K, Callable[[], object]],
     device: torch.device,
     turns: int = TURNS,
     turn_ms: float = TURN_MS,
 ) -> dict[K, float]:
-    """Median milliseconds of each call over `turns` rotating turns (CUDA events around each call)."""
-    flush = _flush_buffer(device)
+    """Median milliseconds of each call over `turns` rotating turns (CUDA events around each call, the L2
+    flushed before each: the harness's own primitives, tierbench.timing)."""
+    flush = CacheFlush(device)
     keys = list(calls)
 
     def timed(call: Callable[[], object], reps: int) -> list[float]:
-        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-        for start, end in pairs:
-            flush.zero_()
-            start.record()
-            call()
-            end.record()
-        torch.cuda.synchronize(device)
-        return [start.elapsed_time(end) for start, end in pairs]
+        return event_times(call, reps, flush, device)
 
     # Calls per turn from a first estimate, so each candidate's turn lasts about turn_ms.
     reps = {k: max(MIN_REPS, int(turn_ms / max(statistics.median(timed(calls[k], MIN_REPS)), 1e-3))) for k in keys}
     samples: dict[K, list[float]] = {k: [] for k in keys}
-    for order in turn_orders(len(keys), turns):
+    for order in rotations(len(keys), turns):
         for i in order:
             samples[keys[i]] += timed(calls[keys[i]], reps[keys[i]])
     return {k: statistics.median(v) for k, v in samples.items()}
-
-
-def _as_replay(call: Callable[[], object]) -> Callable[[], object]:
-    """A compiled launch captured in a CUDA graph: its replay."""
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        call()
-    return graph.replay
 
 
 class TurnTuner:
@@ -139,7 +116,8 @@ class TurnTuner:
                 self._launch(grid, config, args, meta)  # compiles it
             except _UNFIT:
                 continue
-            calls[config] = _as_replay(lambda config=config: self._launch(grid, config, args, meta))
+            call = lambda config=config: self._launch(grid, config, args, meta)  # noqa: E731
+            calls[config] = graph_replay(call, device) or call
         if not calls:
             raise RuntimeError(f"{self.fn.__name__}: no candidate config fits this device for {key}")
         timings = time_in_turns(calls, device)

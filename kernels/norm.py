@@ -44,7 +44,7 @@ MAX_FUSED_BLOCK = 16384
 MIN_TWO_PASS_BLOCK = 8192
 
 # GELU inside the fused kernel: 0 = libdevice erff (the textbook form, kept as the reference variant),
-# 1 = x * sigmoid(odd polynomial) fitted to the exact GELU (tests/kernels/fit_gelu.py; fewer instructions).
+# 1 = x * sigmoid(odd polynomial) fitted to the exact GELU (experiments/fit_gelu.py; fewer instructions).
 GELU_IMPL = 1
 
 # LayerNorm's moments are taken about each row's first value: var = E[d^2] - E[d]^2 loses about
@@ -171,7 +171,7 @@ def _gelu_erf(x, GELU_IMPL: tl.constexpr, PRECISE: tl.constexpr, INLINE_PTX: tl.
     if GELU_IMPL == 0:
         return 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
     else:
-        # x * sigmoid(g(x)) with g an odd polynomial fitted to logit(Phi) (tests/kernels/fit_gelu.py), its
+        # x * sigmoid(g(x)) with g an odd polynomial fitted to logit(Phi) (experiments/fit_gelu.py), its
         # coefficients times -log2(e): x / (1 + 2^(x p(x^2))). Max abs error 3.6e-6 with 5 terms (for 16-bit
         # outputs, whose rounding is >= 100x larger), 7.8e-7 with 7 (float32). No branch: the exp2
         # saturates to 0 or inf in the tails, giving x or -0 like the exact GELU.

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import torch
 
+from tierbench.timing import TimingSettings, make_timer
+
 from .naming import slug
-from .timing import TimingSettings, make_timer
 
 CEILINGS_VERSION = 2
 

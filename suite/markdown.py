@@ -1,7 +1,7 @@
-"""`tierbench summary RUN`: a run as Markdown tables, one per op family (for docs and PR comments).
+"""`tierbench summary RUN`: a run as Markdown tables, one per op family and mode (for docs and PR comments).
 
-Per case: the best timed provider of each tier (TFLOP/s for compute-bound families, GB/s for norms),
-its ratio to the vendor baseline, and the winner's fraction of the device's ceiling.
+Per case: the best timed provider of each tier (the family's metric: TFLOP/s for compute-bound families,
+GB/s for norms), its ratio to the baseline provider, and the winner's fraction of the device's ceiling.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import sys
 from collections import OrderedDict
 from pathlib import Path
 
-from .providers import TIERS
+from . import runmeta
+from .presentation import Presentation
 from .records import Measurement, read_records
-from .summary import baseline, by_case
-
-_METRIC = {"matmul": ("tflops", "TFLOP/s"), "attention": ("tflops", "TFLOP/s"), "norm": ("gbps", "GB/s")}
+from .summary import by_case
+from .text import plain
 
 
 def _best_per_tier(group: list[Measurement]) -> dict[str, Measurement]:
@@ -26,50 +26,70 @@ def _best_per_tier(group: list[Measurement]) -> dict[str, Measurement]:
     return best
 
 
-def render(records: list[Measurement], families: list[str] | None = None) -> str:
-    tables: OrderedDict[str, list[str]] = OrderedDict()
+def _cell(text: str) -> str:
+    """Record text inside a Markdown table: no control characters, no cell breaks, no markup."""
+    return plain(text).replace("|", "\\|").replace("<", "&lt;").replace("`", "\\`")
+
+
+def render(records: list[Measurement], shown: Presentation, families: list[str] | None = None) -> str:
+    tables: OrderedDict[tuple[str, str], list[str]] = OrderedDict()
+    tiers = shown.tier_names(records)
     for _, group in by_case(records).items():
         first = group[0]
         if families and first.family not in families:
             continue
-        metric, unit = _METRIC.get(first.family, ("tflops", "TFLOP/s"))
-        if first.family not in tables:
-            head = " | ".join(f"{t} ({unit})" for t in TIERS)
-            tables[first.family] = [
-                f"| op | shape | dtype | {head} | best vs vendor | best SOL | not timed |",
-                "|" + " --- |" * (len(TIERS) + 6),
+        view = shown.view(first.family, [r for r in records if r.family == first.family])
+        key = (first.family, first.mode)
+        if key not in tables:
+            head = " | ".join(f"{_cell(t)} ({view.unit})" for t in tiers)
+            tables[key] = [
+                f"| op | shape | dtype | {head} | best vs baseline | best SOL | not timed |",
+                "|" + " --- |" * (len(tiers) + 6),
             ]
         best = _best_per_tier(group)
-        base = baseline(group)
+        base = shown.baseline(group)
         cells = []
-        for tier in TIERS:
+        for tier in tiers:
             r = best.get(tier)
-            cells.append(f"{getattr(r, metric):.0f} ({r.provider})" if r and getattr(r, metric) else "")
+            value = getattr(r, view.metric, None) if r else None
+            cells.append(f"{value:.3g} ({_cell(r.provider)})" if value else "")
         winner = min(best.values(), key=lambda r: r.median_ms) if best else None
-        ratio = f"{base.median_ms / winner.median_ms:.2f}x {winner.provider}" if base and winner else ""
-        sol = f"{100 * winner.sol:.0f}%" if winner and winner.sol is not None else ""
+        ratio = f"{base.median_ms / winner.median_ms:.2f}x {_cell(winner.provider)}" if base and winner else ""
+        sol = f"{100 * winner.sol:.3g}%" if winner and winner.sol is not None else ""
         failed = ", ".join(
-            f"{r.provider}: {r.status}"
+            f"{_cell(r.provider)}: {r.status}"
             for r in group
             if r.status not in ("ok", "skipped")
-            or (r.status == "skipped" and "installed" not in r.reason and r.tier != "triton")
+            # a skip that was checked first (timings not comparable here) is no news; nor is a missing package
+            or (r.status == "skipped" and "installed" not in r.reason and r.rel_error is None)
         )
-        tables[first.family].append(
-            f"| {first.op} | {first.label} | {first.case.get('dtype', '')} | "
+        tables[key].append(
+            f"| {_cell(first.op)} | {_cell(first.label)} | {_cell(str(first.case.get('dtype', '')))} | "
             + " | ".join(cells)
             + f" | {ratio} | {sol} | {failed} |"
         )
-    return "\n\n".join(f"### {family}\n\n" + "\n".join(rows) for family, rows in tables.items()) + "\n"
+    return "\n\n".join(f"### {family} ({mode})\n\n" + "\n".join(rows) for (family, mode), rows in tables.items()) + "\n"
+
+
+def resolve_run(given: str | Path, runs_dir: Path = Path("results/runs")) -> Path | None:
+    """A run folder named by its path or by its id under the runs folder; None when neither exists."""
+    path = Path(given)
+    if path.is_dir():
+        return path
+    candidate = runs_dir / str(given)
+    return candidate if "/" not in str(given) and candidate.is_dir() else None
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="tierbench summary", description=__doc__.splitlines()[0])
-    parser.add_argument("run", type=Path, help="run folder (results/runs/<id>)")
-    parser.add_argument("--family", action="append", choices=list(_METRIC), help="only these families")
+    parser.add_argument("run", help="run folder (results/runs/<id>) or run id")
+    parser.add_argument("--runs", type=Path, default=Path("results/runs"), help="where run ids are looked up")
+    parser.add_argument("--family", action="append", help="only these families")
     args = parser.parse_args(argv)
-    records = read_records(args.run) if args.run.is_dir() else []
+    folder = resolve_run(args.run, args.runs)
+    records = read_records(folder) if folder else []
     if not records:
-        print(f"tierbench summary: {args.run} holds no records (is it a run folder?)", file=sys.stderr)
+        print(f"tierbench summary: {args.run} holds no records (is it a run folder or run id?)", file=sys.stderr)
         return 2
-    print(render(records, args.family), end="")
+    print(render(records, Presentation.of([runmeta.read(folder)]), args.family), end="")
     return 0

@@ -7,19 +7,22 @@ from typing import Any
 
 import torch
 
-from .ops import OPS, Case, cases_from_config
-from .ops.base import choice_name
-from .providers import all_providers
+from tierbench.timing import TimingSettings
+
+from .catalog import Catalog
+from .ops.base import Case, Op, choice_name
 from .providers.base import Provider
 
 
 class PlanError(ValueError):
-    """A config that names something that does not exist; the message lists what does."""
+    """A config that names something that does not exist, or a value that cannot work; the message says
+    which key and what is valid."""
 
 
 @dataclass(frozen=True)
 class PlannedCase:
     case: Case
+    op: Op
     providers: tuple[Provider, ...]
 
 
@@ -34,10 +37,30 @@ def resolve_device(choice: Any) -> torch.device:
     return torch.device(name)
 
 
-def select_providers(cfg: Any) -> list[Provider]:
+def timing_settings(conf: Any) -> TimingSettings:
+    """The timing section as the timers read it (the schema's own dataclass)."""
+    if isinstance(conf, TimingSettings):
+        return conf
+    return TimingSettings(**{name: conf[name] for name in TimingSettings.__dataclass_fields__})
+
+
+def problems(cfg: Any, catalog: Catalog) -> list[str]:
+    """Every value of the config that cannot work, each naming its key; [] when the config is usable."""
+    out = timing_settings(cfg.timing).problems()
+    for family in catalog.families:
+        section = cfg[family.name]
+        if section.enabled:
+            out += family.validate(section)
+    return out
+
+
+def select_providers(cfg: Any, catalog: Catalog) -> list[Provider]:
     compile_modes = [choice_name(m) for m in cfg.compiler.modes]
-    candidates = all_providers(compile_modes, dynamic=bool(cfg.compiler.dynamic))
-    tiers = {choice_name(t) for t in cfg.tiers}
+    candidates = catalog.providers(compile_modes, dynamic=bool(cfg.compiler.dynamic))
+    tiers = list(cfg.tiers)
+    unknown_tiers = [t for t in tiers if t not in catalog.tiers]
+    if unknown_tiers:
+        raise PlanError(f"tiers={unknown_tiers} not known; valid choices: {', '.join(catalog.tiers)}")
     chosen = [p for p in candidates if p.tier in tiers]
     wanted = list(cfg.providers)
     if wanted:
@@ -45,15 +68,34 @@ def select_providers(cfg: Any) -> list[Provider]:
         unknown = [w for w in wanted if w not in known]
         if unknown:
             raise PlanError(f"providers={unknown} not known; valid choices: {', '.join(known)}")
+        outside = sorted({p.name for p in candidates if p.name in wanted} - {p.name for p in chosen})
+        if outside:
+            raise PlanError(f"providers={outside} are not in the selected tiers={tiers}")
         chosen = [p for p in chosen if p.name in wanted]
     return chosen
 
 
-def make_plan(cfg: Any) -> list[PlannedCase]:
-    providers = select_providers(cfg)
-    plan = []
-    for case in cases_from_config(cfg):
-        if case.op not in OPS:
-            raise PlanError(f"op {case.op!r} has no definition; known ops: {', '.join(OPS)}")
-        plan.append(PlannedCase(case, tuple(p for p in providers if p.op == case.op)))
-    return plan
+def cases_from_config(cfg: Any, catalog: Catalog) -> list[tuple[Case, Op]]:
+    """Every case the config asks for, in a stable order: family, then the family's own order."""
+    out = []
+    for family in catalog.families:
+        section = cfg[family.name]
+        if not section.enabled:
+            continue
+        ops = {op.name: op for op in family.ops}
+        for case in family.cases(section):
+            if case.op not in ops:
+                raise PlanError(f"family {family.name} made a case of op {case.op!r}; its ops: {', '.join(ops)}")
+            out.append((case, ops[case.op]))
+    return out
+
+
+def make_plan(cfg: Any, catalog: Catalog) -> list[PlannedCase]:
+    found = problems(cfg, catalog)
+    if found:
+        raise PlanError("; ".join(found))
+    providers = select_providers(cfg, catalog)
+    return [
+        PlannedCase(case, op, tuple(p for p in providers if p.op == case.op))
+        for case, op in cases_from_config(cfg, catalog)
+    ]

@@ -54,10 +54,23 @@ class Measurement:
     telemetry: dict[str, Any] = field(default_factory=dict)
     env: dict[str, Any] = field(default_factory=dict)
     time: float = field(default_factory=time.time)
+    suite: str = ""  # the suite the run measured (older records: empty, the run's config.yaml says)
+    own_code: bool | None = None  # the tier is the project's (or a plugin's) own code; None in older records
+    element_error: float | None = None  # max |out - ref| / (rms(ref) + |ref|) over the outputs checked
+    errors: dict[str, float] = field(default_factory=dict)  # norm-wise error per output ("out", "dx", ...)
+    executed_flops: float | None = None  # what the provider executes where it differs from `flops`
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"status {self.status!r} is not one of {STATUSES}")
+        for name, kinds in _FIELD_TYPES.items():
+            value = getattr(self, name)
+            if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+                raise TypeError(f"field {name!r} holds {type(value).__name__}, expected {_type_names(kinds)}")
+
+    @property
+    def mode(self) -> str:
+        return str(self.case.get("mode", "fwd"))
 
     @property
     def key(self) -> tuple[str, str]:
@@ -67,9 +80,60 @@ class Measurement:
         return json.dumps(_finite(asdict(self)), separators=(",", ":"), allow_nan=False, default=str)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Measurement:
+    def from_dict(cls, data: Any) -> Measurement:
+        """A record from its JSON object; TypeError or ValueError for anything of another shape."""
+        if not isinstance(data, dict):
+            raise TypeError(f"a record is a JSON object, got {type(data).__name__}")
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
+
+
+_NUM = (int, float)
+_OPT_NUM = (int, float, type(None))
+_OPT_STR = (str, type(None))
+# What each field may hold when read back: a record of another shape is damaged, and dropped with a warning.
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "run_id": (str,),
+    "op": (str,),
+    "family": (str,),
+    "case": (dict,),
+    "case_id": (str,),
+    "label": (str,),
+    "x": _NUM,
+    "provider": (str,),
+    "tier": (str,),
+    "status": (str,),
+    "reason": (str,),
+    "median_ms": _OPT_NUM,
+    "min_ms": _OPT_NUM,
+    "quantiles_ms": (dict,),
+    "samples_ms": (list,),
+    "timer": _OPT_STR,
+    "flops": _OPT_NUM,
+    "min_bytes": _OPT_NUM,
+    "tflops": _OPT_NUM,
+    "gbps": _OPT_NUM,
+    "sol": _OPT_NUM,
+    "bound": _OPT_STR,
+    "rel_error": _OPT_NUM,
+    "tolerance": _OPT_NUM,
+    "peak_mem_bytes": (int, type(None)),
+    "prepare_s": _OPT_NUM,
+    "provider_version": _OPT_STR,
+    "launch": _OPT_STR,
+    "telemetry": (dict,),
+    "env": (dict,),
+    "time": _NUM,
+    "suite": (str,),
+    "own_code": (bool, type(None)),
+    "element_error": _OPT_NUM,
+    "errors": (dict,),
+    "executed_flops": _OPT_NUM,
+}
+
+
+def _type_names(kinds: tuple[type, ...]) -> str:
+    return " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
 
 
 def _finite(value: Any) -> Any:
@@ -119,9 +183,11 @@ def read_records(path: str | Path) -> list[Measurement]:
             continue
         try:
             out.append(Measurement.from_dict(json.loads(line)))
-        except (json.JSONDecodeError, UnicodeDecodeError, TypeError, ValueError):
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             where = "truncated last line" if number == len(lines) else f"damaged line {number}"
-            warnings.warn(f"{path}: dropped a {where} (an interrupted write)", stacklevel=2)
+            warnings.warn(f"{path}: dropped a {where} (an interrupted write: {exc})", stacklevel=2)
+        except (TypeError, ValueError) as exc:
+            warnings.warn(f"{path}: dropped line {number}, not a record: {exc}", stacklevel=2)
     return out
 
 

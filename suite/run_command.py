@@ -1,4 +1,8 @@
-"""`tierbench run`: a Hydra app (overrides and --multirun sweeps) that plans, measures and reports."""
+"""`tierbench run`: a Hydra app (overrides and --multirun sweeps) that plans, measures and reports.
+
+Plugins are loaded before Hydra composes the config, since their families add config sections: their
+names come from the `plugins=[...]` override (and, with `resume=`, from the resumed run's config).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +12,7 @@ import sys
 from pathlib import Path
 
 import hydra
-from omegaconf import DictConfig
-
-from .config import register_configs
+from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger("tierbench")
 
@@ -22,9 +24,45 @@ def conf_dir() -> str:
     return str(Path(tierbench.conf.__file__).resolve().parent)
 
 
-def execute(cfg: DictConfig) -> int:
+def _override_value(argv: list[str], key: str) -> object | None:
+    """The value an override `key=...` (or `+key=...`) gives on the command line, parsed as Hydra would."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    wanted = [a for a in argv if a.split("=", 1)[0].lstrip("+~") == key and "=" in a]
+    if not wanted:
+        return None
+    parsed = OverridesParser.create().parse_overrides([wanted[-1]])[0]
+    return parsed.value()
+
+
+def plugin_names(argv: list[str]) -> list[str]:
+    """Plugins named by `plugins=[...]`, and those of a resumed run's saved config."""
+    names = _override_value(argv, "plugins") or []
+    if isinstance(names, str):
+        names = [names]
+    resume = _override_value(argv, "resume")
+    results = _override_value(argv, "results_dir") or "results/runs"
+    if isinstance(resume, str) and resume:
+        saved = Path(str(results)) / resume / "config.yaml"
+        try:
+            names = [*names, *(OmegaConf.load(saved).get("plugins") or [])]
+        except Exception:  # noqa: BLE001 - a broken saved config is reported when the run is opened
+            pass
+    return [str(n) for n in dict.fromkeys(names)]
+
+
+def _decide_interpreter(argv: list[str]) -> None:
+    """On a CPU, Triton's kernels run only through its interpreter (checked, never timed). Decided before
+    any plugin defines a Triton kernel: triton.jit reads TRITON_INTERPRET when it decorates."""
+    import torch
+
+    device = str(_override_value(argv, "device") or "auto")
+    if device == "cpu" or (device == "auto" and not torch.cuda.is_available()):
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def execute(cfg: DictConfig, catalog) -> int:
     """One job: returns the process exit code (0 done, 2 bad config, 130 interrupted)."""
-    # Imported here so `tierbench run --help` and config errors stay fast.
     from .plan import PlanError, resolve_device
 
     try:
@@ -32,19 +70,17 @@ def execute(cfg: DictConfig) -> int:
     except PlanError as exc:
         print(f"tierbench run: {exc}", file=sys.stderr)
         return 2
-    if device.type == "cpu":
-        # Triton's kernels run on the CPU only through its interpreter (checked, never timed).
-        os.environ.setdefault("TRITON_INTERPRET", "1")
     from .session import RunSession
 
     try:
-        session = RunSession.open(cfg, device)
+        session = RunSession.open(cfg, device, catalog)
     except (PlanError, FileExistsError, FileNotFoundError) as exc:
         print(f"tierbench run: {exc}", file=sys.stderr)
         return 2
     try:
         session.run()
     except KeyboardInterrupt:
+        session.interrupted()
         print(
             f"\ntierbench run: interrupted; {session.count()} records are safe in {session.run_dir}. "
             f"Finish with: tierbench run resume={session.run_id}",
@@ -56,12 +92,22 @@ def execute(cfg: DictConfig) -> int:
 
 
 def main(argv: list[str]) -> int:
-    register_configs()
+    from .catalog import build
+    from .config import register_configs
+    from .plugins import PluginError
+
+    _decide_interpreter(argv)
+    try:
+        catalog = build(plugin_names(argv))
+    except PluginError as exc:
+        print(f"tierbench run: {exc}", file=sys.stderr)
+        return 2
+    register_configs(catalog.families)
     status = {"code": 0}
 
     @hydra.main(config_path=conf_dir(), config_name="config", version_base="1.3")
     def app(cfg: DictConfig) -> None:
-        code = execute(cfg)
+        code = execute(cfg, catalog)
         status["code"] = max(status["code"], code)
         if code == 130:
             raise KeyboardInterrupt  # stop a sweep too

@@ -13,16 +13,17 @@ from typing import Any
 
 import torch
 
+from tierbench.timing import CpuTimer, CudaEventTimer
+
 from .ceilings import Ceilings
-from .checking import check
+from .checking import check_all
 from .envinfo import telemetry
-from .ops import OPS
-from .ops.base import Case
+from .ops.base import Case, Op
+from .passes import Pass, leaf_inputs, reference_outputs
 from .plan import PlannedCase
 from .providers.base import Provider, Unavailable
-from .providers.triton_tier import interpreted
 from .records import Measurement, RecordWriter
-from .timing import CpuTimer, CudaEventTimer
+from .tiers import BUILTIN, Tier
 
 log = logging.getLogger("tierbench")
 
@@ -38,6 +39,8 @@ class RunContext:
     ceilings: Ceilings
     env: dict[str, Any]
     seed: int = 0
+    suite: str = ""
+    tiers: dict[str, Tier] = field(default_factory=lambda: dict(BUILTIN))
     done: set[tuple[str, str]] = field(default_factory=set)
     # Package version per provider, looked up once per run: distribution metadata scans are slow.
     versions: dict[str, str | None] = field(default_factory=dict)
@@ -57,6 +60,10 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
 
 
+# What a provider may raise that still ends as its own record: everything but a real interrupt.
+Caught = (Exception, SystemExit)
+
+
 def _release(device: torch.device) -> None:
     gc.collect()
     if device.type == "cuda":
@@ -69,19 +76,21 @@ def run_plan(
     """Measure every (case, provider) of the plan not already in ctx.done; returns the new records."""
     writer = RecordWriter(ctx.run_dir)
     new: list[Measurement] = []
-    todo = [(pc.case, [p for p in pc.providers if (pc.case.case_id, p.name) not in ctx.done]) for pc in plan]
-    todo = [(case, providers) for case, providers in todo if providers]
-    for index, (case, providers) in enumerate(todo, 1):
+    todo = [(pc, [p for p in pc.providers if (pc.case.case_id, p.name) not in ctx.done]) for pc in plan]
+    todo = [(pc, providers) for pc, providers in todo if providers]
+    for index, (pc, providers) in enumerate(todo, 1):
+        case = pc.case
         log.info(
-            "[%d/%d] %s %s (%s): %s",
+            "[%d/%d] %s %s (%s, %s): %s",
             index,
             len(todo),
             case.op,
             case.label,
             case.params["dtype"],
+            case.mode,
             ", ".join(p.name for p in providers),
         )
-        for record in measure_case(case, providers, ctx):
+        for record in measure_case(case, providers, ctx, pc.op):
             writer.append(record)
             ctx.done.add(record.key)
             new.append(record)
@@ -91,12 +100,12 @@ def run_plan(
     return new
 
 
-def measure_case(case: Case, providers: list[Provider], ctx: RunContext) -> Iterator[Measurement]:
+def measure_case(case: Case, providers: list[Provider], ctx: RunContext, op: Op) -> Iterator[Measurement]:
     """Check every provider against one reference, then time the correct ones together, interleaved."""
-    op = OPS[case.op]
     work = op.work(case)
 
     def record(provider: Provider, status: str, reason: str = "", **fields: Any) -> Measurement:
+        tier = ctx.tiers.get(provider.tier)
         return Measurement(
             run_id=ctx.run_id,
             op=case.op,
@@ -113,6 +122,8 @@ def measure_case(case: Case, providers: list[Provider], ctx: RunContext) -> Iter
             min_bytes=work.min_bytes,
             provider_version=ctx.version_of(provider),
             env=ctx.env,
+            suite=ctx.suite,
+            own_code=bool(tier and tier.own_code),
             **fields,
         )
 
@@ -120,7 +131,7 @@ def measure_case(case: Case, providers: list[Provider], ctx: RunContext) -> Iter
     for provider in providers:
         try:
             why = provider.why_unavailable(case, ctx.device)
-        except Exception as exc:  # noqa: BLE001 - a broken availability rule skips only its provider
+        except Caught as exc:  # a broken availability rule skips only its provider
             why = f"availability check failed: {describe(exc)}"
         if why:
             yield record(provider, "skipped", why)
@@ -130,38 +141,44 @@ def measure_case(case: Case, providers: list[Provider], ctx: RunContext) -> Iter
         return
 
     gen = torch.Generator(device=ctx.device).manual_seed(case.seed(ctx.seed))
+    options = op.options(case)
     try:
         inputs = op.make_inputs(case, ctx.device, gen)
-        ref = op.reference(inputs, case)
-    except Exception as exc:  # noqa: BLE001 - the case is lost, the run goes on
+        refs, dy = reference_outputs(op, case, inputs, options, ctx.device, gen)
+        inputs = leaf_inputs(op, case, inputs)
+        pristine = {name: t.detach().clone() for name, t in inputs.items()}
+    except Unavailable as exc:
+        for provider in runnable:
+            yield record(provider, "skipped", str(exc))
+        return
+    except Caught as exc:  # the case is lost, the run goes on
         status = "oom" if is_oom(exc) else "error"
         for provider in runnable:
             yield record(provider, status, f"making inputs or reference: {describe(exc)}")
         return
-    options = op.options(case)
 
-    checked: dict[str, tuple[Provider, Callable[[], Any], dict[str, Any]]] = {}
+    checked: dict[str, tuple[Provider, Pass, dict[str, Any]]] = {}
     for provider in runnable:
-        outcome = _prepare_and_check(provider, inputs, options, case, ref, ctx.device)
+        outcome = _prepare_and_check(provider, op, case, inputs, options, refs, dy, ctx.device)
+        if changed := _restore(inputs, pristine):
+            _release(ctx.device)
+            yield record(provider, "error", f"wrote into its inputs ({', '.join(changed)}); they were restored")
+            continue
         if isinstance(outcome, Failure):
             yield record(provider, outcome.status, outcome.reason, **outcome.facts)
             continue
-        fn, facts = outcome
-        if provider.tier == "triton" and interpreted():
-            yield record(
-                provider,
-                "skipped",
-                "correct, not timed: TRITON_INTERPRET=1 runs the kernel through "
-                "Triton's CPU interpreter, whose speed means nothing",
-                **facts,
-            )
+        pass_, facts = outcome
+        tier = ctx.tiers.get(provider.tier)
+        why_not_timed = tier.not_comparable(ctx.device.type) if tier else None
+        if why_not_timed:
+            yield record(provider, "skipped", why_not_timed, **facts)
             continue
-        checked[provider.name] = (provider, fn, facts)
-    del ref
+        checked[provider.name] = (provider, pass_, facts)
+    del refs, pristine
     if not checked:
         return
 
-    samples = ctx.timer.measure({name: fn for name, (_, fn, _) in checked.items()})
+    samples = ctx.timer.measure({name: p.timed() for name, (_, p, _) in checked.items()})
     state = telemetry(ctx.device)
     for name, (provider, _, facts) in checked.items():
         result = samples[name]
@@ -179,55 +196,73 @@ def measure_case(case: Case, providers: list[Provider], ctx: RunContext) -> Iter
         )
 
 
+def _restore(inputs: dict[str, torch.Tensor], pristine: dict[str, torch.Tensor]) -> list[str]:
+    """Names of the inputs a provider changed (restored from the pristine copies), [] when none was."""
+    changed = []
+    with torch.no_grad():
+        for name, t in inputs.items():
+            if not torch.equal(t, pristine[name]):
+                t.copy_(pristine[name])
+                changed.append(name)
+    return changed
+
+
 def _prepare_and_check(
     provider: Provider,
+    op: Op,
+    case: Case,
     inputs: dict[str, torch.Tensor],
     options: dict[str, Any],
-    case: Case,
-    ref: torch.Tensor,
+    refs: dict[str, torch.Tensor],
+    dy: torch.Tensor | None,
     device: torch.device,
 ):
-    """Prepare and run once (compilation, autotuning), then run again and check that output.
+    """Prepare and run the pass once (compilation, autotuning), then run it again and check that result.
 
-    The second call is the one that resembles a timed call: its peak memory is the provider's footprint
-    (an autotuner's benchmarking buffers of the first call are not), and its output is what gets checked.
-    Returns (callable, facts) or a Failure.
+    The second run is the one that resembles a timed call: its peak memory is the pass's footprint (an
+    autotuner's benchmarking buffers of the first run are not; for the backward, the forward's saved
+    tensors are the baseline), and its outputs are what gets checked. Returns (pass, facts) or a Failure.
     """
     on_gpu = device.type == "cuda"
     prepare_s = None
     try:
         start = time.perf_counter()
-        fn = provider.prepare(inputs, options, case)
-        fn()
+        pass_ = Pass(op, case, provider, provider.prepare(inputs, options, case), inputs, dy)
+        pass_.setup()
+        pass_.run()
         if on_gpu:
             torch.cuda.synchronize(device)
         prepare_s = time.perf_counter() - start
         if on_gpu:
-            _poison_free_memory(ref, case.dtype)
+            _poison_free_memory(refs, case.dtype)
             torch.cuda.synchronize(device)
             torch.cuda.reset_peak_memory_stats(device)
             baseline = torch.cuda.memory_allocated(device)
-        out = fn()
+        outs = pass_.run()
         if on_gpu:
             torch.cuda.synchronize(device)
         peak = torch.cuda.max_memory_allocated(device) - baseline if on_gpu else None
-        verdict = check(provider.to_op_layout(out), ref, case.dtype)
-        del out
+        verdict = check_all(outs, refs, case.dtype)
+        del outs
+        pass_.release()
     except Unavailable as exc:
         return _failure("skipped", str(exc))
-    except Exception as exc:  # noqa: BLE001 - one provider's failure is its own record
+    except Caught as exc:  # one provider's failure is its own record
         _release(device)
         return _failure("oom" if is_oom(exc) else "error", describe(exc), prepare_s=prepare_s)
     facts = {
         "rel_error": verdict.rel_error,
         "tolerance": verdict.tolerance,
+        "element_error": verdict.element_error,
+        "errors": verdict.errors,
         "peak_mem_bytes": peak,
         "prepare_s": prepare_s,
         "launch": _launch_of(provider),
+        "executed_flops": _executed_flops(provider, case),
     }
     if not verdict.ok:
         return _failure("incorrect", verdict.reason, **facts)
-    return fn, facts
+    return pass_, facts
 
 
 def _launch_of(provider: Provider) -> str | None:
@@ -235,6 +270,13 @@ def _launch_of(provider: Provider) -> str | None:
     try:
         return provider.describe_launch()
     except Exception:  # noqa: BLE001 - a description is a courtesy: it never costs the measurement
+        return None
+
+
+def _executed_flops(provider: Provider, case: Case) -> float | None:
+    try:
+        return provider.executed_flops(case)
+    except Exception:  # noqa: BLE001 - a courtesy too
         return None
 
 
@@ -249,10 +291,11 @@ def _failure(status: str, reason: str, **facts: Any) -> Failure:
     return Failure(status, reason, facts)
 
 
-def _poison_free_memory(ref: torch.Tensor, dtype: torch.dtype) -> None:
-    """Fill a freed block of the output's size with NaN, so an output the kernel never wrote shows up."""
-    block = torch.full(ref.shape, float("nan"), dtype=dtype, device=ref.device)
-    del block
+def _poison_free_memory(refs: dict[str, torch.Tensor], dtype: torch.dtype) -> None:
+    """Fill freed blocks of the outputs' sizes with NaN, so an output the kernel never wrote shows up."""
+    for ref in refs.values():
+        block = torch.full(ref.shape, float("nan"), dtype=dtype, device=ref.device)
+        del block
 
 
 def summarize(

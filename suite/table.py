@@ -2,32 +2,38 @@
 
 from __future__ import annotations
 
+from .presentation import Presentation
 from .records import Measurement
+from .runmeta import RunMeta
 from .summary import by_case, rank
+from .text import plain
 
 
 def _rate(r: Measurement) -> str:
     if r.bound == "compute" and r.tflops is not None:
-        return f"{r.tflops:8.1f} TFLOP/s"
+        return f"{r.tflops:8.4g} TFLOP/s"
     if r.gbps is not None:
-        return f"{r.gbps:8.1f} GB/s   "
+        return f"{r.gbps:8.4g} GB/s   "
     return ""
 
 
-def render(records: list[Measurement], width: int = 110) -> str:
+def render(records: list[Measurement], meta: RunMeta | None = None, width: int = 110) -> str:
+    shown = Presentation.of([meta])
     lines: list[str] = []
     for _, group in by_case(records).items():
         first = group[0]
-        lines.append(f"{first.op}  {first.label}  {first.case.get('dtype', '')}  {first.case.get('mode', '')}")
-        ranked, rest = rank(group)
+        lines.append(plain(f"{first.op}  {first.label}  {first.case.get('dtype', '')}  {first.mode}"))
+        ranked, rest = rank(group, shown)
         for place, item in enumerate(ranked, 1):
             r = item.record
             speedup = f"{item.speedup:5.2f}x" if item.speedup else "    - "
             sol = f"{100 * r.sol:5.1f}% SOL" if r.sol is not None else ""
             lines.append(
-                f"  {place:>2}. {r.provider:<22} {r.tier:<9} {r.median_ms:10.4f} ms  {speedup}  {_rate(r)}  {sol}"
+                plain(
+                    f"  {place:>2}. {r.provider:<22} {r.tier:<9} {r.median_ms:10.4f} ms  {speedup}  {_rate(r)}  {sol}"
+                )
             )
         for r in rest:
             reason = (r.reason or "")[: max(20, width - 40)]
-            lines.append(f"   -  {r.provider:<22} {r.tier:<9} {r.status:<9} {reason}")
+            lines.append(plain(f"   -  {r.provider:<22} {r.tier:<9} {r.status:<9} {reason}"))
     return "\n".join(lines)

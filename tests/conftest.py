@@ -24,8 +24,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session")
+def catalog():
+    """The built-in catalog (no plugins): every family, tier and provider tierbench ships."""
+    from tierbench.suite.catalog import build
+
+    return build(entry_points=False)
+
+
 @pytest.fixture
-def compose():
+def providers(catalog):
+    """providers(op, name=None): the built-in providers of an op (default compile modes), or one by name."""
+
+    def find(op: str, name: str | None = None):
+        found = [p for p in catalog.providers() if p.op == op and (name is None or p.name == name)]
+        return found[0] if name is not None else found
+
+    return find
+
+
+@pytest.fixture
+def compose(catalog):
     """compose(overrides) -> the run config exactly as `tierbench run` would build it."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
@@ -34,7 +53,7 @@ def compose():
     from tierbench.suite.config import register_configs
     from tierbench.suite.run_command import conf_dir
 
-    register_configs()
+    register_configs(catalog.families)
 
     def _compose(overrides: list[str] | None = None):
         GlobalHydra.instance().clear()

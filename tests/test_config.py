@@ -5,14 +5,13 @@ from __future__ import annotations
 import pytest
 from cli_runner import tierbench_cli
 
-from tierbench.suite.ops import cases_from_config
-from tierbench.suite.plan import PlanError, make_plan, resolve_device, select_providers
+from tierbench.suite.plan import PlanError, cases_from_config, make_plan, resolve_device, select_providers
 
 
 @pytest.mark.parametrize("suite", ["smoke", "matmul", "norm", "attention", "all", "nightly"])
-def test_every_suite_composes_and_plans(compose, suite):
+def test_every_suite_composes_and_plans(compose, catalog, suite):
     cfg = compose([f"suite={suite}"])
-    cases = cases_from_config(cfg)
+    cases = [case for case, _ in cases_from_config(cfg, catalog)]
     assert cases, suite
     families = {c.family for c in cases}
     every = {"matmul", "norm", "attention"}
@@ -20,8 +19,8 @@ def test_every_suite_composes_and_plans(compose, suite):
     assert families == expected.get(suite, {suite})
 
 
-def test_all_suite_covers_the_shapes_kernel_engineers_ask_for(compose):
-    cases = cases_from_config(compose(["suite=all"]))
+def test_all_suite_covers_the_shapes_kernel_engineers_ask_for(compose, catalog):
+    cases = [case for case, _ in cases_from_config(compose(["suite=all"]), catalog)]
     squares = {c.params["m"] for c in cases if c.op == "matmul" and c.params["m"] == c.params["n"] == c.params["k"]}
     assert squares == {512, 1024, 2048, 4096, 8192}
     llm = {c.label for c in cases if c.op == "matmul" and "llama" in c.label}
@@ -37,8 +36,8 @@ def test_all_suite_covers_the_shapes_kernel_engineers_ask_for(compose):
     assert len({c.case_id for c in cases}) == len(cases), "case ids must be unique"
 
 
-def test_causal_override_selects_one_variant(compose):
-    cases = cases_from_config(compose(["suite=attention", "attention.causal=true"]))
+def test_causal_override_selects_one_variant(compose, catalog):
+    cases = [case for case, _ in cases_from_config(compose(["suite=attention", "attention.causal=true"]), catalog)]
     assert cases and all(c.params["causal"] for c in cases)
 
 
@@ -47,23 +46,25 @@ def test_timing_presets(compose):
     assert quick.rounds < precise.rounds and quick.rep_ms < precise.rep_ms
 
 
-def test_tiers_and_provider_filters(compose):
-    names = {(p.tier, p.name) for p in select_providers(compose(["tiers=[vendor]"]))}
+def test_tiers_and_provider_filters(compose, catalog):
+    names = {(p.tier, p.name) for p in select_providers(compose(["tiers=[vendor]"]), catalog)}
     assert names and all(t == "vendor" for t, _ in names)
-    only = select_providers(compose(["providers=[sdpa-math]"]))
+    only = select_providers(compose(["providers=[sdpa-math]"]), catalog)
     assert {p.name for p in only} == {"sdpa-math"}
     with pytest.raises(PlanError, match="valid choices: .*sdpa-flash"):
-        select_providers(compose(["providers=[sdpa-flashy]"]))
+        select_providers(compose(["providers=[sdpa-flashy]"]), catalog)
+    with pytest.raises(PlanError, match=r"providers=\['eager'\] are not in the selected tiers"):
+        select_providers(compose(["tiers=[triton]", "providers=[eager]"]), catalog)
 
 
-def test_compile_modes_add_providers(compose):
+def test_compile_modes_add_providers(compose, catalog):
     cfg = compose(["compiler.modes=[default,max_autotune]", "tiers=[compiler]"])
-    assert {p.name for p in select_providers(cfg)} == {"compile", "compile-max-autotune"}
+    assert {p.name for p in select_providers(cfg, catalog)} == {"compile", "compile-max-autotune"}
 
 
-def test_plan_gives_each_case_the_providers_of_its_op(compose):
-    for planned in make_plan(compose(["suite=smoke"])):
-        assert planned.providers
+def test_plan_gives_each_case_the_providers_of_its_op(compose, catalog):
+    for planned in make_plan(compose(["suite=smoke"]), catalog):
+        assert planned.providers and planned.op.name == planned.case.op
         assert all(p.op == planned.case.op for p in planned.providers)
 
 
@@ -79,7 +80,7 @@ def test_device_resolution():
         ("device=tpu", ["Invalid value 'tpu'", "auto, cuda, cpu"]),
         ("timing=fast", ["Could not find 'timing/fast'", "quick", "precise"]),
         ("atention.causal=true", ["Key 'atention' not in"]),
-        ("tiers=[gpu]", ["Invalid value 'gpu'", "vendor, compiler, triton, cuda"]),
+        ("tiers=[gpu]", ["tiers=['gpu'] not known", "vendor, compiler, triton, cuda"]),
         ("providers=[nope]", ["valid choices:", "sdpa-math"]),
     ],
 )

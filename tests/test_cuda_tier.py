@@ -12,9 +12,10 @@ import json
 import pytest
 import torch
 
+from tierbench.suite.catalog import build
 from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops.base import Case
-from tierbench.suite.providers import all_providers, cuda_tier, vendor
+from tierbench.suite.providers import cuda_tier
 from tierbench.suite.providers.cuda_tier import (
     flash_attn_2_rule,
     flash_attn_3_rule,
@@ -24,9 +25,11 @@ from tierbench.suite.providers.cuda_tier import (
     quack_rule,
 )
 from tierbench.suite.runner import RunContext, measure_case
-from tierbench.suite.timing import CpuTimer, TimingSettings
+from tierbench.timing import CpuTimer, TimingSettings
 
 CPU = torch.device("cpu")
+CATALOG = build(entry_points=False)
+OPS = list(CATALOG.ops.values())
 FAST = TimingSettings(warmup_ms=1, rep_ms=2, rounds=2, min_reps=2, max_reps=10, flush_l2=False)
 
 
@@ -51,14 +54,14 @@ def _installed(module: str) -> bool:
 
 
 def _by_name(op: str) -> dict[str, cuda_tier.Provider]:
-    return {p.name: p for p in cuda_tier.providers() if p.op == op}
+    return {p.name: p for p in cuda_tier.providers(OPS) if p.op == op}
 
 
 # --- The tier's shape ---------------------------------------------------------------------------------------
 
 
 def test_providers_cover_three_flash_attn_generations_and_quack_norms():
-    listed = [(p.name, p.tier, p.op, p.package) for p in cuda_tier.providers()]
+    listed = [(p.name, p.tier, p.op, p.package) for p in cuda_tier.providers(OPS)]
     assert listed == [
         ("flash-attn-2", "cuda", "attention", "flash-attn"),
         ("flash-attn-3", "cuda", "attention", "flash-attn-3"),
@@ -66,7 +69,7 @@ def test_providers_cover_three_flash_attn_generations_and_quack_norms():
         ("quack", "cuda", "rms_norm", "quack-kernels"),
         ("quack", "cuda", "layer_norm", "quack-kernels"),
     ]
-    names = {(p.name, p.op) for p in all_providers()}
+    names = {(p.name, p.op) for p in CATALOG.providers()}
     assert {("flash-attn-4", "attention"), ("quack", "layer_norm")} <= names
 
 
@@ -123,7 +126,7 @@ def test_on_a_cpu_the_device_is_the_reason():
 
 
 def test_absent_packages_report_no_version():
-    for provider in cuda_tier.providers():
+    for provider in cuda_tier.providers(OPS):
         if not _installed(
             {
                 "flash-attn-2": "flash_attn.flash_attn_interface",
@@ -226,9 +229,9 @@ def test_quack_rule():
 
 def test_runner_records_cuda_tier_skips_with_reasons_and_goes_on(tmp_path):
     ctx = _ctx(tmp_path)
-    math = next(p for p in vendor.providers() if p.name == "sdpa-math")
+    math = next(p for p in CATALOG.providers() if p.name == "sdpa-math")
     providers = [*_by_name("attention").values(), math]
-    records = {r.provider: r for r in measure_case(_attention(), providers, ctx)}
+    records = {r.provider: r for r in measure_case(_attention(), providers, ctx, CATALOG.ops["attention"])}
     for name in ("flash-attn-2", "flash-attn-3", "flash-attn-4"):
         record = records[name]
         assert record.status == "skipped" and record.tier == "cuda" and record.median_ms is None
@@ -236,7 +239,8 @@ def test_runner_records_cuda_tier_skips_with_reasons_and_goes_on(tmp_path):
         assert record.reason.startswith(("package not installed", "needs a CUDA GPU"))
     assert records["sdpa-math"].status == "ok" and records["sdpa-math"].median_ms > 0
 
-    eager = next(p for p in vendor.providers() if p.name == "eager" and p.op == "layer_norm")
-    norm = {r.provider: r for r in measure_case(_norm("layer_norm"), [_by_name("layer_norm")["quack"], eager], ctx)}
+    eager = next(p for p in CATALOG.providers() if p.name == "eager" and p.op == "layer_norm")
+    pair = [_by_name("layer_norm")["quack"], eager]
+    norm = {r.provider: r for r in measure_case(_norm("layer_norm"), pair, ctx, CATALOG.ops["layer_norm"])}
     assert norm["quack"].status == "skipped" and norm["quack"].reason
     assert norm["eager"].status == "ok"

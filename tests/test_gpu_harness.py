@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tierbench.suite.catalog import build
 from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops.base import Case
-from tierbench.suite.providers import vendor
 from tierbench.suite.runner import RunContext, measure_case
-from tierbench.suite.timing import CudaEventTimer, TimingSettings, bring_to_steady_state
+from tierbench.timing import CudaEventTimer, TimingSettings, bring_to_steady_state
 
 pytestmark = pytest.mark.gpu
 
@@ -32,7 +32,9 @@ def test_harness_median_agrees_with_triton_do_bench(case, tmp_path):
 
     device = torch.device("cuda")
     bring_to_steady_state(device, 3.0)
-    provider = next(p for p in vendor.providers() if p.op == case.op and p.name == PROVIDER[case.op])
+    catalog = build(entry_points=False)
+    op = catalog.ops[case.op]
+    provider = next(p for p in catalog.providers() if p.op == case.op and p.name == PROVIDER[case.op])
     settings = TimingSettings(warmup_ms=25, rep_ms=100, rounds=5, min_reps=10, max_reps=1000)
     ctx = RunContext(
         run_id="t",
@@ -42,12 +44,9 @@ def test_harness_median_agrees_with_triton_do_bench(case, tmp_path):
         ceilings=Ceilings("gpu", 4000.0, {"bf16": 700.0}),
         env={},
     )
-    (record,) = list(measure_case(case, [provider], ctx))
+    (record,) = list(measure_case(case, [provider], ctx, op))
     assert record.status == "ok", record.reason
 
-    from tierbench.suite.ops import OPS
-
-    op = OPS[case.op]
     inputs = op.make_inputs(case, device, torch.Generator(device=device).manual_seed(0))
     fn = provider.prepare(inputs, op.options(case), case)
     independent = triton.testing.do_bench(fn, warmup=25, rep=500, return_mode="median")

@@ -8,8 +8,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tierbench.suite.ops import OPS
+from tierbench.suite.catalog import build
 from tierbench.suite.ops.base import Case
+
+OPS = build(entry_points=False).ops
 
 
 def _case(op: str, **params) -> Case:
@@ -17,10 +19,32 @@ def _case(op: str, **params) -> Case:
     return Case(op, family, {"dtype": "bf16", "mode": "fwd", **params}, "t", 1.0)
 
 
+def _reference(case: Case, inputs):
+    op = OPS[case.op]
+    return op.reference(*op.args(inputs), **op.options(case))
+
+
 def test_matmul_work_model():
     w = OPS["matmul"].work(_case("matmul", m=4096, n=4096, k=4096))
     assert w.flops == 2 * 4096**3
     assert w.min_bytes == 3 * 4096 * 4096 * 2
+
+
+def test_matmul_work_model_per_pass():
+    """The backward is two products (4MNK), reading A, B and dC and writing dA and dB; fwd_bwd is both."""
+    m, n, k = 4096, 2048, 1024
+    bwd = OPS["matmul"].work(_case("matmul", m=m, n=n, k=k, mode="bwd"))
+    both = OPS["matmul"].work(_case("matmul", m=m, n=n, k=k, mode="fwd_bwd"))
+    assert bwd.flops == 4 * m * n * k
+    assert bwd.min_bytes == (2 * (m * k + k * n) + m * n) * 2
+    assert both.flops == 6 * m * n * k and both.min_bytes == bwd.min_bytes + (m * k + k * n + m * n) * 2
+
+
+def test_attention_backward_counts_flash_attentions_five_products():
+    params = dict(batch=1, heads=8, seq=2048, head_dim=64, causal=True)
+    fwd = OPS["attention"].work(_case("attention", **params))
+    bwd = OPS["attention"].work(_case("attention", mode="bwd", **params))
+    assert bwd.flops == 2.5 * fwd.flops and bwd.min_bytes == 2 * fwd.min_bytes
 
 
 def test_attention_work_model_halves_when_causal():
@@ -57,7 +81,7 @@ def test_attention_reference_matches_sdpa_math_in_float64():
     for causal in (False, True):
         case = _case("attention", batch=2, heads=3, seq=37, head_dim=16, causal=causal)
         i = _inputs(case)
-        ref = OPS["attention"].reference(i, case)
+        ref = _reference(case, i)
         q, k, v = (i[n].double() for n in "qkv")
         expect = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=1 / math.sqrt(16))
         assert ref.dtype == torch.float64
@@ -69,9 +93,9 @@ def test_attention_reference_chunks_rows_without_changing_the_result(monkeypatch
 
     case = _case("attention", batch=1, heads=2, seq=50, head_dim=8, causal=True)
     i = _inputs(case)
-    whole = attention.reference(i, case)
+    whole = _reference(case, i)
     monkeypatch.setattr(attention, "_REFERENCE_SCORE_ELEMENTS", 2 * 50 * 7)  # 7 query rows per chunk
-    torch.testing.assert_close(attention.reference(i, case), whole, rtol=0, atol=0)
+    torch.testing.assert_close(_reference(case, i), whole, rtol=0, atol=0)
 
 
 def test_norm_references():
@@ -80,13 +104,13 @@ def test_norm_references():
     x = i["x"].double() + i["bias"].double()
     g = F.gelu(x)
     expect = F.layer_norm(g, (33,), i["weight"].double(), i["ln_bias"].double(), 1e-5)
-    torch.testing.assert_close(OPS["bias_gelu_layer_norm"].reference(i, case), expect)
+    torch.testing.assert_close(_reference(case, i), expect)
 
     case = _case("rms_norm", rows=5, hidden=33)
     i = _inputs(case)
     x = i["x"].double()
     expect = F.rms_norm(x, (33,), i["weight"].double(), 1e-6)
-    torch.testing.assert_close(OPS["rms_norm"].reference(i, case), expect)
+    torch.testing.assert_close(_reference(case, i), expect)
 
 
 def test_case_ids_are_stable_and_distinct():

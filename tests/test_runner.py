@@ -8,15 +8,16 @@ import pytest
 import torch
 
 from tierbench.suite.ceilings import Ceilings
-from tierbench.suite.ops.base import Case
+from tierbench.suite.ops import matmul
 from tierbench.suite.plan import PlannedCase
-from tierbench.suite.providers import vendor
+from tierbench.suite.providers import compiler, vendor
 from tierbench.suite.providers.base import Provider, Unavailable
 from tierbench.suite.records import Measurement, read_records
 from tierbench.suite.runner import RunContext, measure_case, run_plan
-from tierbench.suite.timing import CpuTimer, TimingSettings
+from tierbench.timing import CpuTimer, TimingSettings
 
-CASE = Case("matmul", "matmul", {"m": 48, "n": 40, "k": 24, "dtype": "fp32", "mode": "fwd"}, "48x40x24", 40.0)
+OP = matmul.OP
+CASE = matmul.make_case(48, 40, 24, "fp32", "fwd", "48x40x24")
 FAST = TimingSettings(warmup_ms=1, rep_ms=2, rounds=2, min_reps=2, max_reps=10, flush_l2=False)
 
 
@@ -38,7 +39,7 @@ def _provider(name: str, prepare, why=None) -> Provider:
 
 
 def _eager() -> Provider:
-    return next(p for p in vendor.providers() if p.op == "matmul")
+    return next(p for p in vendor.providers([OP]) if p.op == "matmul")
 
 
 def test_each_outcome_is_recorded_and_only_correct_providers_are_timed(tmp_path):
@@ -65,7 +66,7 @@ def test_each_outcome_is_recorded_and_only_correct_providers_are_timed(tmp_path)
         _provider("late-skip", unsupported),
         _provider("absent", wrong, why=lambda case, device: "package not installed: pip install x"),
     ]
-    records = {r.provider: r for r in measure_case(CASE, providers, _ctx(tmp_path))}
+    records = {r.provider: r for r in measure_case(CASE, providers, _ctx(tmp_path), OP)}
     assert records["eager"].status == "ok" and records["eager"].median_ms > 0
     assert len(records["eager"].samples_ms) >= 4 and records["eager"].timer == "cpu-clock"
     assert records["eager"].rel_error < 1e-6 and 0 < records["eager"].sol
@@ -88,7 +89,7 @@ def test_the_record_names_what_the_provider_launched_and_a_failing_description_c
 
     described = Provider("described", "cuda", "matmul", ok, describe_launch=lambda: "ptr: BLOCK_M=64, warps=4")
     silent = Provider("silent", "cuda", "matmul", ok, describe_launch=broken)
-    records = {r.provider: r for r in measure_case(CASE, [_eager(), described, silent], _ctx(tmp_path))}
+    records = {r.provider: r for r in measure_case(CASE, [_eager(), described, silent], _ctx(tmp_path), OP)}
     assert records["described"].status == "ok" and records["described"].launch == "ptr: BLOCK_M=64, warps=4"
     assert records["silent"].status == "ok" and records["silent"].launch is None
     assert records["eager"].launch is None
@@ -97,9 +98,66 @@ def test_the_record_names_what_the_provider_launched_and_a_failing_description_c
 
 def test_run_plan_skips_what_is_done_and_appends_the_rest(tmp_path):
     ctx = _ctx(tmp_path)
-    plan = [PlannedCase(CASE, (_eager(),))]
+    plan = [PlannedCase(CASE, OP, (_eager(),))]
     first = run_plan(plan, ctx)
     assert [r.status for r in first] == ["ok"]
     again = run_plan(plan, ctx)  # everything done: nothing measured twice
     assert again == []
     assert len(read_records(tmp_path)) == 1
+
+
+@pytest.mark.parametrize("mode", ["bwd", "fwd_bwd"])
+def test_backward_modes_check_every_gradient_and_time_the_pass(tmp_path, mode):
+    case = matmul.make_case(48, 40, 24, "fp32", mode, "48x40x24")
+
+    def wrong_grad_b(i, o, c):
+        # Right forward, wrong dB: the gradient flowing to b is scaled by 1.01.
+        a, b = i["a"], i["b"]
+        return lambda: a @ (b * 1.01 - b.detach() * 0.01)
+
+    def no_backward(i, o, c):
+        a, b = i["a"].detach(), i["b"].detach()
+        return lambda: a @ b
+
+    providers = [
+        _eager(),
+        *compiler.providers([OP], ["default"]),
+        _provider("wrong-db", wrong_grad_b),
+        _provider("fwd-only", no_backward),
+    ]
+    records = {r.provider: r for r in measure_case(case, providers, _ctx(tmp_path), OP)}
+    for name in ("eager", "compile"):
+        r = records[name]
+        assert r.status == "ok" and r.median_ms > 0, r.reason
+        expected = {"da", "db"} | ({"out"} if mode == "fwd_bwd" else set())
+        assert set(r.errors) == expected and max(r.errors.values()) < 1e-6
+        assert r.flops == (4 if mode == "bwd" else 6) * 48 * 40 * 24 and r.mode == mode
+    assert records["wrong-db"].status == "incorrect" and records["wrong-db"].reason.startswith("db: ")
+    assert records["wrong-db"].errors["da"] < 1e-6 and records["wrong-db"].errors["db"] > 1e-3
+    assert records["fwd-only"].status == "skipped" and "no backward" in records["fwd-only"].reason
+
+
+def test_a_provider_that_writes_into_its_inputs_is_marked_and_the_next_one_is_not_harmed(tmp_path):
+    def halves_inputs(i, o, c):
+        def call():
+            i["a"].mul_(0.5)
+            return i["a"] @ i["b"]
+
+        return call
+
+    providers = [_provider("in-place", halves_inputs), _eager()]
+    records = {r.provider: r for r in measure_case(CASE, providers, _ctx(tmp_path), OP)}
+    assert records["in-place"].status == "error" and "wrote into its inputs (a)" in records["in-place"].reason
+    assert records["eager"].status == "ok" and records["eager"].rel_error < 1e-6
+
+
+def test_a_provider_raising_system_exit_gets_a_record_and_the_run_goes_on(tmp_path):
+    def exits(i, o, c):
+        def call():
+            raise SystemExit(3)
+
+        return call
+
+    records = {r.provider: r for r in measure_case(CASE, [_provider("exits", exits), _eager()], _ctx(tmp_path), OP)}
+    assert records["exits"].status == "error" and records["exits"].reason.startswith("SystemExit")
+    assert records["eager"].status == "ok"

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from cli_runner import tierbench_cli
 
-from tierbench.suite import markdown, report_html, table
+from tierbench.suite import markdown, runmeta, table
+from tierbench.suite.catalog import build
+from tierbench.suite.presentation import Presentation
 from tierbench.suite.records import Measurement, RecordWriter
+from tierbench.suite.site import pages
+from tierbench.suite.site.runs import load_run
 from tierbench.suite.summary import rank
+
+META = runmeta.RunMeta("r", "attention", **runmeta.describe_catalog(build(entry_points=False)))
+SHOWN = Presentation.of([META])
 
 
 def _rec(provider: str, tier: str, median: float | None, status: str = "ok", reason: str = "") -> Measurement:
@@ -39,30 +46,45 @@ RECORDS = [
 
 
 def test_ranking_quotes_speedups_against_the_preferred_vendor_provider():
-    ranked, rest = rank(RECORDS)
+    ranked, rest = rank(RECORDS, SHOWN)
     assert [r.record.provider for r in ranked] == ["triton", "sdpa-flash", "sdpa-math"]
     assert [r.speedup for r in ranked] == [2.0, 1.0, 0.5]
     assert {r.provider for r in rest} == {"compile", "flash-attn-4"}
 
 
 def test_terminal_table_lists_failures_with_their_reasons():
-    text = table.render(RECORDS)
+    text = table.render(RECORDS, META)
     assert "1. triton" in text and "2.00x" in text
     assert "incorrect" in text and "exceeds the bfloat16 tolerance" in text
 
 
 def test_markdown_summary_has_a_column_per_tier(tmp_path):
-    text = markdown.render(RECORDS)
+    text = markdown.render(RECORDS, SHOWN)
     assert "| vendor (TFLOP/s) | compiler (TFLOP/s) | triton (TFLOP/s) | cuda (TFLOP/s) |" in text
     assert "2.00x triton" in text and "compile: incorrect" in text
     writer = RecordWriter(tmp_path)
     for r in RECORDS:
         writer.append(r)
     result = tierbench_cli("summary", str(tmp_path), cwd=tmp_path, timeout=120)
-    assert result.returncode == 0 and "### attention" in result.stdout
+    assert result.returncode == 0 and "### attention (fwd)" in result.stdout
+    (tmp_path / "runs").mkdir()
+    by_id = tierbench_cli("summary", tmp_path.name, "--runs", str(tmp_path.parent), cwd=tmp_path, timeout=120)
+    assert by_id.returncode == 0 and by_id.stdout == result.stdout  # a run id works as well as its folder
 
 
-def test_run_report_names_what_each_provider_launched():
+def test_views_escape_control_characters_from_records():
+    hostile = _rec("evil\x1b[2J\x1b]0;title\x07", "vendor", 3.0)
+    text = table.render([*RECORDS, hostile], META)
+    assert "\x1b" not in text and "\\x1b[2J" in text
+    assert "\x1b" not in markdown.render([*RECORDS, hostile], SHOWN)
+
+
+def test_run_report_names_what_each_provider_launched(tmp_path):
     tuned = Measurement(**{**RECORDS[2].__dict__, "launch": "two-pass: CHUNK=4096, warps=16, stages=1"})
-    html = report_html.render([RECORDS[0], RECORDS[1], tuned], "r", None)
-    assert "<th>launched</th>" in html and "<td>two-pass: CHUNK=4096, warps=16, stages=1</td>" in html
+    writer = RecordWriter(tmp_path)
+    for r in (RECORDS[0], RECORDS[1], tuned):
+        writer.append(r)
+    runmeta.write(tmp_path, META)
+    html = pages.run_page(load_run(tmp_path), None, SHOWN, standalone=True)
+    assert "<th>launched</th>" in html and "<bdi>two-pass: CHUNK=4096, warps=16, stages=1</bdi>" in html
+    assert "<th>op</th>" in html and "<nav>" not in html

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from tierbench.suite.timing import CpuTimer, TimingSettings
+from tierbench.timing import CpuTimer, TimingSettings
 
 
 def _sleeper(ms: float, log: list[str], name: str):

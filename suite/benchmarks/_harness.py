@@ -96,9 +96,9 @@ def method_name(provider: str) -> str:
     return "track_" + re.sub(r"\W", "_", provider)
 
 
-def case_label(case: Any) -> str:
-    """A case's asv parameter value: op (when the family has several), shape label, dtype and mode."""
-    parts = [] if case.op == case.family else [case.op]
+def case_label(case: Any, with_op: bool = False) -> str:
+    """A case's asv parameter value: op (when the family has several, or `with_op`), shape label, dtype, mode."""
+    parts = [] if case.op == case.family and not with_op else [case.op]
     return " ".join([*parts, case.label, case.params["dtype"], case.params.get("mode", "fwd")])
 
 
@@ -128,6 +128,15 @@ def overrides() -> list[str]:
 
 
 @functools.lru_cache(maxsize=1)
+def catalog() -> Any:
+    """The catalog of `tierbench run`: built-in families and providers, and the plugins the overrides name."""
+    from tierbench.suite.catalog import build
+    from tierbench.suite.run_command import plugin_names
+
+    return build(plugin_names(overrides()))
+
+
+@functools.lru_cache(maxsize=1)
 def compose_config() -> Any:
     """The run config, composed by Hydra's compose API as `tierbench run` would with these overrides."""
     from hydra import compose, initialize_config_dir
@@ -135,32 +144,38 @@ def compose_config() -> Any:
 
     from tierbench.suite.config import register_configs
 
-    register_configs()
+    register_configs(catalog().families)
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=conf_dir(), version_base="1.3"):
         return compose(config_name="config", overrides=overrides())
 
 
 @functools.lru_cache(maxsize=1)
-def _plan() -> tuple[Any, Any, list[tuple[Any, str, tuple[Any, ...]]]]:
-    """(config, device, [(case, label, runnable providers)]) of the whole asv suite on this machine."""
-    from tierbench.suite.plan import make_plan, resolve_device
+def _plan() -> tuple[Any, Any, list[tuple[Any, str, Any]]]:
+    """(config, device, [(case, label, planned case of its runnable providers)]) of the whole asv suite here.
+
+    A provider whose tier is not comparable here (Triton under its CPU interpreter) is checked by
+    `tierbench run`, never timed: asv gets no series of it."""
+    from tierbench.suite.plan import PlannedCase, make_plan, resolve_device
 
     cfg = compose_config()
     device = resolve_device(cfg.device)
     check_build()
+    tiers = catalog().tiers
     entries = []
     seen: dict[str, str] = {}
-    for planned in make_plan(cfg):
+    for planned in make_plan(cfg, catalog()):
         case = planned.case
-        label = case_label(case)
+        label = case_label(case, with_op=case.family not in builtin_family_names())
         if label in seen and seen[label] != case.case_id:
             raise ValueError(f"two cases share the asv label {label!r}: {seen[label]} and {case.case_id}")
         seen[label] = case.case_id
         runnable = tuple(
-            p for p in planned.providers if _available(p, case, device) and not (p.tier == "triton" and _interpreted())
+            p
+            for p in planned.providers
+            if _available(p, case, device) and not (p.tier in tiers and tiers[p.tier].not_comparable(device.type))
         )
-        entries.append((case, label, runnable))
+        entries.append((case, label, PlannedCase(case, planned.op, runnable)))
     return cfg, device, entries
 
 
@@ -172,20 +187,30 @@ def _available(provider: Any, case: Any, device: Any) -> bool:
         return False
 
 
-def _interpreted() -> bool:
-    """Triton under its CPU interpreter is checked by `tierbench run`, never timed: asv gets no such series."""
-    return os.environ.get("TRITON_INTERPRET") == "1"
-
-
 def selection_name(family: str, where: Mapping[str, Any] | None = None) -> str:
     """Names a class's cases: the family, then each case parameter it is restricted to (`attention-causal-False`)."""
     return "-".join([family, *(f"{k}-{v}" for k, v in sorted((where or {}).items()))])
 
 
-def _family_entries(family: str, where: Mapping[str, Any] | None = None) -> list[tuple[Any, str, tuple[Any, ...]]]:
-    """The family's planned cases whose parameters hold the `where` values."""
+# The family name of the class that measures every family the plugins add (benchmarks/plugins.py).
+PLUGINS = "plugins"
+
+
+@functools.lru_cache(maxsize=1)
+def builtin_family_names() -> frozenset[str]:
+    from tierbench.suite.ops import builtin_families
+
+    return frozenset(f.name for f in builtin_families())
+
+
+def _in_family(case: Any, family: str) -> bool:
+    return case.family not in builtin_family_names() if family == PLUGINS else case.family == family
+
+
+def _family_entries(family: str, where: Mapping[str, Any] | None = None) -> list[tuple[Any, str, Any]]:
+    """The family's planned cases whose parameters hold the `where` values (PLUGINS: the plugins' families)."""
     wanted = (where or {}).items()
-    return [e for e in _plan()[2] if e[0].family == family and all(e[0].params.get(k) == v for k, v in wanted)]
+    return [e for e in _plan()[2] if _in_family(e[0], family) and all(e[0].params.get(k) == v for k, v in wanted)]
 
 
 def max_samples() -> int:
@@ -201,20 +226,25 @@ def compute_table(family: str, where: Mapping[str, Any] | None = None) -> Family
     cfg, device, _ = _plan()
     entries = _family_entries(family, where)
     labels: dict[str, list[str]] = {}
-    for _, label, providers in entries:
-        for provider in providers:
+    for _, label, planned in entries:
+        for provider in planned.providers:
             labels.setdefault(provider.name, []).append(label)
-    # The version covers what the source hash cannot see: the cases (YAML), timing settings, seed, device.
+    version = series_version([case.case_id for case, _, _ in entries], cfg, device.type)
+    return FamilyTable(selection_name(family, where), version, labels, _fingerprint())
+
+
+def series_version(case_ids: list[str], cfg: Any, device_type: str) -> str:
+    """A class's asv version: what the source hash cannot see (the cases from YAML, the timing settings,
+    the seed, the device type, the samples kept), so a series restarts exactly when its measurement changes."""
     identity = {
         "schema": SCHEMA,
-        "cases": sorted(case.case_id for case, _, _ in entries),
+        "cases": sorted(case_ids),
         "timing": {k: v for k, v in dict(cfg.timing).items() if k != "name"},
         "seed": int(cfg.seed),
-        "device": device.type,
+        "device": device_type,
         "max_samples": max_samples(),
     }
-    version = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    return FamilyTable(selection_name(family, where), version, labels, _fingerprint())
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def family_table(family: str, where: Mapping[str, Any] | None = None) -> FamilyTable:
@@ -272,37 +302,34 @@ def check_build() -> None:
 
 
 def measure_family(family: str, where: Mapping[str, Any] | None = None) -> dict[tuple[str, str], dict[str, Any]]:
-    """Measure every runnable (case, provider) of a family (of its `where` cases): {(label, provider): status,
-    reason, samples_s}."""
+    """Measure every runnable (case, provider) of a family (of its `where` cases) through the session-level
+    `Measurer` of `tierbench run`: {(label, provider): status, reason, samples_s}."""
     import torch
 
-    from tierbench.suite.ceilings import load_or_measure
-    from tierbench.suite.runner import RunContext, measure_case
-    from tierbench.suite.timing import TimingSettings, bring_to_steady_state, make_timer
+    from tierbench.suite.plan import timing_settings
+    from tierbench.suite.session import Measurer
 
     cfg, device, _ = _plan()
     check_build()
     table = compute_table(family, where)
     (Path.cwd() / TABLE_FILE.format(name=table.family)).write_text(json.dumps(asdict(table)))
-    entries = [(case, label, providers) for case, label, providers in _family_entries(family, where) if providers]
+    entries = [(label, planned) for _, label, planned in _family_entries(family, where) if planned.providers]
     if not entries:
         return {}
-    settings = TimingSettings.from_config(cfg.timing)
-    ceilings = load_or_measure(device, _ceilings_dir())
-    bring_to_steady_state(device, settings.steady_state_s)
-    ctx = RunContext(
+    measurer = Measurer.open(
+        device,
+        timing_settings(cfg.timing),
+        _ceilings_dir(),
         run_id="asv",
         run_dir=Path.cwd(),
-        device=device,
-        timer=make_timer(settings, device),
-        ceilings=ceilings,
-        env={},
         seed=int(cfg.seed),
+        suite=str(cfg.suite),
+        tiers=catalog().tiers,
     )
     keep = max_samples()
     out: dict[tuple[str, str], dict[str, Any]] = {}
-    for case, label, providers in entries:
-        for record in measure_case(case, list(providers), ctx):
+    for label, planned in entries:
+        for record in measurer.measure(planned):
             out[(label, record.provider)] = {
                 "status": record.status,
                 "reason": record.reason,
@@ -318,6 +345,8 @@ class FamilyBenchmark:
     """Base of the per-family classes; `finish_class` adds one track method per provider."""
 
     family = ""
+    # The built-in providers this class tracks, one `track_<provider>` each (plugins' providers join anyway).
+    providers: tuple[str, ...] = ()
     where: dict[str, Any] = {}  # only the family's cases whose parameters hold these values (all when empty)
     unit = "seconds"
     param_names = ["case"]
@@ -345,10 +374,14 @@ def _track(provider: str, labels: list[str]):
 
 
 def finish_class(cls: type[FamilyBenchmark]) -> type[FamilyBenchmark]:
-    """Set the version and add `track_<provider>` for each provider with runnable cases in this family."""
+    """Set the version and add `track_<provider>` for each listed provider with runnable cases here, and for
+    each plugin provider; a built-in provider that runs here but is not listed is an error (list it)."""
     table = family_table(cls.family, cls.where)
     cls.version = table.version
+    from_plugins = {p.name for p in catalog().plugin_providers}
     for provider, labels in table.labels.items():
+        if provider not in cls.providers and provider not in from_plugins and cls.family != PLUGINS:
+            raise ValueError(f"{cls.__name__}: provider {provider!r} runs here but is not in {cls.__name__}.providers")
         name = method_name(provider)
         if hasattr(cls, name):
             raise ValueError(f"{cls.__name__}: two providers map to the method {name}")

@@ -1,10 +1,14 @@
-"""asv: LayerNorm, RMSNorm and fused bias-GELU-LayerNorm, one track method per provider."""
+"""asv: LayerNorm, RMSNorm and fused bias-GELU-LayerNorm, one track method per provider.
+
+Benchmarks: norm.Norm.track_<provider>(case), for the providers listed below that run here.
+"""
 
 from ._harness import FamilyBenchmark, finish_class, measure_family
 
 
 class Norm(FamilyBenchmark):
     family = "norm"
+    providers = ("eager", "compile", "compile-max-autotune", "triton", "quack")
 
     # Defined in each family's class: asv keys a setup_cache by its source line, one cache per family.
     def setup_cache(self):

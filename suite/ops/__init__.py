@@ -1,33 +1,28 @@
-"""The ops tierbench measures, listed explicitly (no import-time registry)."""
+"""The op families tierbench ships: every module of this package that defines a `FAMILY`.
+
+Adding a family is adding a module (see base.py); nothing else lists it. Plugins add theirs through the
+catalog (suite/catalog.py).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+import pkgutil
 
-from . import attention, matmul, norm
-from .base import Case, Op, WorkModel
-
-OPS: dict[str, Op] = {
-    op.name: op for op in (matmul.OP, norm.LAYER_NORM, norm.RMS_NORM, norm.BIAS_GELU_LAYER_NORM, attention.OP)
-}
-
-FAMILIES: dict[str, tuple[str, ...]] = {
-    "matmul": ("matmul",),
-    "norm": ("layer_norm", "rms_norm", "bias_gelu_layer_norm"),
-    "attention": ("attention",),
-}
+from .base import Case, Family, Op, View, WorkModel
 
 
-def cases_from_config(cfg: Any) -> list[Case]:
-    """Every case the config asks for, in a stable order: family, then dtype, mode and shape."""
-    out: list[Case] = []
-    if cfg.matmul.enabled:
-        out += matmul.cases(cfg.matmul)
-    if cfg.norm.enabled:
-        out += norm.cases(cfg.norm)
-    if cfg.attention.enabled:
-        out += attention.cases(cfg.attention)
-    return out
+def builtin_families() -> list[Family]:
+    """The families of this package's modules, in their declared order."""
+    found = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name == "base" or info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        family = getattr(module, "FAMILY", None)
+        if isinstance(family, Family):
+            found.append(family)
+    return sorted(found, key=lambda f: (f.order, f.name))
 
 
-__all__ = ["OPS", "FAMILIES", "Case", "Op", "WorkModel", "cases_from_config"]
+__all__ = ["Case", "Family", "Op", "View", "WorkModel", "builtin_families"]

@@ -1,42 +1,81 @@
-"""Attention forward: softmax(q k^T * scale [+ causal mask]) v, layout (batch, heads, seq, head_dim)."""
+"""Attention: softmax(q k^T * scale [+ causal mask]) v, layout (batch, heads, seq, head_dim)."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from .base import Case, Op, WorkModel, choice_name, element_size, randn
+from .base import Case, DType, Family, Mode, Op, View, WorkModel, choice_name, element_size, positive, randn
 
 # Query rows per chunk of the reference, so its score matrix stays a few hundred MiB at any length.
 _REFERENCE_SCORE_ELEMENTS = 1 << 26
 
 
+@dataclass
+class AttentionConf:
+    enabled: bool = True
+    dtypes: list[DType] = field(default_factory=lambda: [DType.bf16])
+    modes: list[Mode] = field(default_factory=lambda: [Mode.fwd])
+    # batch x seq_len is held at this many tokens, so every sequence length does comparable work per token.
+    tokens: int = 16384
+    seq_lens: list[int] = field(default_factory=list)
+    head_dims: list[int] = field(default_factory=lambda: [128])
+    # heads x head_dim: the model width, held fixed across head_dims.
+    model_dim: int = 2048
+    # null runs both causal and non-causal; true or false runs one.
+    causal: bool | None = None
+
+
+def validate(conf: Any) -> list[str]:
+    problems = positive(
+        "attention",
+        {"tokens": conf.tokens, "seq_lens": conf.seq_lens, "head_dims": conf.head_dims, "model_dim": conf.model_dim},
+    )
+    if problems:
+        return problems
+    for head_dim in conf.head_dims:
+        if head_dim % 8:
+            problems.append(f"attention.head_dims: {head_dim} is not a multiple of 8 (tensor-core kernels need it)")
+        elif conf.model_dim % head_dim:
+            problems.append(f"attention.model_dim={conf.model_dim} is not a multiple of head_dim={head_dim}")
+    return problems
+
+
+def make_case(batch: int, heads: int, seq: int, head_dim: int, causal: bool, dtype: str, mode: str) -> Case:
+    params = {
+        "batch": batch,
+        "heads": heads,
+        "seq": seq,
+        "head_dim": head_dim,
+        "causal": causal,
+        "dtype": dtype,
+        "mode": mode,
+    }
+    label = f"B{batch} H{heads} S{seq} D{head_dim}" + (" causal" if causal else "")
+    return Case("attention", "attention", params, label, x=float(seq))
+
+
 def cases(conf: Any) -> list[Case]:
     causal_values = [False, True] if conf.causal is None else [bool(conf.causal)]
-    out: list[Case] = []
-    for dtype in conf.dtypes:
-        for mode in conf.modes:
-            for head_dim in conf.head_dims:
-                if conf.model_dim % head_dim:
-                    raise ValueError(f"attention.model_dim={conf.model_dim} is not a multiple of head_dim={head_dim}")
-                heads = conf.model_dim // head_dim
-                for causal in causal_values:
-                    for seq in conf.seq_lens:
-                        batch = max(1, conf.tokens // seq)
-                        params = {
-                            "batch": batch,
-                            "heads": heads,
-                            "seq": seq,
-                            "head_dim": head_dim,
-                            "causal": causal,
-                            "dtype": choice_name(dtype),
-                            "mode": choice_name(mode),
-                        }
-                        label = f"B{batch} H{heads} S{seq} D{head_dim}" + (" causal" if causal else "")
-                        out.append(Case("attention", "attention", params, label, x=float(seq)))
-    return out
+    return [
+        make_case(
+            max(1, conf.tokens // seq),
+            conf.model_dim // head_dim,
+            seq,
+            head_dim,
+            causal,
+            choice_name(dtype),
+            choice_name(mode),
+        )  # fmt: skip
+        for dtype in conf.dtypes
+        for mode in conf.modes
+        for head_dim in conf.head_dims
+        for causal in causal_values
+        for seq in conf.seq_lens
+    ]
 
 
 def make_inputs(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, torch.Tensor]:
@@ -80,19 +119,64 @@ def attention_ref(
     return out
 
 
-def reference(inputs: dict[str, torch.Tensor], case: Case) -> torch.Tensor:
-    opts = options(case)
-    return attention_ref(inputs["q"], inputs["k"], inputs["v"], opts["causal"], opts["scale"])
+def attention_math(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float) -> torch.Tensor:
+    """The textbook formula in the inputs' dtype (softmax in float32): what the compiler tier compiles."""
+    scores = (q @ k.transpose(-1, -2)) * scale
+    if causal:
+        seq_q, seq_k = q.shape[-2], k.shape[-2]
+        mask = torch.ones(seq_q, seq_k, dtype=torch.bool, device=q.device).tril()
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores.float(), dim=-1).to(q.dtype) @ v
+
+
+def forward_flops(case: Case) -> float:
+    p = case.params
+    flops = 4.0 * p["batch"] * p["heads"] * p["seq"] * p["seq"] * p["head_dim"]
+    return flops / 2 if p["causal"] else flops
+
+
+# FlashAttention's count of the backward: five products against the forward's two (the four of the
+# textbook backward plus the recomputed q k^T), i.e. 2.5x the forward's FLOPs.
+BACKWARD_FLOPS_FACTOR = 2.5
 
 
 def work(case: Case) -> WorkModel:
+    """fwd: q, k, v read once and o written once (the score matrix never needs to reach memory).
+    bwd: q, k, v, o and dO read, dq, dk, dv written. fwd_bwd: both passes."""
     p = case.params
-    b, h, s, d = p["batch"], p["heads"], p["seq"], p["head_dim"]
-    flops = 4.0 * b * h * s * s * d
-    if p["causal"]:
-        flops /= 2
-    # q, k, v read once and o written once: the score matrix never needs to reach memory.
-    return WorkModel(flops=flops, min_bytes=float(4 * b * h * s * d * element_size(case)))
+    tile = p["batch"] * p["heads"] * p["seq"] * p["head_dim"] * element_size(case)
+    fwd = WorkModel(forward_flops(case), float(4 * tile))
+    bwd = WorkModel(BACKWARD_FLOPS_FACTOR * fwd.flops, float(8 * tile))
+    if case.mode == "fwd":
+        return fwd
+    if case.mode == "bwd":
+        return bwd
+    return WorkModel(fwd.flops + bwd.flops, fwd.min_bytes + bwd.min_bytes)
 
 
-OP = Op(name="attention", family="attention", make_inputs=make_inputs, reference=reference, work=work, options=options)
+OP = Op(
+    name="attention",
+    family="attention",
+    tensors=("q", "k", "v"),
+    make_inputs=make_inputs,
+    reference=attention_ref,
+    work=work,
+    formula=attention_math,
+    eager=False,  # the vendor tier's attention is SDPA with each backend pinned (providers/vendor.py)
+    options=options,
+    grads=("q", "k", "v"),
+    kernel="attention",
+    baseline=("sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sdpa-math"),
+    dynamic_dims={"q": (0, 2), "k": (0, 2), "v": (0, 2)},
+    case=make_case,
+)
+
+FAMILY = Family(
+    name="attention",
+    ops=(OP,),
+    schema=AttentionConf,
+    cases=cases,
+    view=View("tflops", "TFLOP/s", "sequence length", ("dtype", "head_dim", "causal")),
+    validate=validate,
+    order=2,
+)

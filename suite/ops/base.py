@@ -1,16 +1,51 @@
-"""What every op is: cases from config, seeded inputs, a high-precision reference, a FLOP/byte model."""
+"""What every op is, declared once in its own module: signature, cases, inputs, reference, work, view.
+
+An op module (suite/ops/<family>.py, or a plugin's module) defines a `Family`: its config section (a
+dataclass, the schema of `<family>.*` keys), how its cases are made from that section, how its results are
+shown, and its ops. An `Op` is one operation of the family with one signature, `fn(*tensors, **options)`,
+through which every tier calls: eager calls `formula`, the compiler compiles it, the triton tier calls the
+tierbench.kernels function named `kernel`. Nothing here is registered at import: the catalog
+(suite/catalog.py) collects the families of the modules that exist and of the plugins asked for.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import torch
 
+from ..presentation import View
+
 DTYPES: dict[str, torch.dtype] = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+
+
+class DType(Enum):
+    fp16 = "fp16"
+    bf16 = "bf16"
+    fp32 = "fp32"
+
+
+class Mode(Enum):
+    """Which pass is measured: the forward, the backward alone (its forward run outside the timed
+    region), or both."""
+
+    fwd = "fwd"
+    bwd = "bwd"
+    fwd_bwd = "fwd_bwd"
+
+
+MODES = tuple(m.value for m in Mode)
+# The name of each output an op's check compares: the forward's result, and one gradient per input.
+OUT = "out"
+
+
+def grad_name(input_name: str) -> str:
+    return f"d{input_name}"
 
 
 @dataclass(frozen=True)
@@ -32,6 +67,10 @@ class Case:
     def dtype(self) -> torch.dtype:
         return DTYPES[self.params["dtype"]]
 
+    @property
+    def mode(self) -> str:
+        return str(self.params.get("mode", "fwd"))
+
     def seed(self, base_seed: int) -> int:
         digest = hashlib.sha256(f"{base_seed}:{self.case_id}".encode()).digest()
         return int.from_bytes(digest[:4], "little")
@@ -42,23 +81,67 @@ class Case:
 
 @dataclass(frozen=True)
 class WorkModel:
-    """The least work a case needs: FLOPs done and bytes moved through device memory."""
+    """The least work a case needs: FLOPs done and bytes moved through device memory (for its mode)."""
 
     flops: float
     min_bytes: float
 
 
-@dataclass
+@dataclass(frozen=True)
 class Op:
-    """An op is data plus functions; providers for it are listed by the tiers, not here."""
+    """One operation with one signature: `fn(*[inputs[n] for n in tensors], **options(case))`.
+
+    reference: the same signature on float64 (CPU) / float32 (GPU) tensors, differentiable by autograd, so
+    gradients for the backward modes come from it too. formula: the eager formulation in the inputs' own
+    dtype: the compiler tier compiles it, and the vendor tier runs it as `eager` unless `eager` is False
+    (attention, whose vendor providers are SDPA's backends). grads: the inputs that get gradients in the
+    backward modes ((): no backward). kernel: the tierbench.kernels function the triton tier calls.
+    baseline: providers the speedups are quoted against, in order of preference (the first that ran).
+    dynamic_dims: per input, the dims a `compiler.dynamic=true` compile makes symbolic.
+    case(**params, dtype=..., mode=...): one case of this op from its parameters (the library API's way in).
+    """
 
     name: str
     family: str
+    tensors: tuple[str, ...]
     make_inputs: Callable[[Case, torch.device, torch.Generator], dict[str, torch.Tensor]]
-    reference: Callable[[dict[str, torch.Tensor], Case], torch.Tensor]
+    reference: Callable[..., torch.Tensor]
     work: Callable[[Case], WorkModel]
-    # Extra options a provider may need beyond the tensors (causal, eps...), derived from the case.
+    formula: Callable[..., torch.Tensor] | None = None
+    eager: bool = True
     options: Callable[[Case], dict[str, Any]] = field(default=lambda case: {})
+    grads: tuple[str, ...] = ()
+    kernel: str | None = None
+    baseline: tuple[str, ...] = ("eager",)
+    dynamic_dims: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    case: Callable[..., Case] | None = None
+
+    def args(self, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+        """The tensors in call order."""
+        return [inputs[name] for name in self.tensors]
+
+    def outputs(self, mode: str) -> tuple[str, ...]:
+        """The names a case of this mode checks: the output, the gradients, or both."""
+        grads = tuple(grad_name(n) for n in self.grads)
+        return {"fwd": (OUT,), "bwd": grads, "fwd_bwd": (OUT, *grads)}[mode]
+
+
+@dataclass(frozen=True)
+class Family:
+    """Ops that share a config section (`<name>.*`), a case generator and a view.
+
+    schema: a dataclass with an `enabled: bool` field; its defaults are the section's defaults.
+    cases(section): the cases of the section, in a stable order.
+    validate(section): what is wrong with a section's values, each message naming its key; [] if fine.
+    """
+
+    name: str
+    ops: tuple[Op, ...]
+    schema: type
+    cases: Callable[[Any], list[Case]]
+    view: View
+    validate: Callable[[Any], list[str]] = field(default=lambda section: [])
+    order: int = 100  # where the family comes in a suite, on a page and in the config (lower first)
 
 
 def randn(
@@ -83,3 +166,21 @@ def element_size(case: Case) -> int:
 def choice_name(value: Any) -> str:
     """The plain string of a config choice (an Enum member from the schema, or a string)."""
     return value.value if hasattr(value, "value") else str(value)
+
+
+def hi_precision(device: torch.device) -> torch.dtype:
+    """The reference's dtype: float64 on the CPU, float32 on the GPU (float64 is slow there, and float32 is
+    ample against 16-bit outputs)."""
+    return torch.float64 if device.type == "cpu" else torch.float32
+
+
+def positive(section: str, values: dict[str, Any]) -> list[str]:
+    """Messages for sizes that are not positive whole numbers: `values` maps a key to an int or a list."""
+    out = []
+    for key, value in values.items():
+        many = isinstance(value, Sequence) and not isinstance(value, str)
+        items = list(value) if many else [value]
+        bad = [v for v in items if isinstance(v, bool) or not isinstance(v, int) or v < 1]
+        if bad:
+            out.append(f"{section}.{key}={items if many else value}: sizes must be whole numbers >= 1")
+    return out

@@ -2,31 +2,55 @@
 
 from __future__ import annotations
 
+import functools
 import math
+from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from .base import Case, Op, WorkModel, choice_name, element_size, randn
+from .base import Case, DType, Family, Mode, Op, View, WorkModel, choice_name, element_size, positive, randn
 
 LAYER_NORM_EPS = 1e-5
 RMS_NORM_EPS = 1e-6
 
 
-def cases_for(kind: str, conf: Any) -> list[Case]:
-    out: list[Case] = []
-    for dtype in conf.dtypes:
-        for mode in conf.modes:
-            for rows in conf.rows:
-                for hidden in conf.hidden:
-                    params = {"rows": rows, "hidden": hidden, "dtype": choice_name(dtype), "mode": choice_name(mode)}
-                    out.append(Case(kind, "norm", params, f"{rows}x{hidden}", x=float(rows * hidden)))
-    return out
+class NormKind(Enum):
+    layer_norm = "layer_norm"
+    rms_norm = "rms_norm"
+    bias_gelu_layer_norm = "bias_gelu_layer_norm"
+
+
+@dataclass
+class NormConf:
+    enabled: bool = True
+    kinds: list[NormKind] = field(default_factory=lambda: list(NormKind))
+    dtypes: list[DType] = field(default_factory=lambda: [DType.bf16])
+    modes: list[Mode] = field(default_factory=lambda: [Mode.fwd])
+    rows: list[int] = field(default_factory=list)
+    hidden: list[int] = field(default_factory=list)
+
+
+def validate(conf: Any) -> list[str]:
+    return positive("norm", {"rows": conf.rows, "hidden": conf.hidden})
+
+
+def make_case(kind: str, rows: int, hidden: int, dtype: str, mode: str) -> Case:
+    params = {"rows": rows, "hidden": hidden, "dtype": dtype, "mode": mode}
+    return Case(kind, "norm", params, f"{rows}x{hidden}", x=float(rows * hidden))
 
 
 def cases(conf: Any) -> list[Case]:
-    return [c for kind in conf.kinds for c in cases_for(choice_name(kind), conf)]
+    return [
+        make_case(choice_name(kind), rows, hidden, choice_name(dtype), choice_name(mode))
+        for kind in conf.kinds
+        for dtype in conf.dtypes
+        for mode in conf.modes
+        for rows in conf.rows
+        for hidden in conf.hidden
+    ]
 
 
 def _x(case: Case, device: torch.device, gen: torch.Generator) -> torch.Tensor:
@@ -93,44 +117,92 @@ def bias_gelu_layer_norm_ref(
     return F.layer_norm(h, h.shape[-1:], _hi(weight), _hi(ln_bias), eps)
 
 
-def layer_norm_reference(inputs: dict[str, torch.Tensor], case: Case) -> torch.Tensor:
-    return layer_norm_ref(inputs["x"], inputs["weight"], inputs["bias"])
+# The eager formulations (the vendor tier runs them, the compiler tier compiles them).
+def eager_layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
+    return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
 
 
-def rms_norm_reference(inputs: dict[str, torch.Tensor], case: Case) -> torch.Tensor:
-    return rms_norm_ref(inputs["x"], inputs["weight"])
+def eager_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return F.rms_norm(x, x.shape[-1:], weight, eps)
 
 
-def bias_gelu_layer_norm_reference(inputs: dict[str, torch.Tensor], case: Case) -> torch.Tensor:
-    return bias_gelu_layer_norm_ref(inputs["x"], inputs["bias"], inputs["weight"], inputs["ln_bias"])
+def eager_bias_gelu_layer_norm(
+    x: torch.Tensor, bias: torch.Tensor, weight: torch.Tensor, ln_bias: torch.Tensor, eps: float
+) -> torch.Tensor:
+    return F.layer_norm(F.gelu(x + bias), x.shape[-1:], weight, ln_bias, eps)
 
 
-def _work(n_params: int, flops_per_element: float):
+def _work(n_params: int, fwd_flops: float, bwd_flops: float):
+    """fwd: x read and the output written once, the per-feature parameters read once. bwd: x, dy and the
+    parameters read, dx written, one gradient per parameter written (reduced over the rows)."""
+
     def work(case: Case) -> WorkModel:
         rows, hidden = case.params["rows"], case.params["hidden"]
-        # x read once and the output written once, plus the per-feature parameters read once.
-        n_bytes = (2 * rows * hidden + n_params * hidden) * element_size(case)
-        return WorkModel(flops=flops_per_element * rows * hidden, min_bytes=float(n_bytes))
+        size = element_size(case)
+        fwd = WorkModel(fwd_flops * rows * hidden, float((2 * rows * hidden + n_params * hidden) * size))
+        bwd = WorkModel(bwd_flops * rows * hidden, float((3 * rows * hidden + 2 * n_params * hidden) * size))
+        if case.mode == "fwd":
+            return fwd
+        if case.mode == "bwd":
+            return bwd
+        return WorkModel(fwd.flops + bwd.flops, fwd.min_bytes + bwd.min_bytes)
 
     return work
 
 
+def _eps(value: float):
+    return lambda case: {"eps": value}
+
+
 LAYER_NORM = Op(
-    "layer_norm",
-    "norm",
-    layer_norm_inputs,
-    layer_norm_reference,
-    _work(2, 8.0),
-    options=lambda case: {"eps": LAYER_NORM_EPS},
+    name="layer_norm",
+    family="norm",
+    tensors=("x", "weight", "bias"),
+    make_inputs=layer_norm_inputs,
+    reference=layer_norm_ref,
+    work=_work(2, 8.0, 14.0),
+    formula=eager_layer_norm,
+    options=_eps(LAYER_NORM_EPS),
+    grads=("x", "weight", "bias"),
+    kernel="layer_norm",
+    dynamic_dims={"x": (0,)},
+    case=functools.partial(make_case, "layer_norm"),
 )
 RMS_NORM = Op(
-    "rms_norm", "norm", rms_norm_inputs, rms_norm_reference, _work(1, 5.0), options=lambda case: {"eps": RMS_NORM_EPS}
+    name="rms_norm",
+    family="norm",
+    tensors=("x", "weight"),
+    make_inputs=rms_norm_inputs,
+    reference=rms_norm_ref,
+    work=_work(1, 5.0, 10.0),
+    formula=eager_rms_norm,
+    options=_eps(RMS_NORM_EPS),
+    grads=("x", "weight"),
+    kernel="rms_norm",
+    dynamic_dims={"x": (0,)},
+    case=functools.partial(make_case, "rms_norm"),
 )
 BIAS_GELU_LAYER_NORM = Op(
-    "bias_gelu_layer_norm",
-    "norm",
-    bias_gelu_layer_norm_inputs,
-    bias_gelu_layer_norm_reference,
-    _work(3, 20.0),
-    options=lambda case: {"eps": LAYER_NORM_EPS},
+    name="bias_gelu_layer_norm",
+    family="norm",
+    tensors=("x", "bias", "weight", "ln_bias"),
+    make_inputs=bias_gelu_layer_norm_inputs,
+    reference=bias_gelu_layer_norm_ref,
+    work=_work(3, 20.0, 34.0),
+    formula=eager_bias_gelu_layer_norm,
+    options=_eps(LAYER_NORM_EPS),
+    grads=("x", "bias", "weight", "ln_bias"),
+    kernel="bias_gelu_layer_norm",
+    dynamic_dims={"x": (0,)},
+    case=functools.partial(make_case, "bias_gelu_layer_norm"),
+)
+
+FAMILY = Family(
+    name="norm",
+    ops=(LAYER_NORM, RMS_NORM, BIAS_GELU_LAYER_NORM),
+    schema=NormConf,
+    cases=cases,
+    view=View("gbps", "GB/s", "elements (rows × hidden)"),
+    validate=validate,
+    order=1,
 )

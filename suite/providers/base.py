@@ -1,7 +1,9 @@
 """The provider interface: one way of computing one op, in one tier.
 
 A provider says whether it can run a case here (and why not), prepares once outside the timed region
-(layout changes, compilation) and hands back a zero-argument callable that the timer calls.
+(layout changes, compilation) and hands back a zero-argument callable that computes the op's output.
+The backward modes need nothing more of it: the runner differentiates that callable with autograd (see
+suite/passes.py), against the inputs or, where the provider converted them, against its own copies.
 """
 
 from __future__ import annotations
@@ -14,10 +16,19 @@ from typing import Any
 
 import torch
 
-from ..ops.base import Case
+from ..ops.base import Case, Op
 
 Inputs = dict[str, torch.Tensor]
-Prepared = Callable[[], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What `prepare` returns: the forward call, and the tensors it reads in the provider's own layout
+    (`leaves`, by input name) where it made copies; gradients are then taken against those copies, so a
+    layout conversion done while preparing never lands in a timed backward."""
+
+    call: Callable[[], Any]
+    leaves: dict[str, torch.Tensor] | None = None
 
 
 class Unavailable(Exception):
@@ -27,21 +38,52 @@ class Unavailable(Exception):
 @dataclass(frozen=True)
 class Provider:
     name: str
-    tier: str
+    tier: str  # a tier's name (suite/tiers.py or a plugin's); the tier record says what it means
     op: str
-    # (inputs, options, case) -> callable computing the op's output from those inputs.
-    prepare: Callable[[Inputs, dict[str, Any], Case], Prepared]
+    # (inputs, options, case) -> the forward call (or a Prepared); compilation and layout work happen here.
+    prepare: Callable[[Inputs, dict[str, Any], Case], Callable[[], Any] | Prepared]
     # (case, device) -> why it cannot run, or None. Must be cheap: it runs before any allocation.
     why_unavailable: Callable[[Case, torch.device], str | None] = field(default=lambda case, device: None)
     # Distribution whose version goes into the record (torch for the vendor and compiler tiers).
     package: str = "torch"
-    # Views the output in the op's layout for the check (outside the timed call); identity for most.
+    # Views an output (or gradient) in the op's layout for the check (outside the timed call); identity
+    # for most. It must return a view, so the runner can also write an upstream gradient through it.
     to_op_layout: Callable[[torch.Tensor], torch.Tensor] = field(default=lambda out: out)
     # What the latest call launched, for the record (the triton tier: its autotuner's pick), or None.
     describe_launch: Callable[[], str | None] = field(default=lambda: None)
+    # FLOPs this provider executes for a case where that differs from the op's work model (a backward
+    # that recomputes, or one that does not); None: the model's count.
+    executed_flops: Callable[[Case], float | None] = field(default=lambda case: None)
 
     def version(self) -> str | None:
         return package_version(self.package)
+
+
+def call_provider(
+    name: str,
+    tier: str,
+    op: Op,
+    fn: Callable[..., Any],
+    *,
+    why_unavailable: Callable[[Case, torch.device], str | None] | None = None,
+    package: str = "torch",
+    describe_launch: Callable[[], str | None] | None = None,
+) -> Provider:
+    """A provider that calls `fn` through the op's signature: fn(*tensors in op order, **options).
+
+    This is how a tier adapter, or a plugin's kernel, becomes a provider in one line.
+    """
+
+    def prepare(inputs: Inputs, options: dict[str, Any], case: Case) -> Callable[[], Any]:
+        args = op.args(inputs)
+        return lambda: fn(*args, **options)
+
+    extra: dict[str, Any] = {"package": package}
+    if why_unavailable is not None:
+        extra["why_unavailable"] = why_unavailable
+    if describe_launch is not None:
+        extra["describe_launch"] = describe_launch
+    return Provider(name, tier, op.name, prepare, **extra)
 
 
 def package_version(distribution: str) -> str | None:

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from ..ops.base import Case
+from ..ops.base import Case, Op
 from .base import Inputs, Prepared, Provider, Unavailable, needs_cuda
 
 CC = tuple[int, int]
@@ -275,8 +275,13 @@ def _flash_prepare(pkg: FlashAttnPackage) -> Callable[[Inputs, dict[str, Any], C
         fn = _attribute(pkg.module, pkg.function)
         if fn is None:
             raise Unavailable(f"{pkg.module} has no {pkg.function}")
-        # One copy each into (batch, seq, heads, head_dim), here: the timed call sees contiguous inputs.
-        q, k, v = (inputs[name].transpose(1, 2).contiguous() for name in ("q", "k", "v"))
+        # One copy each into (batch, seq, heads, head_dim), here: the timed call sees contiguous inputs, and
+        # the backward modes take gradients against these copies (no layout change in a timed backward).
+        leaves = {
+            name: inputs[name].detach().transpose(1, 2).contiguous().requires_grad_(inputs[name].requires_grad)
+            for name in ("q", "k", "v")
+        }
+        q, k, v = leaves["q"], leaves["k"], leaves["v"]
         scale, causal = float(options["scale"]), bool(options["causal"])
 
         def call() -> torch.Tensor:
@@ -284,7 +289,7 @@ def _flash_prepare(pkg: FlashAttnPackage) -> Callable[[Inputs, dict[str, Any], C
             # flash-attn 4 returns (out, lse), early flash-attn 3 betas did too; 2 and later 3 return out.
             return out[0] if isinstance(out, tuple) else out
 
-        return call
+        return Prepared(call, leaves)
 
     return prepare
 
@@ -326,8 +331,8 @@ def _quack_why(op: str) -> Callable[[Case, torch.device], str | None]:
     return why
 
 
-def _quack_prepare(op: str) -> Callable[[Inputs, dict[str, Any], Case], Prepared]:
-    def prepare(inputs: Inputs, options: dict[str, Any], case: Case) -> Prepared:
+def _quack_prepare(op: str) -> Callable[[Inputs, dict[str, Any], Case], Callable[[], Any]]:
+    def prepare(inputs: Inputs, options: dict[str, Any], case: Case) -> Callable[[], Any]:
         fn = _attribute(QUACK_MODULE, QUACK_FUNCTIONS[op])
         x, eps = inputs["x"], float(options["eps"])
         if op == "rms_norm":
@@ -343,7 +348,8 @@ def _quack_prepare(op: str) -> Callable[[Inputs, dict[str, Any], Case], Prepared
 # --- The tier ----------------------------------------------------------------------------------------------
 
 
-def providers() -> list[Provider]:
+def providers(ops: list[Op]) -> list[Provider]:
+    names = {op.name for op in ops}
     out: list[Provider] = [
         CudaTierProvider(
             pkg.provider,
@@ -358,6 +364,7 @@ def providers() -> list[Provider]:
             version_module=pkg.version_module,
         )
         for pkg in FLASH_ATTN
+        if "attention" in names
     ]
     out += [
         CudaTierProvider(
@@ -371,5 +378,6 @@ def providers() -> list[Provider]:
             version_module="quack",
         )
         for op in QUACK_FUNCTIONS
+        if op in names
     ]
     return out

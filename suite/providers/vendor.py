@@ -9,47 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from ..ops.base import Case
-from .base import Inputs, Prepared, Provider, Unavailable, needs_cuda
-
-
-def eager_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return torch.matmul(a, b)
-
-
-def eager_layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
-    return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
-
-
-def eager_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    return F.rms_norm(x, x.shape[-1:], weight, eps)
-
-
-def eager_bias_gelu_layer_norm(
-    x: torch.Tensor, bias: torch.Tensor, weight: torch.Tensor, ln_bias: torch.Tensor, eps: float
-) -> torch.Tensor:
-    return F.layer_norm(F.gelu(x + bias), x.shape[-1:], weight, ln_bias, eps)
-
-
-# The eager formulations, shared with the compiler tier (which compiles exactly these).
-EAGER = {
-    "matmul": lambda i, o: eager_matmul(i["a"], i["b"]),
-    "layer_norm": lambda i, o: eager_layer_norm(i["x"], i["weight"], i["bias"], o["eps"]),
-    "rms_norm": lambda i, o: eager_rms_norm(i["x"], i["weight"], o["eps"]),
-    "bias_gelu_layer_norm": lambda i, o: eager_bias_gelu_layer_norm(
-        i["x"], i["bias"], i["weight"], i["ln_bias"], o["eps"]
-    ),
-}
-
-
-def _prepare_eager(op: str):
-    fn = EAGER[op]
-
-    def prepare(inputs: Inputs, options: dict[str, Any], case: Case) -> Prepared:
-        return lambda: fn(inputs, options)
-
-    return prepare
-
+from ..ops.base import Case, Op
+from .base import Inputs, Provider, Unavailable, call_provider, needs_cuda
 
 SDPA_BACKENDS = {
     "sdpa-flash": SDPBackend.FLASH_ATTENTION,
@@ -60,7 +21,7 @@ SDPA_BACKENDS = {
 
 
 def _prepare_sdpa(backend: SDPBackend):
-    def prepare(inputs: Inputs, options: dict[str, Any], case: Case) -> Prepared:
+    def prepare(inputs: Inputs, options: dict[str, Any], case: Case):
         q, k, v = inputs["q"], inputs["k"], inputs["v"]
         causal, scale = options["causal"], options["scale"]
 
@@ -93,10 +54,11 @@ def _sdpa_device_rule(name: str):
     return why_unavailable
 
 
-def providers() -> list[Provider]:
-    out = [Provider("eager", "vendor", op, _prepare_eager(op)) for op in EAGER]
-    out += [
-        Provider(name, "vendor", "attention", _prepare_sdpa(backend), _sdpa_device_rule(name))
-        for name, backend in SDPA_BACKENDS.items()
-    ]
+def providers(ops: list[Op]) -> list[Provider]:
+    out = [call_provider("eager", "vendor", op, op.formula) for op in ops if op.formula is not None and op.eager]
+    if any(op.name == "attention" for op in ops):
+        out += [
+            Provider(name, "vendor", "attention", _prepare_sdpa(backend), _sdpa_device_rule(name))
+            for name, backend in SDPA_BACKENDS.items()
+        ]
     return out

@@ -8,12 +8,11 @@ asv's own published site.
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import report_html
 from ..ceilings import load_for_run
+from ..presentation import Presentation
 from . import history, model, pages, runs
 
 ASV_SITE = "history"
@@ -66,22 +65,30 @@ def device_views(selected: list[runs.Run], explicit: bool, ceilings_dir: Path) -
         newest_run = max(merged, key=lambda run: run.finished)
         found = load_for_run(newest_run.path) or runs.find_ceilings(ceilings_dir, newest_run.env)
         shown = merged + [run for run in stand_ins if id(run) not in newest]
-        views.append(model.DeviceView(device, shown, records, found, frozenset(r.run_id for r in stand_ins)))
+        # Views, baselines and tiers from the runs' own run.json, the newest run's winning.
+        presentation = Presentation.of(run.meta for run in sorted(shown, key=lambda r: r.finished))
+        stood = frozenset(r.run_id for r in stand_ins)
+        views.append(model.DeviceView(device, shown, records, found, stood, presentation))
     return views
 
 
-def _copy_report(run: runs.Run, ceilings_dir: Path, out: Path) -> Path:
-    """The run's own report.html, rendered now if the run wrote none (html=false)."""
-    target = out / "runs" / run.run_id / "report.html"
-    source = run.path / "report.html"
-    if source.is_file():
-        tmp = target.with_name(f".report.html.{os.getpid()}.tmp")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, tmp)
-        tmp.replace(target)
-        return target
+def _run_report(run: runs.Run, ceilings_dir: Path, standalone: bool) -> str:
     ceilings = load_for_run(run.path) or runs.find_ceilings(ceilings_dir, run.env)
-    return write_atomic(target, report_html.render(run.records, run.run_id, ceilings), out)
+    return pages.run_page(run, ceilings, Presentation.of([run.meta]), standalone=standalone)
+
+
+def write_run_report(run_dir: Path, ceilings_dir: Path | None = None) -> Path:
+    """A run's own report.html, beside its records: the site's run page, without the site's navigation."""
+    run_dir = Path(run_dir)
+    run = runs.load_run(run_dir)
+    target = run_dir / "report.html"
+    if run is None:
+        raise runs.SelectionError(f"{run_dir} holds no records")
+    html = _run_report(run, ceilings_dir or run_dir.parent.parent / "ceilings", standalone=True)
+    tmp = target.with_name(f".report.html.{os.getpid()}.tmp")
+    tmp.write_text(html, encoding="utf-8")
+    tmp.replace(target)
+    return target
 
 
 def build(runs_dir: Path, out: Path, asv_dir: Path, ceilings_dir: Path, run_ids: list[str] | None = None) -> SiteResult:
@@ -102,12 +109,14 @@ def build(runs_dir: Path, out: Path, asv_dir: Path, ceilings_dir: Path, run_ids:
     w.append(write_atomic(out / "index.html", pages.index_page(views, asv_site, str(runs_dir), trend_rows), out))
     for view in views:
         for family, records in view.families().items():
-            html = pages.family_page(view, family, records, model.provider_styles(records), asv_site)
+            html = pages.family_page(view, family, records, model.provider_styles(records, view.shown), asv_site)
             w.append(write_atomic(out / pages.family_href(view, family), html, out))
     shown = {r.run_id for v in views for r in v.runs}
     w.append(write_atomic(out / "runs.html", pages.runs_page(every, shown, asv_site), out))
     for run in every:
-        w.append(_copy_report(run, ceilings_dir, out))
+        # Rendered from the records, never copied: a report.html placed in a run folder by hand is not the site's.
+        html = _run_report(run, ceilings_dir, standalone=False)
+        w.append(write_atomic(out / "runs" / run.run_id / "report.html", html, out))
 
     w.append(write_atomic(out / "trends" / "index.html", trends_index, out))
     for name, html in trend_pages.items():

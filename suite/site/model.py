@@ -11,10 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..ceilings import Ceilings
-from ..providers import TIERS
+from ..presentation import Presentation, View
 from ..records import Measurement
-from ..report_html import FAMILY_VIEW
-from ..summary import baseline
 from .runs import Device, Run
 
 # Worst first: the status a matrix cell names when a tier has nothing timed.
@@ -23,7 +21,6 @@ STATUS_ORDER = ("error", "incorrect", "oom", "skipped")
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#F0E442")
 MARKERS = ("circle", "square", "diamond", "triangle", "down", "cross")
 SHORT_UNITS = {"TFLOP/s": "TF/s"}
-DEFAULT_VIEW: dict[str, Any] = {"metric": "tflops", "unit": "TFLOP/s", "x": "size", "split": ("dtype",)}
 
 
 # -- per device --------------------------------------------------------------------------------------
@@ -43,6 +40,7 @@ class DeviceView:
     records: list[Measurement]
     ceilings: Ceilings | None
     earlier_runs: frozenset[str] = frozenset()  # runs whose measurements stand in for newer skips
+    shown: Presentation = field(default_factory=Presentation)  # views, baselines, tiers of these runs
 
     @property
     def env(self) -> dict[str, Any]:
@@ -57,14 +55,13 @@ class DeviceView:
     def provider_versions(self) -> dict[str, str]:
         return {r.provider: r.provider_version for r in self.records if r.provider_version}
 
+    def view(self, family: str) -> View:
+        return self.shown.view(family, [r for r in self.records if r.family == family])
 
-def tier_rank(tier: str) -> int:
-    return TIERS.index(tier) if tier in TIERS else len(TIERS)
 
-
-def provider_styles(records: list[Measurement]) -> dict[str, Style]:
+def provider_styles(records: list[Measurement], shown: Presentation) -> dict[str, Style]:
     """One color and marker per provider of these records (a family page's): ordered by tier, then name."""
-    names = sorted({(tier_rank(r.tier), r.provider) for r in records})
+    names = sorted({(shown.tier_rank(r.tier), r.provider) for r in records})
     return styles_for([name for _, name in names])
 
 
@@ -74,21 +71,14 @@ def styles_for(names: list[str]) -> dict[str, Style]:
     return {name: Style(PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)], i) for i, name in enumerate(names)}
 
 
-def tiers_of(records: list[Measurement]) -> list[str]:
-    return sorted({r.tier for r in records}, key=lambda t: (tier_rank(t), t))
+def metric_of(r: Measurement, view: View) -> float | None:
+    value = getattr(r, view.metric, None)
+    return value if isinstance(value, (int, float)) else None
 
 
-def view_of(family: str) -> dict[str, Any]:
-    return FAMILY_VIEW.get(family, DEFAULT_VIEW)
-
-
-def metric_of(r: Measurement, family: str) -> float | None:
-    return getattr(r, view_of(family)["metric"], None)
-
-
-def group_key(r: Measurement, family: str) -> str:
+def group_key(r: Measurement, view: View) -> str:
     """The chart (and matrix block) a case belongs to: its op and the parameters that split charts."""
-    split = tuple(view_of(family)["split"]) + ("mode",)
+    split = tuple(view.split) + ("mode",)
     parts = [r.op]
     for k in split:
         if k in r.case:
@@ -97,10 +87,10 @@ def group_key(r: Measurement, family: str) -> str:
     return " · ".join(parts)
 
 
-def by_group(records: list[Measurement], family: str) -> OrderedDict[str, list[Measurement]]:
+def by_group(records: list[Measurement], view: View) -> OrderedDict[str, list[Measurement]]:
     out: OrderedDict[str, list[Measurement]] = OrderedDict()
     for r in records:
-        out.setdefault(group_key(r, family), []).append(r)
+        out.setdefault(group_key(r, view), []).append(r)
     return out
 
 
@@ -135,10 +125,10 @@ class Row:
     margin: float | None = None  # runner-up tier's best median / winner's median
 
 
-def matrix(records: list[Measurement], family: str, tiers: list[str]) -> OrderedDict[str, list[Row]]:
+def matrix(records: list[Measurement], view: View, tiers: list[str]) -> OrderedDict[str, list[Row]]:
     """Per chart group, one row per case (by x): per tier its fastest correct provider, and who wins."""
     out: OrderedDict[str, list[Row]] = OrderedDict()
-    for key, recs in by_group(records, family).items():
+    for key, recs in by_group(records, view).items():
         cases: OrderedDict[str, list[Measurement]] = OrderedDict()
         for r in recs:
             cases.setdefault(r.case_id, []).append(r)
@@ -178,7 +168,9 @@ class Problem:
     cases: list[str]
 
 
-def problems(records: list[Measurement], family: str) -> tuple[list[Problem], dict[tuple[str, str], int]]:
+def problems(
+    records: list[Measurement], view: View, shown: Presentation
+) -> tuple[list[Problem], dict[tuple[str, str], int]]:
     """Every record not timed, grouped by (provider, status, reason), worst status first; and the
     footnote number of each (case_id, provider)."""
     groups: OrderedDict[tuple[str, str, str], list[Measurement]] = OrderedDict()
@@ -189,13 +181,13 @@ def problems(records: list[Measurement], family: str) -> tuple[list[Problem], di
         groups.items(),
         key=lambda kv: (
             STATUS_ORDER.index(kv[0][1]) if kv[0][1] in STATUS_ORDER else -1,
-            tier_rank(kv[1][0].tier),
+            shown.tier_rank(kv[1][0].tier),
             kv[0][0],
         ),
     )
     out, numbers = [], {}
     for i, ((provider, status, reason), recs) in enumerate(order, 1):
-        labels = list(dict.fromkeys(f"{r.label} ({group_key(r, family)})" for r in recs))
+        labels = list(dict.fromkeys(f"{r.label} ({group_key(r, view)})" for r in recs))
         out.append(Problem(i, status, provider, recs[0].tier, reason or "(no reason recorded)", labels))
         for r in recs:
             numbers[r.key] = i
@@ -243,6 +235,7 @@ class RecordHovers:
         self.cases: dict[str, int] = {}
         self.bases: dict[str, int] = {}
         self.bounds: dict[str, int] = {}
+        self.units: dict[str, int] = {}
         self.rows: list[list[Any]] = []
         self.by_key: dict[tuple[str, str], int] = {}
 
@@ -250,14 +243,14 @@ class RecordHovers:
     def _id(table: dict[str, int], name: str) -> int:
         return table.setdefault(name, len(table))
 
-    def add_record(self, r: Measurement, family: str, base: Measurement | None) -> None:
+    def add_record(self, r: Measurement, view: View, base: Measurement | None) -> None:
         q = r.quantiles_ms or {}
         tf = r.flops / (r.median_ms * 1e-3) / 1e12 if r.flops else None
         origin = f"; measured in run {r.run_id}" if r.run_id in self.earlier_runs else ""
         row = [
             self._id(self.providers, f"{r.provider} ({r.tier}{origin})"),
-            self._id(self.cases, f"{r.label} · {group_key(r, family)}"),
-            _short(metric_of(r, family)),
+            self._id(self.cases, f"{r.label} · {group_key(r, view)}"),
+            _short(metric_of(r, view)),
             _short(r.median_ms),
             _short(q.get("p10")),
             _short(q.get("p90")),
@@ -269,6 +262,8 @@ class RecordHovers:
             _short(r.peak_mem_bytes / 2**20) if r.peak_mem_bytes else None,
             _short(r.flops / r.min_bytes) if r.flops and r.min_bytes else None,
             _short(tf),
+            # a page of several families (a run's report) names each row's unit
+            self._id(self.units, view.unit) if view.unit != self.unit else None,
         ]
         while row and row[-1] is None:
             row.pop()
@@ -285,30 +280,37 @@ class RecordHovers:
             "C": list(self.cases),
             "B": list(self.bases),
             "D": list(self.bounds),
+            "U": [SHORT_UNITS.get(u, u) for u in self.units],
             "R": self.rows,
         }
 
 
-def describe(records: list[Measurement], family: str, earlier_runs: frozenset[str] = frozenset()) -> RecordHovers:
-    """The hover rows of every timed record of a family page; records of `earlier_runs` (standing in for
-    newer skips) name their run."""
-    table = RecordHovers(view_of(family)["unit"], earlier_runs)
+def describe(
+    records: list[Measurement],
+    view: View,
+    shown: Presentation,
+    earlier_runs: frozenset[str] = frozenset(),
+    table: RecordHovers | None = None,
+) -> RecordHovers:
+    """The hover rows of every timed record of a family page (added to `table` where a page shows several
+    families); records of `earlier_runs` (standing in for newer skips) name their run."""
+    table = table if table is not None else RecordHovers(view.unit, earlier_runs)
     cases: OrderedDict[str, list[Measurement]] = OrderedDict()
     for r in records:
         cases.setdefault(r.case_id, []).append(r)
     for group in cases.values():
-        base = baseline(group)
+        base = shown.baseline(group)
         for r in group:
             if timed(r):
-                table.add_record(r, family, base)
+                table.add_record(r, view, base)
     return table
 
 
-def throughput_points(recs: list[Measurement], family: str) -> OrderedDict[str, list[Point]]:
+def throughput_points(recs: list[Measurement], view: View) -> OrderedDict[str, list[Point]]:
     """Achieved TFLOP/s or GB/s per provider, with the p10–p90 spread of the times as an error bar."""
     out: OrderedDict[str, list[Point]] = OrderedDict()
     for r in recs:
-        value = metric_of(r, family)
+        value = metric_of(r, view)
         if not timed(r) or not value:
             continue
         q = r.quantiles_ms or {}
@@ -319,15 +321,15 @@ def throughput_points(recs: list[Measurement], family: str) -> OrderedDict[str, 
     return out
 
 
-def speedup_points(recs: list[Measurement]) -> tuple[OrderedDict[str, list[Point]], str | None]:
-    """Speedup of each provider over the case's vendor baseline (baseline median / median)."""
+def speedup_points(recs: list[Measurement], shown: Presentation) -> tuple[OrderedDict[str, list[Point]], str | None]:
+    """Speedup of each provider over the case's baseline (baseline median / median)."""
     cases: OrderedDict[str, list[Measurement]] = OrderedDict()
     for r in recs:
         cases.setdefault(r.case_id, []).append(r)
     out: OrderedDict[str, list[Point]] = OrderedDict()
     names = set()
     for group in cases.values():
-        base = baseline(group)
+        base = shown.baseline(group)
         if base is None:
             continue
         names.add(base.provider)

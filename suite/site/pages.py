@@ -17,15 +17,17 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup
 
+from .. import tiers as tier_records
+from ..ceilings import Ceilings
+from ..presentation import Presentation, View
 from ..records import Measurement
+from ..summary import by_case, rank
 from . import charts, history, model
 from .charts import Axis
 from .model import DeviceView, Row, Style
 from .runs import Run, slug
 
 ASSETS = Path(__file__).parent / "assets"
-# Okabe-Ito colors per tier (the index colors cells by tier); an unknown tier is grey.
-TIER_COLORS = {"vendor": "#56B4E9", "compiler": "#E69F00", "triton": "#009E73", "cuda": "#CC79A7"}
 # Per benchmark page: charts of this many parameter combinations over this many newest commits, and this
 # many newest steps, keep a page light with hundreds of cases and a year of nightlies; asv's site has the rest.
 MAX_HISTORY_CHARTS = 16
@@ -37,7 +39,7 @@ MAX_STEPS_LISTED = 100
 def _env() -> Environment:
     env = Environment(loader=FileSystemLoader(ASSETS), autoescape=True, trim_blocks=True, lstrip_blocks=True)
     env.globals.update(
-        css=Markup(_css()),
+        css=Markup((ASSETS / "site.css").read_text()),
         js=Markup((ASSETS / "site.js").read_text()),
         tier_class=tier_class,
         icon=lambda style: Markup(charts.marker_icon(style)),
@@ -51,13 +53,16 @@ def _tint(color: str, amount: float = 0.28) -> str:
     return "#" + "".join(f"{round(255 - (255 - c) * amount):02x}" for c in rgb)
 
 
-def _css() -> str:
-    tiers = "".join(f".t-{slug(t)}{{border-left:5px solid {c};background:{_tint(c)}}}" for t, c in TIER_COLORS.items())
-    return (ASSETS / "site.css").read_text() + tiers + ".t-other{border-left:5px solid #999;background:#eee}"
+def tier_css(shown: Presentation, names: list[str]) -> str:
+    """A class per tier on the page (index cells are colored by tier); colors are checked hex values."""
+    known = list(dict.fromkeys([*tier_records.BUILTIN, *names]))
+    return "".join(
+        f".t-{slug(t)}{{border-left:5px solid {c};background:{_tint(c)}}}" for t in known for c in [shown.tier_color(t)]
+    )
 
 
 def tier_class(tier: str) -> str:
-    return f"t-{slug(tier)}" if tier in TIER_COLORS else "t-other"
+    return f"t-{slug(tier)}"
 
 
 def _render(template: str, **context: Any) -> str:
@@ -73,12 +78,19 @@ def _render(template: str, **context: Any) -> str:
 class FamilySummary:
     name: str
     href: str  # from the site's root
-    unit: str
-    x_label: str
+    view: View
     tiers: list[str]
     matrix: dict[str, list[Row]]
     numbers: dict[tuple[str, str], int]  # (case_id, provider) -> footnote on the family page
     earlier_runs: frozenset[str] = frozenset()  # cells measured there say so
+
+    @property
+    def unit(self) -> str:
+        return self.view.unit
+
+    @property
+    def x_label(self) -> str:
+        return self.view.x
 
 
 def family_href(view: DeviceView, family: str) -> str:
@@ -99,7 +111,7 @@ def _cell(row: Row, tier: str, f: FamilySummary) -> Markup:
         css = "na" if status in ("skipped", "absent") else "na bad"
         return Markup(f'<td class="{css}">{escape(status)}{refs}</td>')
     r = cell.best
-    value = model.metric_of(r, f.name)
+    value = model.metric_of(r, f.view)
     shown = f"{model.fmt(value)} {model.SHORT_UNITS.get(f.unit, f.unit)}" if value else f"{model.fmt(r.median_ms)} ms"
     if r.run_id in f.earlier_runs:  # the newest run skipped this provider: its last measurement
         refs = f"<small>measured in run {escape(r.run_id)}</small>{refs}"
@@ -134,16 +146,15 @@ def _device_meta(view: DeviceView) -> list[tuple[str, str]]:
 
 
 def family_summary(view: DeviceView, family: str, records: list[Measurement]) -> FamilySummary:
-    v = model.view_of(family)
-    tiers = model.tiers_of(records)
-    _, numbers = model.problems(records, family)
+    v = view.view(family)
+    tiers = view.shown.tier_names(records)
+    _, numbers = model.problems(records, v, view.shown)
     return FamilySummary(
         family,
         family_href(view, family),
-        v["unit"],
-        v["x"],
+        v,
         tiers,
-        model.matrix(records, family, tiers),
+        model.matrix(records, v, tiers),
         numbers,
         view.earlier_runs,
     )
@@ -152,16 +163,20 @@ def family_summary(view: DeviceView, family: str, records: list[Measurement]) ->
 def index_page(views: list[DeviceView], asv_site: bool, runs_dir: str, trends: list[dict[str, Any]]) -> str:
     devices = []
     tiers: set[str] = set()
+    shown = Presentation()
     for view in views:
         families = [family_summary(view, fam, recs) for fam, recs in view.families().items()]
         for f in families:
             tiers.update(f.tiers)
         devices.append({"view": view, "meta": _device_meta(view), "families": families})
+        shown.tiers.update(view.shown.tiers)
+    ordered = sorted(tiers, key=shown.tier_rank)
     return _render(
         "index.html.j2",
         title="tierbench: fastest correct kernel per tier",
+        page_css=Markup(tier_css(shown, ordered)),
         devices=devices,
-        tiers=sorted(tiers, key=lambda t: (model.tier_rank(t), t)),
+        tiers=ordered,
         cell=_cell,
         asv_site=asv_site,
         runs_dir=runs_dir,
@@ -172,60 +187,80 @@ def index_page(views: list[DeviceView], asv_site: bool, runs_dir: str, trends: l
 # -- family pages ------------------------------------------------------------------------------------
 
 
-def family_page(
-    view: DeviceView, family: str, records: list[Measurement], styles: dict[str, Style], asv_site: bool
-) -> str:
-    v = model.view_of(family)
-    x_axis = Axis(v["x"], log=True, at_data=True)
+@dataclass
+class FamilyCharts:
+    """A family's charts on one page: per chart group throughput, speedup and memory; the roofline; what
+    was not timed; the legend's styles and the page's hover table."""
+
+    groups: list[dict[str, Any]]
+    roofline: Markup
+    problems: list[model.Problem]
+    styles: dict[str, Style]
+    hovers: model.RecordHovers
+
+
+def family_charts(
+    records: list[Measurement],
+    family: str,
+    v: View,
+    shown: Presentation,
+    styles: dict[str, Style],
+    ceilings: Ceilings | None,
+    earlier_runs: frozenset[str] = frozenset(),
+    hovers: model.RecordHovers | None = None,
+) -> FamilyCharts:
+    x_axis = Axis(v.x, log=True, at_data=True)
     # The legend names providers with marks; the others are in the list of what was not timed.
     used = {r.provider for r in records if model.timed(r)}
-    shown = {k: s for k, s in styles.items() if k in used}
-    hovers = model.describe(records, family, view.earlier_runs)
+    drawn = {k: s for k, s in styles.items() if k in used}
+    table = model.describe(records, v, shown, earlier_runs, hovers)
     groups = []
-    for key, recs in model.by_group(records, family).items():
-        speed, base = model.speedup_points(recs)
+    for key, recs in model.by_group(records, v).items():
+        speed, base = model.speedup_points(recs, shown)
         groups.append(
             {
                 "key": key,
                 "throughput": Markup(
                     charts.line_chart(
-                        model.throughput_points(recs, family),
-                        shown,
-                        hovers,
-                        f"achieved {v['unit']}",
-                        x_axis,
-                        Axis(v["unit"]),
+                        model.throughput_points(recs, v), drawn, table, f"achieved {v.unit}", x_axis, Axis(v.unit)
                     )
                 ),
                 "speedup": Markup(
                     charts.line_chart(
                         speed,
-                        shown,
-                        hovers,
+                        drawn,
+                        table,
                         f"speedup over {base}",
                         x_axis,
                         Axis("speedup (×)"),
                         ref=(1.0, f"1× = {base}"),
                     )
                     if base
-                    else '<p class="empty">speedup: no vendor baseline timed.</p>'
+                    else '<p class="empty">speedup: no baseline timed.</p>'
                 ),
                 "memory": Markup(
                     charts.line_chart(
-                        model.memory_points(recs), shown, hovers, "peak device memory", x_axis, Axis("MiB")
+                        model.memory_points(recs), drawn, table, "peak device memory", x_axis, Axis("MiB")
                     )
                 ),
             }
         )
-    c = view.ceilings
+    c = ceilings
     dtypes = {str(r.case.get("dtype")) for r in records}
     peaks = {k: t for k, t in (c.matmul_tflops.items() if c else ()) if k in dtypes} or (
         dict(c.matmul_tflops) if c else {}
     )
     roof = charts.roofline(
-        model.roofline_points(records), shown, hovers, f"{family}: roofline", c.copy_gbps if c else None, peaks
+        model.roofline_points(records), drawn, table, f"{family}: roofline", c.copy_gbps if c else None, peaks
     )
-    problems, _ = model.problems(records, family)
+    problems, _ = model.problems(records, v, shown)
+    return FamilyCharts(groups, Markup(roof), problems, drawn, table)
+
+
+def family_page(
+    view: DeviceView, family: str, records: list[Measurement], styles: dict[str, Style], asv_site: bool
+) -> str:
+    fc = family_charts(records, family, view.view(family), view.shown, styles, view.ceilings, view.earlier_runs)
     siblings = [(f, f"{slug(f)}.html") for f in view.families() if f != family]
     return _render(
         "family.html.j2",
@@ -234,16 +269,77 @@ def family_page(
         device=view.device,
         runs=view.runs,
         siblings=siblings,
-        styles=shown,
+        styles=fc.styles,
         tiers_of={r.provider: r.tier for r in records},
-        ceilings=c,
-        roofline=Markup(roof),
-        groups=groups,
-        problems=problems,
-        defs=Markup(charts.marker_defs(shown)),
-        page_css=Markup(charts.marker_css(shown)),
-        hovers=Markup(charts.hover_script(hovers)),
+        ceilings=view.ceilings,
+        roofline=fc.roofline,
+        groups=fc.groups,
+        problems=fc.problems,
+        defs=Markup(charts.marker_defs(fc.styles)),
+        page_css=Markup(charts.marker_css(fc.styles)),
+        hovers=Markup(charts.hover_script(fc.hovers)),
         asv_site=asv_site,
+    )
+
+
+# -- one run's report ----------------------------------------------------------------------------------
+
+
+def _run_meta(run: Run, ceilings: Ceilings | None) -> list[tuple[str, str]]:
+    env = run.env
+    meta = [("run", run.run_id), ("suite", run.suite or "–"), ("device", run.device.name)]
+    meta += [(k, str(env[k])) for k in ("driver", "cuda", "torch", "triton", "git_commit") if env.get(k)]
+    if ceilings:
+        meta.append(("copy ceiling", f"{ceilings.copy_gbps:.4g} GB/s"))
+        meta += [(f"matmul ceiling {k}", f"{v:.4g} TFLOP/s") for k, v in ceilings.matmul_tflops.items()]
+    if run.meta is not None:
+        state = "complete" if run.complete else ("interrupted or failed" if run.meta.finished is None else "partial")
+        meta.append(("measurements", f"{run.meta.done} of {run.meta.planned} planned ({state})"))
+    return meta
+
+
+def _run_rows(records: list[Measurement], shown: Presentation) -> list[dict[str, Any]]:
+    rows = []
+    for _, group in by_case(records).items():
+        ranked, rest = rank(group, shown)
+        for item in [*ranked, *rest]:
+            r = item.record if hasattr(item, "record") else item
+            q = r.quantiles_ms or {}
+            rows.append(
+                {
+                    "r": r,
+                    "spread": f"{model.fmt(q.get('p10'), 4)}–{model.fmt(q.get('p90'), 4)}" if q else "",
+                    "speedup": f"{item.speedup:.2f}×" if getattr(item, "speedup", None) else "",
+                    "mem": model.fmt(r.peak_mem_bytes / 2**20, 4) if r.peak_mem_bytes is not None else "",
+                }
+            )
+    return rows
+
+
+def run_page(run: Run, ceilings: Ceilings | None, shown: Presentation, standalone: bool = False) -> str:
+    """One run on one page: per family its charts and every record in a table, ranked per case."""
+    records = run.records
+    styles = model.provider_styles(records, shown)
+    hovers = model.RecordHovers("")
+    families = []
+    for family in dict.fromkeys(r.family for r in records):
+        recs = [r for r in records if r.family == family]
+        v = shown.view(family, recs)
+        fc = family_charts(recs, family, v, shown, styles, ceilings, hovers=hovers)
+        families.append({"name": family, "view": v, "charts": fc, "rows": _run_rows(recs, shown)})
+    return _render(
+        "run.html.j2",
+        title=f"run {run.run_id}",
+        root="../../",
+        standalone=standalone,
+        meta=_run_meta(run, ceilings),
+        families=families,
+        styles=styles,
+        fmt=model.fmt,
+        defs=Markup(charts.marker_defs(styles)),
+        page_css=Markup(charts.marker_css(styles)),
+        hovers=Markup(charts.hover_script(hovers)),
+        asv_site=False,
     )
 
 

@@ -8,11 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from .. import naming
+from .. import naming, runmeta
 from ..ceilings import Ceilings
-from ..records import CONFIG_FILE, RECORDS_FILE, Measurement, read_records
+from ..records import RECORDS_FILE, Measurement, read_records
 
 
 class SelectionError(ValueError):
@@ -20,8 +18,8 @@ class SelectionError(ValueError):
 
 
 def slug(text: str) -> str:
-    """Site paths and CSS classes: never empty."""
-    return naming.slug(text, empty="x")
+    """Site paths and CSS classes: never empty, never longer than a file name may be."""
+    return naming.slug(text, empty="x")[:80].strip("-") or "x"
 
 
 @dataclass(frozen=True)
@@ -46,6 +44,15 @@ class Run:
     device: Device
     started: float
     finished: float
+    meta: runmeta.RunMeta | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Whether the run measured all it planned (a run older than run.json is taken as complete)."""
+        return self.meta is None or self.meta.complete
+
+    def families(self) -> set[str]:
+        return {r.family for r in self.records}
 
     @property
     def env(self) -> dict[str, Any]:
@@ -58,23 +65,28 @@ class Run:
         return counts
 
 
-def _suite_of(run_dir: Path) -> str:
-    try:
-        cfg = yaml.safe_load((run_dir / CONFIG_FILE).read_text()) or {}
-    except (OSError, yaml.YAMLError):
-        return ""
-    return str(cfg.get("suite") or "") if isinstance(cfg, dict) else ""
+def _suite_of(records: list[Measurement], meta: runmeta.RunMeta | None) -> str:
+    """The suite the records name (their newest), else the run's meta."""
+    named = [r.suite for r in records if r.suite]
+    return named[-1] if named else (meta.suite if meta else "")
+
+
+def load_run(path: Path) -> Run | None:
+    """The run in one folder, or None where it holds no records."""
+    records = read_records(path)
+    if not records:
+        return None
+    times = [r.time for r in records]
+    meta = runmeta.read(path)
+    return Run(
+        path.name, path, records, _suite_of(records, meta), device_of(records[-1].env), min(times), max(times), meta
+    )
 
 
 def load_runs(runs_dir: Path) -> list[Run]:
     """Every run folder holding records, oldest first (by its first record's time)."""
-    runs = []
-    for path in sorted(p for p in runs_dir.iterdir() if (p / RECORDS_FILE).is_file()) if runs_dir.is_dir() else []:
-        records = read_records(path)
-        if not records:
-            continue
-        times = [r.time for r in records]
-        runs.append(Run(path.name, path, records, _suite_of(path), device_of(records[-1].env), min(times), max(times)))
+    folders = sorted(p for p in runs_dir.iterdir() if (p / RECORDS_FILE).is_file()) if runs_dir.is_dir() else []
+    runs = [run for run in (load_run(path) for path in folders) if run is not None]
     return sorted(runs, key=lambda r: (r.started, r.run_id))
 
 
@@ -93,13 +105,18 @@ def select_runs(runs: list[Run], run_ids: list[str] | None, runs_dir: Path) -> l
 
 
 def latest_per_device(runs: list[Run]) -> OrderedDict[Device, list[Run]]:
-    """Per device, the newest run of each suite: those are the runs its view merges."""
-    newest: dict[tuple[Device, str], Run] = {}
+    """Per device, for each suite and op family, the newest complete run that measured it (an incomplete
+    run only where no complete one did): those are the runs its view merges. A killed run, or one that
+    left a family out, never hides what an earlier complete run measured."""
+    newest: dict[tuple[Device, str, str], Run] = {}
     for run in runs:  # oldest first, so a later run replaces an earlier one
-        newest[(run.device, run.suite)] = run
+        for family in run.families():
+            key = (run.device, run.suite, family)
+            if run.complete or key not in newest or not newest[key].complete:
+                newest[key] = run
     out: OrderedDict[Device, list[Run]] = OrderedDict()
-    for (device, _), run in sorted(newest.items(), key=lambda kv: -kv[1].finished):
-        out.setdefault(device, []).append(run)
+    for run in sorted({id(r): r for r in newest.values()}.values(), key=lambda r: -r.finished):
+        out.setdefault(run.device, []).append(run)
     return out
 
 

@@ -50,7 +50,7 @@ def history(tmp_path_factory):
     repo = root / "repo"
     repo.mkdir()
     skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "assets")
-    for name in ("kernels", "suite", "conf"):
+    for name in ("core", "kernels", "suite", "conf"):
         shutil.copytree(REPO / name, repo / name, ignore=skip)
     for name in ("pyproject.toml", "asv.conf.json", "README.md"):
         if (REPO / name).exists():

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tierbench.suite.benchmarks import _harness
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -75,10 +79,32 @@ def test_method_names_and_thinning():
     assert _harness._thin(values[:50], 200) == values[:50]
 
 
-def test_nightly_yaml_and_the_fallback_for_old_builds_give_the_same_cases(compose):
-    from tierbench.suite.ops import cases_from_config
+def test_nightly_yaml_and_the_fallback_for_old_builds_give_the_same_cases(compose, catalog):
+    from tierbench.suite.plan import cases_from_config
 
-    from_yaml = cases_from_config(compose(["suite=nightly"]))
-    from_overrides = cases_from_config(compose(list(_harness.NIGHTLY_OVERRIDES)))
-    assert [c.case_id for c in from_yaml] == [c.case_id for c in from_overrides]
+    from_yaml = cases_from_config(compose(["suite=nightly"]), catalog)
+    from_overrides = cases_from_config(compose(list(_harness.NIGHTLY_OVERRIDES)), catalog)
+    assert [c.case_id for c, _ in from_yaml] == [c.case_id for c, _ in from_overrides]
     assert len(from_yaml) == 11
+
+
+def test_the_committed_gpu_history_continues(compose, catalog, monkeypatch):
+    """The nightly's classes keep the asv versions (and names) of the committed H200 series."""
+    import json
+
+    from tierbench.suite.plan import cases_from_config
+
+    monkeypatch.delenv(_harness.MAX_SAMPLES_ENV, raising=False)
+    committed = json.loads((REPO / "results" / "asv" / "benchmarks.json").read_text())
+    cfg = compose(["suite=nightly", "timing=default"])
+    cases = [c for c, _ in cases_from_config(cfg, catalog)]
+    classes = {
+        "matmul.Matmul": ("matmul", {}),
+        "norm.Norm": ("norm", {}),
+        "attention.Attention": ("attention", {"causal": True}),
+    }
+    for name, (family, where) in classes.items():
+        ids = [c.case_id for c in cases if c.family == family and all(c.params[k] == v for k, v in where.items())]
+        stored = {k: v["version"] for k, v in committed.items() if k.startswith(name + ".track_")}
+        assert stored, name
+        assert set(stored.values()) == {_harness.series_version(ids, cfg, "cuda")}, name

@@ -5,7 +5,8 @@ import torch
 import triton
 import triton.language as tl
 
-from tierbench.kernels._tuning import TurnTuner, time_in_turns, turn_orders
+from tierbench.kernels._tuning import TurnTuner, time_in_turns
+from tierbench.timing import rotations
 
 
 @triton.jit
@@ -28,11 +29,11 @@ def _grid(n: int):
 
 
 def test_each_turn_is_a_rotation_so_every_candidate_takes_every_place():
-    orders = turn_orders(4, 4)
+    orders = rotations(4, 4)
     assert orders[0] == [0, 1, 2, 3] and orders[1] == [1, 2, 3, 0]
     assert all(sorted(o) == [0, 1, 2, 3] for o in orders)
     assert all(sorted(o[place] for o in orders) == [0, 1, 2, 3] for place in range(4))  # each place, each once
-    assert turn_orders(3, 7)[6] == [0, 1, 2]  # more turns than candidates: the rotation wraps
+    assert rotations(3, 7)[6] == [0, 1, 2]  # more turns than candidates: the rotation wraps
 
 
 def test_tuner_prunes_with_the_named_arguments_and_keys_on_values_and_dtypes(device):

@@ -8,7 +8,12 @@ import random
 from pathlib import Path
 from typing import Any
 
+from tierbench.suite import runmeta
+from tierbench.suite.catalog import build
 from tierbench.suite.records import Measurement
+
+# What a run of the built-in catalog writes into run.json (views, baselines, tiers).
+CATALOG_META = runmeta.describe_catalog(build(entry_points=False))
 
 GPU_ENV = {
     "device_type": "cuda",
@@ -87,13 +92,20 @@ def record(**kw: Any) -> Measurement:
     return Measurement(**base)
 
 
-def write_run(runs_dir: Path, run_id: str, records: list[Measurement], suite: str = "smoke") -> Path:
+def write_run(
+    runs_dir: Path, run_id: str, records: list[Measurement], suite: str = "smoke", complete: bool = True
+) -> Path:
+    """A run folder as `tierbench run` leaves it: config, records and run.json (`complete`: it finished)."""
     path = runs_dir / run_id
     path.mkdir(parents=True)
     (path / "config.yaml").write_text(f"suite: {suite}\nresults_dir: {runs_dir}\n")
     with (path / "measurements.jsonl").open("w") as f:
         for r in records:
             f.write(r.to_json() + "\n")
+    done = len({r.key for r in records})
+    finished = max((r.time for r in records), default=0.0) if complete else None
+    meta = runmeta.RunMeta(run_id, suite, planned=done, done=done, finished=finished, **CATALOG_META)
+    runmeta.write(path, meta)
     return path
 
 

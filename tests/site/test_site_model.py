@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from sitefakes import record, write_run
+from sitefakes import CATALOG_META, record, write_run
+
+from tierbench.suite.presentation import Presentation
+from tierbench.suite.runmeta import RunMeta
 
 # isort: split
 from tierbench.suite.site import build, model
@@ -123,16 +126,18 @@ def test_matrix_names_fastest_correct_provider_per_tier_and_margin():
         record(provider="triton-tma", tier="triton", median_ms=0.8, **case),
         record(provider="cutlass", tier="cuda", status="skipped", reason="no nvcc", median_ms=None, **case),
     ]
-    tiers = model.tiers_of(recs)
+    shown = Presentation.of([RunMeta("r", **CATALOG_META)])
+    view = shown.view("matmul")
+    tiers = shown.tier_names(recs)
     assert tiers == ["vendor", "compiler", "triton", "cuda"]
-    (rows,) = model.matrix(recs, "matmul", tiers).values()
+    (rows,) = model.matrix(recs, view, tiers).values()
     row = rows[0]
     assert row.winner == "triton" and row.cells["triton"].best.provider == "triton-tma"
     assert row.runner_up == "compiler" and row.margin == pytest.approx(1.25)
     assert row.cells["vendor"].best.provider == "cublaslt"
     assert row.cells["vendor"].relative == pytest.approx(0.5)
     assert row.cells["cuda"].best is None and row.cells["cuda"].status() == "skipped"
-    problems, numbers = model.problems(recs, "matmul")
+    problems, numbers = model.problems(recs, view, shown)
     assert [(p.status, p.provider, p.reason) for p in problems] == [
         ("incorrect", "triton", "max error 0.3"),
         ("skipped", "cutlass", "no nvcc"),

@@ -39,11 +39,12 @@
   }
 
   // A measurement's row (see model.RecordHovers): [provider, case, value, median, p10, p90, speedup,
-  // baseline, rel. error, SOL, bound, MiB, FLOP/B, TFLOP/s]; names are indexes into H.P, H.C, H.B, H.D.
+  // baseline, rel. error, SOL, bound, MiB, FLOP/B, TFLOP/s, unit]; names are indexes into H.P, H.C, H.B,
+  // H.D, H.U (a row's own unit, where a page holds several families).
   function describe(r) {
     var has = function (i) { return r[i] !== undefined && r[i] !== null; };
     var s = H.P[r[0]] + " · " + H.C[r[1]] + "\n";
-    if (has(2)) s += num(r[2]) + " " + H.u + " · ";
+    if (has(2)) s += num(r[2]) + " " + (has(14) ? H.U[r[14]] : H.u) + " · ";
     s += "median " + num(r[3]) + " ms";
     if (has(5)) s += " (p10–p90 " + num(r[4]) + "–" + num(r[5]) + ")";
     if (has(6)) s += " · " + r[6].toFixed(2) + "× " + H.B[r[7]];

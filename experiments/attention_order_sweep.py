@@ -1,6 +1,6 @@
 """The Hopper attention kernels' program order, side by side on an H200 (not collected by pytest).
 
-    python tests/kernels/attention_order_sweep.py [--cases ws-causal,ws-full] [--groups 1,16] [--capped]
+    python experiments/attention_order_sweep.py [--cases ws-causal,ws-full] [--groups 1,16] [--capped]
 
 For each suite shape: each head group (`tile_coords`' HEAD_GROUP: how many heads the grid walks
 together, 1 = head after head) is checked against an fp32 SDPA reference, then all are timed together with
@@ -31,7 +31,7 @@ except ImportError:
 # isort: split
 from tierbench.suite.checking import check
 from tierbench.suite.envinfo import telemetry
-from tierbench.suite.timing import CudaEventTimer, TimingSettings, bring_to_steady_state
+from tierbench.timing import CudaEventTimer, TimingSettings, bring_to_steady_state
 
 hopper = importlib.import_module("tierbench.kernels._attention_hopper")
 hopper_ws = importlib.import_module("tierbench.kernels._attention_hopper_ws")

@@ -1,6 +1,6 @@
 """Fit of the fused kernel's GELU: x * Phi(x) as x * sigmoid(g(x)), g an odd polynomial (not collected by pytest).
 
-    python tests/kernels/fit_gelu.py
+    python experiments/fit_gelu.py
 
 Phi(x) = sigmoid(logit Phi(x)) holds exactly; the kernel replaces logit Phi by an odd polynomial g, so the
 GELU costs one exp2, one reciprocal and a Horner chain, with no branch and no range check: g grows to

@@ -1,7 +1,7 @@
 """The history experiment for a GPU machine with no network: real per-commit history, an A/A check, and a
 deliberately slowed commit that must be called `slower` (and nothing else).
 
-    python -m tierbench.suite.history.gpu_history [--steps history,aa,slow] [--commits 3] [--aa-runs 3]
+    python experiments/gpu_history.py [--steps history,aa,slow] [--commits 3] [--aa-runs 3]
 
 Steps (each can run in its own command; results accumulate under results/):
   history  the last --commits commits of the current branch, each built offline (pip --target, no deps)
@@ -27,8 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import asvresults, noise
-from .asvtool import (
+from tierbench.suite.history import asvresults, noise
+from tierbench.suite.history.asvtool import (
     BUILD_ENV,
     AsvConfig,
     AsvError,
@@ -40,11 +40,11 @@ from .asvtool import (
     require_commit,
     run_asv,
 )
-from .compare import compare_results
-from .compare_command import record_aa_run
-from .nightly_command import main as nightly_main
-from .render import markdown
-from .stats import Settings
+from tierbench.suite.history.compare import compare_results
+from tierbench.suite.history.compare_command import record_aa_run
+from tierbench.suite.history.nightly_command import main as nightly_main
+from tierbench.suite.history.render import markdown
+from tierbench.suite.history.stats import Settings
 
 SLOW_BRANCH = "asv-slowed"
 # The small tile every Triton matmul of the slowed commit uses: kernels/matmul.py's _cfg(bm, bn, bk, warps, stages).
@@ -52,7 +52,7 @@ SLOW_ARGS = (64, 64, 32, 4, 2)
 SLOW_CONFIG = f"_cfg{SLOW_ARGS}"
 SLOW_PATCH = f"""
 
-# --- asv history experiment (tierbench.suite.history.gpu_history): a deliberate slowdown ------------------
+# --- asv history experiment (experiments/gpu_history.py): a deliberate slowdown ------------------
 _matmul_tma_tuned = triton.autotune(configs=[{SLOW_CONFIG}], key=["M", "N", "K"])(_matmul_tma_kernel)
 _matmul_ptr_tuned = triton.autotune(configs=[{SLOW_CONFIG}], key=["M", "N", "K"])(_matmul_ptr_kernel)
 """
@@ -161,7 +161,7 @@ def expected_slowdowns() -> dict[str, float]:
     import torch
 
     from tierbench.suite.benchmarks import _harness
-    from tierbench.suite.timing import TimingSettings, bring_to_steady_state, make_timer
+    from tierbench.timing import TimingSettings, bring_to_steady_state, make_timer
 
     mm = importlib.import_module("tierbench.kernels.matmul")  # the module: the package exports a function of that name
     cfg, device, entries = _harness._plan()
@@ -220,9 +220,7 @@ def step_slow(config: AsvConfig, machine: str, bench: str | None) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m tierbench.suite.history.gpu_history", description=__doc__.split("\n\n")[0]
-    )
+    p = argparse.ArgumentParser(prog="python experiments/gpu_history.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", default="history,aa,slow", help="comma-separated: history, aa, slow")
     p.add_argument("--commits", type=int, default=3, help="history: this many commits up to HEAD")
     p.add_argument("--aa-runs", type=int, default=3, help="aa: A/A runs behind the noise model")

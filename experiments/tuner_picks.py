@@ -1,7 +1,7 @@
 """How stable the norm tuner's pick is: fresh tunings of one shape, side by side with Triton's autotuner
 (not collected by pytest).
 
-    python tests/kernels/tuner_picks.py [--shapes rms:4096x1024,rms:16384x8192] [--tunings 5]
+    python experiments/tuner_picks.py [--shapes rms:4096x1024,rms:16384x8192] [--tunings 5]
 
 For each op and shape: `--tunings` fresh `TurnTuner`s (the shipped tuner, which times the candidates in
 rotating turns from CUDA-graph replays) and as many fresh `triton.autotune` tuners over the same candidates

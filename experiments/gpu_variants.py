@@ -1,6 +1,6 @@
 """GPU check-and-time script for the Triton kernels' configs and variants (not collected by pytest).
 
-    python tests/kernels/gpu_variants.py [--family matmul,norm,attention] [--quick]
+    python experiments/gpu_variants.py [--family matmul,norm,attention] [--quick]
 
 For each family and target shape: checks every variant against an fp32 torch reference, times it with
 triton.testing.do_bench (median) next to its torch peer (torch.matmul, F.layer_norm, F.rms_norm, SDPA's

@@ -1,6 +1,6 @@
 """Every norm autotune candidate next to the static torch.compile, timed like the suite (not collected by pytest).
 
-    python tests/kernels/norm_sweep.py [--shapes 16384x16384,4096x1024] [--ops ln,rms,bgln] [--diagnose]
+    python experiments/norm_sweep.py [--shapes 16384x16384,4096x1024] [--ops ln,rms,bgln] [--diagnose]
 
 For each shape and op: checks each candidate the pruning rule keeps (forced, one at a time), the autotuned
 launch and `torch.compile(dynamic=False)` of the eager formula against an fp32 reference, then times them
@@ -28,7 +28,7 @@ from gpu_variants import norm_label  # the same labels as the do_bench sweep
 
 # isort: split
 from tierbench.suite.checking import check
-from tierbench.suite.timing import CudaEventTimer, TimingSettings
+from tierbench.timing import CudaEventTimer, TimingSettings
 
 nm = importlib.import_module("tierbench.kernels.norm")
 SHAPES = "16384x16384,16384x8192,4096x16384,4096x8192,16384x4096,4096x1024,16384x1024"

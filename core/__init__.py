@@ -1,0 +1,43 @@
+"""tierbench: a GPU-kernel benchmark harness and regression tracker.
+
+The package itself stays light (it imports neither torch nor the tiers until asked): `tierbench.timing`
+is the timer that the harness and the kernels' tuner share, and the names below are the library API,
+loaded on first use.
+
+    import tierbench
+    records = tierbench.measure(my_rms_norm, op="rms_norm", params={"rows": 4096, "hidden": 1024})
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+try:
+    __version__ = version("tierbench")
+except PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"
+
+# name -> module that defines it (imported on first access, so `import tierbench` costs nothing)
+_API = {
+    "measure": "tierbench.suite.api",
+    "Measurement": "tierbench.suite.records",
+    "Op": "tierbench.suite.ops.base",
+    "Family": "tierbench.suite.ops.base",
+    "View": "tierbench.suite.ops.base",
+    "Case": "tierbench.suite.ops.base",
+    "WorkModel": "tierbench.suite.ops.base",
+    "Provider": "tierbench.suite.providers.base",
+    "Unavailable": "tierbench.suite.providers.base",
+    "call_provider": "tierbench.suite.providers.base",
+    "Tier": "tierbench.suite.tiers",
+}
+
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        return getattr(importlib.import_module(_API[name]), name)
+    raise AttributeError(f"module 'tierbench' has no attribute {name!r}")

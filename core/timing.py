@@ -1,0 +1,300 @@
+"""One way to time every provider, whatever its tier, and the primitives the kernels' tuner shares.
+
+GPU: CUDA events around each repetition, the L2 cache flushed before each one, warm-up by time, each call
+replayed from a CUDA graph where it can be captured, and the providers of a case taking turns across rounds
+so that clock and power drift hits all of them alike. CPU: the same schedule with a plain monotonic clock.
+
+This module knows no op, no tier and no config tree: `TimingSettings` is both the Hydra schema node of
+`timing` and what the timers read, and kernels/ may import it (it imports nothing of tierbench).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+# Fallback flush size when the device does not report its L2 (bytes): larger than any current GPU's L2.
+_DEFAULT_FLUSH_BYTES = 256 << 20
+# CPU caches are flushed by writing a buffer larger than any last-level cache before each repetition.
+_CPU_FLUSH_BYTES = 64 << 20
+# A warm-up or time budget longer than this could not finish a suite: refused when the config is composed.
+MAX_BUDGET_MS = 60_000.0
+MAX_STEADY_STATE_S = 600.0
+
+
+@dataclass
+class TimingSettings:
+    """How every provider is timed. Units are in the names."""
+
+    name: str = "default"
+    warmup_ms: float = 25.0
+    rep_ms: float = 40.0  # timed budget of one round of one provider
+    rounds: int = 5  # providers of a case take turns this many times
+    min_reps: int = 5
+    max_reps: int = 500
+    flush_l2: bool = True
+    # GPU only: seconds of matmul load before the first measurement, so the card is at its power cap.
+    steady_state_s: float = 3.0
+    # GPU only: replay each provider's call from a CUDA graph, so host launch overhead (Python, dispatch)
+    # is not timed; a call that cannot be captured is timed by plain launches (the record's `timer` says).
+    cuda_graph: bool = True
+
+    def problems(self) -> list[str]:
+        """What makes these settings unusable (each names its key and the valid range); empty when fine."""
+        out = []
+        for key, value, low, high in (
+            ("warmup_ms", self.warmup_ms, 0.0, MAX_BUDGET_MS),
+            ("rep_ms", self.rep_ms, 0.0, MAX_BUDGET_MS),
+            ("steady_state_s", self.steady_state_s, 0.0, MAX_STEADY_STATE_S),
+        ):
+            if not low <= value <= high:  # also refuses NaN
+                out.append(f"timing.{key}={value} is outside [{low:g}, {high:g}]")
+        for key, value in (("rounds", self.rounds), ("min_reps", self.min_reps), ("max_reps", self.max_reps)):
+            if value < 1:
+                out.append(f"timing.{key}={value} must be at least 1")
+        if self.min_reps > self.max_reps:
+            out.append(f"timing.min_reps={self.min_reps} exceeds timing.max_reps={self.max_reps}")
+        return out
+
+
+Samples = dict[str, list[float] | BaseException]
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A call whose state must be built where it is timed: `build()` returns the call to time.
+
+    A backward pass is timed this way: `build` runs the forward (on the stream the timer captures on, so
+    the backward's kernels land in the graph) and returns the backward-only call.
+    """
+
+    build: Callable[[], Callable[[], Any]]
+
+
+# -- primitives shared with the kernels' tuner ---------------------------------------------------------
+
+
+def rotations(n: int, rounds: int) -> list[list[int]]:
+    """The order of n contenders in each round: rotated by one per round, so none is always first or last."""
+    return [[(r + i) % n for i in range(n)] for r in range(rounds)] if n else [[] for _ in range(rounds)]
+
+
+class CacheFlush:
+    """Overwrites a buffer larger than the last-level cache, so every timed call starts from memory."""
+
+    def __init__(self, device: torch.device) -> None:
+        if device.type == "cuda":
+            l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or _DEFAULT_FLUSH_BYTES
+            self._buffer = torch.empty(max(2 * l2, 1 << 20), dtype=torch.int8, device=device)
+        else:
+            self._buffer = torch.empty(_CPU_FLUSH_BYTES, dtype=torch.int8)
+
+    def __call__(self) -> None:
+        self._buffer.zero_()
+
+
+def graph_replay(
+    fn: Callable[[], Any], device: torch.device, stream: torch.cuda.Stream | None = None
+) -> Callable[[], Any] | None:
+    """fn captured in a CUDA graph (after one warm-up call on the capture stream), or None where it cannot
+    be captured (it syncs, or allocates in a way graphs refuse).
+
+    Replaying a graph removes the host's launch path (Python, autotuner dispatch) from the timed region, as
+    a serving stack running under CUDA graphs would; the kernels themselves are unchanged.
+    """
+    try:
+        side = stream or torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            fn()  # libraries set up handles and workspaces outside the capture
+        torch.cuda.current_stream(device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=side):
+            fn()
+        torch.cuda.synchronize(device)
+    except Exception:  # noqa: BLE001 - not capturable: timed by plain launches, and the record says so
+        torch.cuda.synchronize(device)
+        return None
+    return graph.replay
+
+
+def event_times(
+    fn: Callable[[], Any], reps: int, flush: Callable[[], None] | None, device: torch.device
+) -> list[float]:
+    """Milliseconds of `reps` calls of fn, one CUDA event pair around each, the cache flushed before each."""
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for i in range(reps):
+        if flush is not None:
+            flush()
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize(device)
+    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+
+# -- the timers ----------------------------------------------------------------------------------------
+
+
+class CpuTimer:
+    """Host clock around each call; for CPU providers only (GPU work would need a sync to be honest)."""
+
+    kind = "cpu-clock"
+
+    def __init__(self, settings: TimingSettings) -> None:
+        self.settings = settings
+        self.kinds: dict[str, str] = {}
+        self._flush = CacheFlush(torch.device("cpu")) if settings.flush_l2 else None
+
+    def _per_call_ms(self, fn: Callable[[], Any]) -> float:
+        start, calls = time.perf_counter(), 0
+        while True:
+            fn()
+            calls += 1
+            elapsed = (time.perf_counter() - start) * 1e3
+            if elapsed >= self.settings.warmup_ms:
+                return elapsed / calls
+
+    def _round(self, fn: Callable[[], Any], reps: int) -> list[float]:
+        out = []
+        for _ in range(reps):
+            if self._flush is not None:
+                self._flush()
+            start = time.perf_counter()
+            fn()
+            out.append((time.perf_counter() - start) * 1e3)
+        return out
+
+    def measure(self, fns: dict[str, Callable[[], Any] | Staged]) -> Samples:
+        self.kinds = dict.fromkeys(fns, self.kind)
+        calls, failed = _build(fns)
+        result = interleaved(calls, self.settings, self._per_call_ms, self._round)
+        return {**failed, **result}
+
+
+class CudaEventTimer:
+    """CUDA events per repetition with the L2 flushed in between, so every rep starts from device memory.
+
+    Everything runs on one side stream of the timer's own: a staged call's forward, the graph capture and
+    the timed replays, so a backward pass whose kernels follow its forward's stream is captured too.
+    """
+
+    kind = "cuda-events"
+
+    def __init__(self, settings: TimingSettings, device: torch.device) -> None:
+        self.settings = settings
+        self.device = device
+        self.kinds: dict[str, str] = {}  # per provider of the last measure(): "cuda-events[+graph]"
+        self._flush = CacheFlush(device) if settings.flush_l2 else None
+        self._stream = torch.cuda.Stream(device)
+
+    def _per_call_ms(self, fn: Callable[[], Any]) -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        fn()
+        torch.cuda.synchronize(self.device)
+        calls, total_ms = 0, 0.0
+        while total_ms < self.settings.warmup_ms:
+            batch = max(1, calls)  # doubling batches: few syncs for fast kernels, one call for slow ones
+            start.record()
+            for _ in range(batch):
+                if self._flush is not None:
+                    self._flush()
+                fn()
+            end.record()
+            end.synchronize()
+            total_ms += start.elapsed_time(end)
+            calls += batch
+        return total_ms / calls
+
+    def _round(self, fn: Callable[[], Any], reps: int) -> list[float]:
+        return event_times(fn, reps, self._flush, self.device)
+
+    def measure(self, fns: dict[str, Callable[[], Any] | Staged]) -> Samples:
+        self.kinds = {}
+        self._stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(self._stream):
+            calls, failed = _build(fns)
+            replays = {}
+            for name, fn in calls.items():
+                replays[name] = graph_replay(fn, self.device, self._stream) if self.settings.cuda_graph else None
+                self.kinds[name] = self.kind + ("+graph" if replays[name] else "")
+            try:
+                timed = {n: replays[n] or fn for n, fn in calls.items()}
+                return {**failed, **interleaved(timed, self.settings, self._per_call_ms, self._round)}
+            finally:
+                del replays  # frees the graphs' memory pools with the case
+                torch.cuda.synchronize(self.device)
+
+
+def _build(fns: dict[str, Callable[[], Any] | Staged]) -> tuple[dict[str, Callable[[], Any]], Samples]:
+    """The calls to time, staged ones built here; a build that raises is that provider's result."""
+    calls: dict[str, Callable[[], Any]] = {}
+    failed: Samples = {}
+    for name, fn in fns.items():
+        try:
+            calls[name] = fn.build() if isinstance(fn, Staged) else fn
+        except Exception as exc:  # noqa: BLE001 - one provider's failure must not stop the others
+            failed[name] = exc
+    return calls, failed
+
+
+def interleaved(
+    fns: dict[str, Callable[[], Any]],
+    settings: TimingSettings,
+    per_call_ms: Callable[[Callable[[], Any]], float],
+    one_round: Callable[[Callable[[], Any], int], list[float]],
+) -> Samples:
+    """Warm each contender up by time, then run `rounds` rounds in which every contender takes a turn.
+
+    The order rotates each round so that no contender always runs first (right after another's load).
+    One that raises is dropped from later rounds and reported by its exception.
+    """
+    result: Samples = {}
+    reps: dict[str, int] = {}
+    for name, fn in fns.items():
+        try:
+            est = max(per_call_ms(fn), 1e-6)
+        except Exception as exc:  # noqa: BLE001 - one provider's failure must not stop the others
+            result[name] = exc
+            continue
+        per_round = settings.rep_ms / est
+        reps[name] = int(min(settings.max_reps, max(settings.min_reps, per_round)))
+        result[name] = []
+    names = list(reps)
+    for order in rotations(len(names), settings.rounds):
+        for i in order:
+            name = names[i]
+            samples = result[name]
+            if isinstance(samples, BaseException):
+                continue
+            try:
+                samples.extend(one_round(fns[name], reps[name]))
+            except Exception as exc:  # noqa: BLE001
+                result[name] = exc
+    return result
+
+
+def bring_to_steady_state(device: torch.device, seconds: float) -> None:
+    """Keep the GPU busy with large bf16 products so clocks settle at the power cap before timing.
+
+    The first kernels after idle run at full boost, several percent faster than the card sustains.
+    """
+    if device.type != "cuda" or seconds <= 0:
+        return
+    a = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for _ in range(10):
+            torch.matmul(a, b)
+        torch.cuda.synchronize(device)
+    del a, b
+
+
+def make_timer(settings: TimingSettings, device: torch.device) -> CpuTimer | CudaEventTimer:
+    return CudaEventTimer(settings, device) if device.type == "cuda" else CpuTimer(settings)

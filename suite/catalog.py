@@ -1,0 +1,108 @@
+"""Everything one run can measure: the op families, tiers and providers, built-in and from plugins.
+
+Built once per process from the modules that exist (suite/ops/, suite/providers/) and the plugins asked
+for; passed to whoever needs it (config schema, plan, asv harness, library API), never a global filled at
+import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from .ops import builtin_families
+from .ops.base import Family, Op
+from .plugins import Plugin, PluginError
+from .plugins import load as load_plugins
+from .providers import builtin_providers
+from .providers.base import Provider
+from .tiers import BUILTIN, Tier
+
+
+@dataclass
+class Catalog:
+    families: list[Family]
+    tiers: dict[str, Tier]
+    plugin_providers: list[Provider] = field(default_factory=list)
+    plugins: list[Plugin] = field(default_factory=list)
+
+    @cached_property
+    def ops(self) -> dict[str, Op]:
+        return {op.name: op for family in self.families for op in family.ops}
+
+    def family(self, name: str) -> Family:
+        return next(f for f in self.families if f.name == name)
+
+    def providers(self, compile_modes: Iterable[str] = ("default",), dynamic: bool = False) -> list[Provider]:
+        """Every provider of every op: the tiers' adapters over the ops, then the plugins' own."""
+        ops = list(self.ops.values())
+        return builtin_providers(ops, list(compile_modes), dynamic) + self.plugin_providers
+
+    def own_code_providers(self) -> tuple[str, ...]:
+        """Names of providers whose tier is own code: their history is judged, the rest are controls."""
+        return tuple(sorted({p.name for p in self.providers() if self.tiers[p.tier].own_code}))
+
+
+def build(plugin_names: Iterable[str] = (), entry_points: bool = True) -> Catalog:
+    """The built-in catalog plus the plugins; a clear PluginError for anything that does not fit."""
+    families = builtin_families()
+    tiers = dict(BUILTIN)
+    plugins = load_plugins(plugin_names, entry_points)
+    providers: list[Provider] = []
+    for plugin in plugins:
+        for tier in plugin.tiers:
+            if tier.name in tiers and tiers[tier.name] != tier:
+                raise PluginError(f"plugin {plugin.name!r}: tier {tier.name!r} is already defined")
+            tiers[tier.name] = tier
+        for family in plugin.families:
+            if any(f.name == family.name for f in families):
+                raise PluginError(f"plugin {plugin.name!r}: op family {family.name!r} is already defined")
+            if family.name in RESERVED_SECTIONS:
+                raise PluginError(f"plugin {plugin.name!r}: {family.name!r} is a config key of tierbench itself")
+            families.append(family)
+    ops = {op.name: op for family in families for op in family.ops}
+    taken = {(p.op, p.name) for p in builtin_providers(list(ops.values()), ["default"], False)}
+    for plugin in plugins:
+        for provider in plugin.providers:
+            if provider.tier not in tiers:
+                raise PluginError(
+                    f"plugin {plugin.name!r}: provider {provider.name!r} names tier {provider.tier!r}; "
+                    f"tiers: {', '.join(tiers)} (a plugin may declare its own in TIERS)"
+                )
+            if provider.op not in ops:
+                raise PluginError(
+                    f"plugin {plugin.name!r}: provider {provider.name!r} is for op {provider.op!r}; "
+                    f"ops: {', '.join(ops)}"
+                )
+            if (provider.op, provider.name) in taken:
+                raise PluginError(
+                    f"plugin {plugin.name!r}: a provider named {provider.name!r} exists already for {provider.op}"
+                )
+            taken.add((provider.op, provider.name))
+            providers.append(provider)
+    families.sort(key=lambda f: (f.order, f.name))
+    return Catalog(families, tiers, providers, plugins)
+
+
+# Top-level keys of the run config that no family section may take (suite/config.py).
+RESERVED_SECTIONS = frozenset(
+    {
+        "suite",
+        "device",
+        "tiers",
+        "providers",
+        "plugins",
+        "timing",
+        "compiler",
+        "seed",
+        "results_dir",
+        "ceilings_dir",
+        "remeasure_ceilings",
+        "resume",
+        "run_id",
+        "html",
+        "table",
+        "hydra",
+    }
+)

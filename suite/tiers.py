@@ -1,0 +1,79 @@
+"""The tiers of the tool ladder, as records: what a tier means is asked of its record, never of its name.
+
+Torch-free, so the views (site, tables, compare) can read it without loading a tier. A plugin may declare a
+tier of its own (see suite/plugins.py); a tier no record describes is shown after the known ones, in grey.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+def interpreted() -> bool:
+    """True when Triton runs kernels through its CPU interpreter: checked, never timed as comparable.
+
+    The one place the suite reads TRITON_INTERPRET (tierbench.kernels reads it once, at import, as Triton does).
+    """
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _interpreter_rule(device_type: str) -> str | None:
+    if interpreted():
+        return (
+            "correct, not timed: TRITON_INTERPRET=1 runs the kernel through Triton's CPU interpreter, "
+            "whose speed means nothing"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One rung of the ladder.
+
+    own_code: the project's (or the plugin author's) own kernels: their history series are judged, while
+    the series of the other tiers (pinned libraries) are controls for machine drift.
+    not_comparable(device_type) says why timings of this tier mean nothing here (None: they do).
+    """
+
+    name: str
+    order: int
+    color: str
+    label: str
+    own_code: bool = False
+    not_comparable: Callable[[str], str | None] = field(default=lambda device_type: None, compare=False)
+
+
+# Okabe-Ito colors (color-blind safe).
+VENDOR = Tier("vendor", 0, "#56B4E9", "vendor libraries behind PyTorch eager")
+COMPILER = Tier("compiler", 1, "#E69F00", "graph compiler (torch.compile)")
+TRITON = Tier("triton", 2, "#009E73", "tierbench's own Triton kernels", own_code=True, not_comparable=_interpreter_rule)
+CUDA = Tier("cuda", 3, "#CC79A7", "hand-written CUDA / CuTe DSL packages")
+
+BUILTIN: dict[str, Tier] = {t.name: t for t in (VENDOR, COMPILER, TRITON, CUDA)}
+OTHER_COLOR = "#999999"
+
+
+def plugin_tier(name: str, label: str = "", own_code: bool = True, interpreted_triton: bool = False) -> Tier:
+    """A tier of a plugin's own (its kernels, shown as such); `interpreted_triton`: its kernels are Triton's,
+    so under the interpreter they are checked but not timed, like the triton tier's."""
+    return Tier(
+        name,
+        100,
+        OTHER_COLOR,
+        label or f"{name} (plugin)",
+        own_code=own_code,
+        not_comparable=_interpreter_rule if interpreted_triton else (lambda device_type: None),
+    )
+
+
+def rank(name: str, known: dict[str, Tier] | None = None) -> tuple[int, str]:
+    """Sort key of a tier by name: the known ones in ladder order, then the others by name."""
+    tier = (known or BUILTIN).get(name)
+    return (tier.order if tier else 1000, name)
+
+
+def color(name: str, known: dict[str, Tier] | None = None) -> str:
+    tier = (known or BUILTIN).get(name)
+    return tier.color if tier else OTHER_COLOR
