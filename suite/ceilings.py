@@ -11,12 +11,12 @@ import os
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-
-import torch
-
-from tierbench.timing import TimingSettings, make_timer
+from typing import TYPE_CHECKING
 
 from .naming import slug
+
+if TYPE_CHECKING:  # torch is imported only to measure: the site reads ceilings without it
+    import torch
 
 CEILINGS_VERSION = 2
 
@@ -34,6 +34,8 @@ class Ceilings:
 
 
 def device_name(device: torch.device) -> str:
+    import torch
+
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     import platform
@@ -42,6 +44,8 @@ def device_name(device: torch.device) -> str:
 
 
 def _median_ms(fn, device: torch.device) -> float:
+    from tierbench.timing import TimingSettings, make_timer
+
     # No CUDA graph: a device copy captured in a graph runs on the copy engines, far below the SMs' bandwidth.
     settings = TimingSettings(
         warmup_ms=50, rep_ms=200, rounds=3, min_reps=5, max_reps=200, flush_l2=False, cuda_graph=False
@@ -53,12 +57,16 @@ def _median_ms(fn, device: torch.device) -> float:
 
 
 def _copy_ms(n_bytes: int, device: torch.device) -> float:
+    import torch
+
     src = torch.randn(n_bytes // 4, device=device)
     dst = torch.empty_like(src)
     return _median_ms(lambda: dst.copy_(src), device)
 
 
 def _matmul_tflops(n: int, dtype: torch.dtype, device: torch.device) -> float:
+    import torch
+
     a = torch.randn(n, n, device=device).to(dtype)  # random, never zeros: zeros run faster
     b = torch.randn(n, n, device=device).to(dtype)
     prev = torch.backends.cuda.matmul.allow_tf32
@@ -71,6 +79,8 @@ def _matmul_tflops(n: int, dtype: torch.dtype, device: torch.device) -> float:
 
 
 def measure(device: torch.device) -> Ceilings:
+    import torch
+
     on_gpu = device.type == "cuda"
     # Big enough to dwarf any cache: 2 GiB on a GPU, 256 MiB on a CPU.
     n_bytes = (2 << 30) if on_gpu else (256 << 20)

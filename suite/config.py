@@ -40,8 +40,9 @@ class CompilerConf:
 class RunBase:
     suite: str = "???"
     device: Device = Device.auto
-    # Tier names: the built-in vendor, compiler, triton, cuda, and any a plugin declares (checked by the plan).
-    tiers: list[str] = field(default_factory=lambda: ["vendor", "compiler", "triton", "cuda"])
+    # Tier names to run: of the built-in vendor, compiler, triton, cuda and any a plugin declares (checked by
+    # the plan); empty runs every tier.
+    tiers: list[str] = field(default_factory=list)
     # Optional allow-list of provider names; empty runs every provider of the selected tiers.
     providers: list[str] = field(default_factory=list)
     # Modules that add ops, providers or tiers (suite/plugins.py); installed entry points load anyway.

@@ -57,7 +57,7 @@ def problems(cfg: Any, catalog: Catalog) -> list[str]:
 def select_providers(cfg: Any, catalog: Catalog) -> list[Provider]:
     compile_modes = [choice_name(m) for m in cfg.compiler.modes]
     candidates = catalog.providers(compile_modes, dynamic=bool(cfg.compiler.dynamic))
-    tiers = list(cfg.tiers)
+    tiers = list(cfg.tiers) or list(catalog.tiers)
     unknown_tiers = [t for t in tiers if t not in catalog.tiers]
     if unknown_tiers:
         raise PlanError(f"tiers={unknown_tiers} not known; valid choices: {', '.join(catalog.tiers)}")

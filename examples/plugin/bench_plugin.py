@@ -1,0 +1,108 @@
+"""A tierbench plugin: the user's SwiGLU op (a plain PyTorch formula) and the user's Triton kernels.
+
+    tierbench run plugins=[bench_plugin] suite=norm 'providers=[eager,compile,my-rmsnorm,my-swiglu]'
+
+tierbench imports this module by name (from the current folder, or installed under the `tierbench.plugins`
+entry points) and reads FAMILIES, PROVIDERS and TIERS. Everything downstream (check, timing, records,
+summary, report, asv, compare) treats them as its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import my_kernels
+import torch
+import torch.nn.functional as F
+
+import tierbench
+from tierbench.suite.ops.base import DType, Mode, choice_name, element_size, positive, randn
+from tierbench.suite.ops.norm import RMS_NORM
+from tierbench.suite.tiers import plugin_tier
+
+
+# --- an op of the user's: SwiGLU, silu(gate) * up ------------------------------------------------------
+@dataclass
+class SwigluConf:
+    """The `swiglu.*` config section (its defaults are what a suite without the section runs)."""
+
+    enabled: bool = True
+    dtypes: list[DType] = field(default_factory=lambda: [DType.bf16])
+    modes: list[Mode] = field(default_factory=lambda: [Mode.fwd])
+    tokens: list[int] = field(default_factory=lambda: [256])
+    ffn: list[int] = field(default_factory=lambda: [512])
+
+
+def make_case(tokens: int, ffn: int, dtype: str, mode: str) -> tierbench.Case:
+    params = {"tokens": tokens, "ffn": ffn, "dtype": dtype, "mode": mode}
+    return tierbench.Case("swiglu", "swiglu", params, f"{tokens}x{ffn}", x=float(tokens * ffn))
+
+
+def cases(conf: Any) -> list[tierbench.Case]:
+    return [
+        make_case(t, f, choice_name(d), choice_name(m))
+        for d in conf.dtypes
+        for m in conf.modes
+        for t in conf.tokens
+        for f in conf.ffn
+    ]
+
+
+def make_inputs(case: tierbench.Case, device: torch.device, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    shape = (case.params["tokens"], case.params["ffn"])
+    return {"gate": randn(shape, case.dtype, device, gen), "up": randn(shape, case.dtype, device, gen)}
+
+
+def reference(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    hi = torch.float64 if gate.device.type == "cpu" else torch.float32
+    g = gate.to(hi)
+    return g * torch.sigmoid(g) * up.to(hi)
+
+
+def formula(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    return F.silu(gate) * up
+
+
+def work(case: tierbench.Case) -> tierbench.WorkModel:
+    n = case.params["tokens"] * case.params["ffn"]
+    size = element_size(case)
+    if case.mode == "fwd":  # gate and up read, the output written
+        return tierbench.WorkModel(flops=5.0 * n, min_bytes=3.0 * n * size)
+    bwd = tierbench.WorkModel(flops=8.0 * n, min_bytes=5.0 * n * size)  # gate, up, dy read; dgate, dup written
+    if case.mode == "bwd":
+        return bwd
+    return tierbench.WorkModel(flops=13.0 * n, min_bytes=8.0 * n * size)
+
+
+SWIGLU = tierbench.Op(
+    name="swiglu",
+    family="swiglu",
+    tensors=("gate", "up"),
+    make_inputs=make_inputs,
+    reference=reference,
+    work=work,
+    formula=formula,  # the vendor tier runs it as `eager`, the compiler tier compiles it
+    grads=("gate", "up"),
+    dynamic_dims={"gate": (0,), "up": (0,)},
+    case=make_case,
+)
+
+FAMILIES = [
+    tierbench.Family(
+        name="swiglu",
+        ops=(SWIGLU,),
+        schema=SwigluConf,
+        cases=cases,
+        view=tierbench.View("gbps", "GB/s", "elements (tokens × ffn)"),
+        validate=lambda conf: positive("swiglu", {"tokens": conf.tokens, "ffn": conf.ffn}),
+    )
+]
+
+# --- the user's kernels, as providers of a tier of their own ------------------------------------------
+TIERS = [plugin_tier("mine", "my own Triton kernels", own_code=True, interpreted_triton=True)]
+
+PROVIDERS = [
+    tierbench.call_provider("my-rmsnorm", "mine", RMS_NORM, my_kernels.rms_norm, package="triton"),
+    tierbench.call_provider("my-swiglu", "mine", SWIGLU, my_kernels.swiglu, package="triton"),
+]
