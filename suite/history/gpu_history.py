@@ -27,7 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import asvresults, noise
+from . import asvresults, publish
 from .asvtool import (
     BUILD_ENV,
     AsvConfig,
@@ -38,10 +38,9 @@ from .asvtool import (
     git,
     machine_name,
     require_commit,
-    run_asv,
 )
-from .compare import compare_results
-from .compare_command import record_aa_run
+from .compare import OWN_PROVIDERS, compare_results
+from .compare_command import learn_model, record_aa_run
 from .nightly_command import main as nightly_main
 from .render import markdown
 from .stats import Settings
@@ -71,6 +70,7 @@ def _nightly(config: AsvConfig, machine: str, commits: list[str], bench: str | N
         "--skip-existing",
         "--no-publish",
         "--no-report",
+        "--no-compare",
         *(["--bench", bench] if bench else []),
     ]
     code = nightly_main(args + (["--aa", str(aa)] if aa else []))
@@ -86,15 +86,8 @@ def step_history(config: AsvConfig, machine: str, count: int, bench: str | None)
 
 
 def _report(config: AsvConfig, machine: str, base: asvresults.ResultFile, head: asvresults.ResultFile):
-    path = noise.noise_file(config.root / "results" / "noise", machine)
-    model = noise.load_model(path) if path.exists() else None
-    if model is None:
-        print(
-            f"gpu_history: no noise model {path}: only the {Settings().floor:.0%} floor guards against drift; "
-            "run the aa step first",
-            file=sys.stderr,
-        )
-    source = noise.shown_path(path, config.root) if model else "none"
+    model = learn_model(config, machine, OWN_PROVIDERS)
+    source = f"learned from {model.files} stored result files" if model else "none"
     report = compare_results(base, head, model, Settings(), source)
     print(markdown(report))
     return report
@@ -244,8 +237,7 @@ def main(argv: list[str] | None = None) -> int:
             ok = step_aa(config, machine, args.aa_runs, args.bench) and ok
         if "slow" in steps:
             ok = step_slow(config, machine, args.bench) and ok
-        if run_asv(["publish"], config.path):
-            raise AsvError("asv publish failed")
+        publish.publish(config)
     except (AsvError, asvresults.ResultsError) as exc:
         print(f"gpu_history: {exc}", file=sys.stderr)
         return 2
