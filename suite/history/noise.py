@@ -33,9 +33,9 @@ from .stats import Noise, log_median
 NOISE_FORMAT = 2
 MIN_SESSION_GAP_S = 1800.0  # runs closer than this share a session
 PRIOR_DF = 4.0  # weight of the family prior, in degrees of freedom
-# The prior where a machine has no history at all: medians of unchanged code on an H200 moved with a
-# between-session sd of up to 3.7% per series; 5% holds a new machine to more than that.
-DEFAULT_PRIOR_SIGMA = 0.05
+# The prior where a machine has no history at all: on an H200 the between-session sd of a series of
+# unchanged code ranged from 0.1% to 3.7%; a new machine is held to the top of that range.
+DEFAULT_PRIOR_SIGMA = 0.03
 
 
 @dataclass(frozen=True)
