@@ -58,6 +58,11 @@ def _parser() -> argparse.ArgumentParser:
         help="add --runs A/A runs of COMMIT (the installed build), then learn the noise model from the history",
     )
     p.add_argument("--confirm", action="store_true", help="re-measure suspect series A/B before calling them")
+    p.add_argument(
+        "--ab-run",
+        metavar="FILE",
+        help="with --validate: replay a stored A/B run of one commit against itself (results/compare/ab/...)",
+    )
     p.add_argument("--rounds", type=int, default=ab.DEFAULT_ROUNDS, help="A/B rounds (default: %(default)s)")
     p.add_argument("--runs", type=int, default=1, help="A/A runs to add with --learn-noise COMMIT")
     p.add_argument("--machine", help="asv machine name (default: the only one with results, or this one's)")
@@ -238,6 +243,21 @@ def compare_ab_command(args: argparse.Namespace, config: AsvConfig) -> int:
 
 def validate_command(args: argparse.Namespace, config: AsvConfig) -> int:
     settings, own = _settings(args), _own(args)
+    if args.ab_run:
+        run = ab.load(Path(args.ab_run))
+        if run.base != run.head:
+            raise ResultsError(f"{args.ab_run}: an A/B run of {run.base[:8]} against {run.head[:8]}, not A/A")
+        keys = {k for r in run.rounds for k in r.base if r.base[k].samples and r.head.get(k) and r.head[k].samples}
+        both = {
+            k: [r for r in run.rounds if r.base.get(k) and r.base[k].samples and r.head.get(k) and r.head[k].samples]
+            for k in keys
+        }
+        base = {k: [r.base[k].samples for r in rounds] for k, rounds in both.items()}
+        head = {k: [r.head[k].samples for r in rounds] for k, rounds in both.items()}
+        tally = validate.ab_replay(base, head, settings)
+        label = f"paired A/A run of {run.base[:8]} on {run.machine} ({len(run.rounds)} rounds)"
+        print(validate.ab_table(tally, label), end="")
+        return 0
     machine = asvresults.pick_machine(config.results_dir, args.machine)
     files = history_files(config, machine)
     result = validate.validate(files, machine, own_test(own), code_ids(config), settings, args.rounds)

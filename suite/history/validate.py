@@ -256,3 +256,31 @@ def summary(v: Validation) -> str:
         f"learned without the pair), {v.sample_sets} sample sets split within their session "
         f"({v.skipped_sets} with fewer than {4 * v.rounds} samples left out).\n"
     )
+
+
+def ab_replay(
+    base_rounds: dict[str, list[list[float]]], head_rounds: dict[str, list[list[float]]], settings: Settings
+) -> Tally:
+    """A stored A/B run of one commit against itself (an A/A paired run): false alarms as it is, power with
+    the head's rounds made 1-10% slower, per series through `stats.round_medians`."""
+    tally = Tally()
+    for key in sorted(set(base_rounds) & set(head_rounds)):
+        pairs = [(b, h) for b, h in zip(base_rounds[key], head_rounds[key]) if len(b) and len(h)]
+        base = [median(b) for b, _ in pairs]
+        head = [median(h) for _, h in pairs]
+        tally.comparisons += 1
+        tally.false_alarms += _is_alarm(round_medians(base, head, settings).verdict)
+        for change in CHANGES:
+            tally.tries[change] += 1
+            tally.calls[change] += round_medians(base, [m * (1 + change) for m in head], settings).verdict == "slower"
+    return tally
+
+
+def ab_table(tally: Tally, label: str) -> str:
+    head = ["comparison", "n", "false alarms", *(f"power at {c:.0%}" for c in CHANGES)]
+    lines = [
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+        _row(label, tally, f"{tally.comparisons} series"),
+    ]
+    return "\n".join(lines) + "\n"
