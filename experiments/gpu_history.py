@@ -27,7 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tierbench.suite.history import asvresults, noise
+from tierbench.suite.history import asvresults, publish
 from tierbench.suite.history.asvtool import (
     BUILD_ENV,
     AsvConfig,
@@ -38,10 +38,9 @@ from tierbench.suite.history.asvtool import (
     git,
     machine_name,
     require_commit,
-    run_asv,
 )
-from tierbench.suite.history.compare import compare_results
-from tierbench.suite.history.compare_command import record_aa_run
+from tierbench.suite.history.compare import compare_results, default_own_providers
+from tierbench.suite.history.compare_command import learn_model, record_aa_run
 from tierbench.suite.history.nightly_command import main as nightly_main
 from tierbench.suite.history.render import markdown
 from tierbench.suite.history.stats import Settings
@@ -71,6 +70,7 @@ def _nightly(config: AsvConfig, machine: str, commits: list[str], bench: str | N
         "--skip-existing",
         "--no-publish",
         "--no-report",
+        "--no-compare",
         *(["--bench", bench] if bench else []),
     ]
     code = nightly_main(args + (["--aa", str(aa)] if aa else []))
@@ -86,15 +86,8 @@ def step_history(config: AsvConfig, machine: str, count: int, bench: str | None)
 
 
 def _report(config: AsvConfig, machine: str, base: asvresults.ResultFile, head: asvresults.ResultFile):
-    path = noise.noise_file(config.root / "results" / "noise", machine)
-    model = noise.load_model(path) if path.exists() else None
-    if model is None:
-        print(
-            f"gpu_history: no noise model {path}: only the {Settings().floor:.0%} floor guards against drift; "
-            "run the aa step first",
-            file=sys.stderr,
-        )
-    source = noise.shown_path(path, config.root) if model else "none"
+    model = learn_model(config, machine, default_own_providers())
+    source = f"learned from {model.files} stored result files" if model else "none"
     report = compare_results(base, head, model, Settings(), source)
     print(markdown(report))
     return report
@@ -242,8 +235,7 @@ def main(argv: list[str] | None = None) -> int:
             ok = step_aa(config, machine, args.aa_runs, args.bench) and ok
         if "slow" in steps:
             ok = step_slow(config, machine, args.bench) and ok
-        if run_asv(["publish"], config.path):
-            raise AsvError("asv publish failed")
+        publish.publish(config)
     except (AsvError, asvresults.ResultsError) as exc:
         print(f"gpu_history: {exc}", file=sys.stderr)
         return 2

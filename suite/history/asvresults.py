@@ -28,6 +28,7 @@ class BenchmarkResult:
     version: str | None
     value: float | None  # asv's median; None: failed; NaN: skipped
     samples: list[float] | None
+    started_at: float | None = None  # when asv started this benchmark (ms since the epoch): the session's time
 
     @property
     def status(self) -> str:
@@ -72,6 +73,8 @@ def load(path: str | Path) -> ResultFile:
             f"{path}: asv result format version {data.get('version')!r} is not supported (asv 0.6 writes version 2)"
         )
     columns = data["result_columns"]
+    if not isinstance(columns, list) or not isinstance(data["results"], dict):
+        raise ResultsError(f"{path}: result_columns must be a list and results an object")
     out = ResultFile(
         path=path,
         machine=str(data.get("params", {}).get("machine", path.parent.name)),
@@ -80,10 +83,23 @@ def load(path: str | Path) -> ResultFile:
         date=data.get("date"),
     )
     for name, row in data["results"].items():
-        cols = dict(itertools.zip_longest(columns, row if isinstance(row, list) else []))
-        for result in _expand(name, cols):
-            out.results[result.key] = result
+        if not isinstance(row, list):
+            raise ResultsError(f"{path}: the result of {name} is not a list of columns")
+        cols = dict(itertools.zip_longest(columns, row))
+        try:
+            for result in _expand(name, cols):
+                out.results[result.key] = result
+        except (TypeError, ValueError) as exc:
+            raise ResultsError(f"{path}: the result of {name} is malformed ({exc})") from None
     return out
+
+
+def require_results(result: ResultFile) -> ResultFile:
+    """The file, if it holds at least one benchmark result; else an error naming it (an empty file is never
+    "no regression")."""
+    if not result.results:
+        raise ResultsError(f"{result.path}: holds no benchmark results")
+    return result
 
 
 def _expand(name: str, cols: dict[str, Any]) -> list[BenchmarkResult]:
@@ -100,6 +116,10 @@ def _expand(name: str, cols: dict[str, Any]) -> list[BenchmarkResult]:
             samples = [samples]
     values = values or [None] * len(combos)
     samples = samples or [None] * len(combos)
+    if not isinstance(values, list) or not isinstance(samples, list):
+        raise ValueError("result and samples must be lists")
+    started = cols.get("started_at")
+    started = float(started) if isinstance(started, (int, float)) else None
     out = []
     for combo, value, sample in zip(combos, values, samples):
         combo = tuple(str(p) for p in combo)
@@ -112,6 +132,7 @@ def _expand(name: str, cols: dict[str, Any]) -> list[BenchmarkResult]:
                 cols.get("version"),
                 value,
                 [float(s) for s in sample] if sample else None,
+                started,
             )
         )
     return out
@@ -140,9 +161,13 @@ def pick_machine(results_dir: Path, machine: str | None) -> str:
     raise ResultsError(f"results of several machines in {results_dir}: choose one with --machine ({', '.join(known)})")
 
 
+# Files in a machine's results folder that are not results (asv skips the same names).
+NOT_RESULTS = ("machine.json", "benchmarks.json")
+
+
 def result_files(results_dir: Path, machine: str) -> list[Path]:
     folder = results_dir / machine
-    return sorted(p for p in folder.glob("*.json") if p.name != "machine.json")
+    return sorted(p for p in folder.glob("*.json") if p.name not in NOT_RESULTS)
 
 
 def _header(path: Path) -> tuple[str, str]:

@@ -185,6 +185,22 @@ def require_commit(repo: Path, ref: str) -> str:
     )
 
 
+# What the project's own series run: a commit that leaves these unchanged leaves them unchanged.
+OWN_CODE_PATHS = ("kernels", "suite/providers/triton_tier.py")
+
+
+def code_tree(repo: Path, sha: str, paths: tuple[str, ...] = OWN_CODE_PATHS) -> str:
+    """The git object ids of `paths` at `sha`, joined: equal for commits that run the same own code. The
+    commit itself when git cannot tell (not a checkout, unknown commit)."""
+    ids = []
+    for path in paths:
+        try:
+            ids.append(git(["rev-parse", "--verify", "--quiet", f"{sha}:{path}"], repo).strip()[:12] or "-")
+        except AsvError:
+            ids.append("-")
+    return sha if all(i == "-" for i in ids) else "+".join(ids)
+
+
 def commit_list(repo: Path, spec: str) -> list[str]:
     """Commits of a range `A..B` (oldest first), or of a comma-separated list of refs."""
     if ".." in spec:

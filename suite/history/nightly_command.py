@@ -9,6 +9,13 @@
                                            measured by asv in this Python (--python=same --set-commit-hash)
     ... --aa N                             then N A/A runs of the last commit, and relearn the noise model
 
+Then each measured commit is compared with the commit before it that has results on this machine (the
+cross-session verdict, noise learned from the stored history); the project's series that look slower are
+re-measured A/B (both commits built, alternating rounds) before they are reported, unless --no-confirm.
+Reports go to results/compare/<machine>-<base>-<head>.{md,html,json}. Another machine's results,
+definitions and graphs are never rewritten or deleted (publish.py). Exit status: 0 fine, 1 a regression
+(confirmed, or unconfirmed with --no-confirm) or failed benchmarks, 2 bad input.
+
 The machine is named after the GPU (h200-<host>) or cpu-<host> unless --machine says otherwise.
 """
 
@@ -21,7 +28,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import asvresults, noise
+from . import asvresults, noise, publish, render
+from .ab import DEFAULT_ROUNDS
 from .asvtool import (
     BUILD_ENV,
     AsvConfig,
@@ -30,13 +38,16 @@ from .asvtool import (
     commit_list,
     env_with_build,
     find_config,
+    git,
     installed_commit,
     machine_name,
     register_machine,
     require_commit,
     run_asv,
 )
-from .compare_command import record_aa_run
+from .compare import compare_results, default_own_providers
+from .compare_command import confirm, learn_model, record_aa_run
+from .stats import Settings
 
 SITE_MODULE = "tierbench.suite.site.command"
 
@@ -69,7 +80,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--bench", help="only benchmarks matching this regex (asv --bench)")
     p.add_argument("--no-publish", action="store_true", help="skip asv publish")
     p.add_argument("--no-report", action="store_true", help="skip `tierbench report`")
+    p.add_argument("--no-compare", action="store_true", help="skip the verdicts on the measured commits")
+    p.add_argument("--no-confirm", action="store_true", help="report suspects without re-measuring them A/B")
+    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="A/B rounds of a confirmation")
+    p.add_argument("--own", help="providers built by this project (default: those of the own-code tiers)")
     return p
+
+
+def measured_run(config: AsvConfig, machine: str, args: list[str], env: dict[str, str] | None = None) -> int:
+    """`asv run` into results/asv, with every machine's benchmark definitions kept (publish.py)."""
+    previous = publish.snapshot(config.results_dir)
+    try:
+        return run_asv(args, config.path, env)
+    finally:
+        publish.record_definitions(config.results_dir, machine, previous)
 
 
 def _has_result(config: AsvConfig, machine: str, sha: str) -> bool:
@@ -81,22 +105,25 @@ def _run_args(machine: str, bench: str | None) -> list[str]:
     return ["--machine", machine, "--record-samples", *(["--bench", bench] if bench else [])]
 
 
-def run_offline(config: AsvConfig, machine: str, shas: list[str], args: argparse.Namespace) -> tuple[int, str]:
-    """Measure each commit from its own pip --target build; returns (worst asv exit code, last build)."""
-    worst, build = 0, ""
+def run_offline(
+    config: AsvConfig, machine: str, shas: list[str], args: argparse.Namespace
+) -> tuple[int, str, list[str]]:
+    """Measure each commit from its own pip --target build; returns (worst asv exit code, last build, measured)."""
+    worst, build, measured = 0, "", []
     for sha in shas:
         if args.skip_existing and _has_result(config, machine, sha):
             print(f"tierbench nightly: {sha[:8]} has results on {machine}; skipped")
             continue
+        measured.append(sha)
         print(f"tierbench nightly: building {sha[:8]} (pip --target, no dependencies, no network)", flush=True)
         folder = build_commit(config.repo, sha, config.root / ".asv" / "builds" / sha[:12])
         env = env_with_build(folder)
         env[BUILD_ENV] = str(folder)
-        code = run_asv(
-            ["run", "--python=same", "--set-commit-hash", sha, *_run_args(machine, args.bench)], config.path, env
+        code = measured_run(
+            config, machine, ["run", "--python=same", "--set-commit-hash", sha, *_run_args(machine, args.bench)], env
         )
         worst, build = max(worst, code), str(folder)
-    return worst, build
+    return worst, build, measured
 
 
 def check_installed(sha: str) -> None:
@@ -138,6 +165,7 @@ def nightly(args: argparse.Namespace, config: AsvConfig) -> int:
     if args.aa and not (args.head or args.existing_env):
         raise AsvError("--aa needs --head or --commits ... --existing-env (A/A runs use this Python)")
     machine = args.machine or machine_name()
+    shas: list[str] = []  # the commits measured, when known
     with tempfile.TemporaryDirectory(prefix="tierbench-nightly-") as tmp:
         register_machine(machine, config.variant(Path(tmp)))
         if args.head:
@@ -145,16 +173,17 @@ def nightly(args: argparse.Namespace, config: AsvConfig) -> int:
             check_installed(sha)
             if args.skip_existing and _has_result(config, machine, sha):
                 print(f"tierbench nightly: {sha[:8]} has results on {machine}; skipped")
-                code = 0
+                code, shas = 0, []
             else:
-                code = run_asv(
-                    ["run", "--python=same", "--set-commit-hash", sha, *_run_args(machine, args.bench)], config.path
+                shas = [sha]
+                code = measured_run(
+                    config, machine, ["run", "--python=same", "--set-commit-hash", sha, *_run_args(machine, args.bench)]
                 )
             aa_env, last = None, sha
         elif args.commits and args.existing_env:
-            shas = commit_list(config.repo, args.commits)
-            code, build = run_offline(config, machine, shas, args)
-            last = shas[-1]
+            wanted = commit_list(config.repo, args.commits)
+            code, build, shas = run_offline(config, machine, wanted, args)
+            last = wanted[-1]
             if args.aa and not build:
                 build = str(build_commit(config.repo, last, config.root / ".asv" / "builds" / last[:12]))
             aa_env = env_with_build(Path(build)) if build else None
@@ -164,30 +193,70 @@ def nightly(args: argparse.Namespace, config: AsvConfig) -> int:
             spec = "NEW"
             if args.commits:
                 hashes = Path(tmp) / "commits.txt"
-                hashes.write_text("\n".join(commit_list(config.repo, args.commits)) + "\n")
+                shas = commit_list(config.repo, args.commits)
+                hashes.write_text("\n".join(shas) + "\n")
                 spec = f"HASHFILE:{hashes}"
             skip = ["--skip-existing-commits"] if args.skip_existing else []
-            code = run_asv(["run", spec, *skip, *_run_args(machine, args.bench)], config.path)
+            code = measured_run(config, machine, ["run", spec, *skip, *_run_args(machine, args.bench)])
             aa_env, last = None, ""
         if code not in (0, 2):
             raise AsvError(f"asv run failed (exit {code})")
         for _ in range(args.aa):
             record_aa_run(config, machine, last, args.bench, aa_env)
+    own = tuple(p.strip() for p in (args.own or "").split(",") if p.strip()) or default_own_providers()
     if args.aa:
         root = config.root / "results" / "noise"
-        model = noise.learn(noise.load_aa_runs(root, machine), machine)
-        print(
-            f"tierbench nightly: noise model {noise.save(model, noise.noise_file(root, machine))} "
-            f"({len(model.noise)} benchmarks)"
-        )
+        model = learn_model(config, machine, own)
+        if model is not None:
+            path = noise.save(model, noise.noise_file(root, machine))
+            print(f"tierbench nightly: noise model {path} ({len(model.series)} series)")
+    regressions = 0
+    if not args.no_compare:
+        measured = [sha for sha in shas if _has_result(config, machine, sha)]
+        regressions = verdicts(config, machine, measured, args, own)
     if not args.no_publish and asvresults.machines(config.results_dir):
-        if run_asv(["publish"], config.path):
-            raise AsvError("asv publish failed")
+        publish.publish(config)
         print(f"tierbench nightly: asv site in {config.html_dir}")
     report = 0 if args.no_report else regenerate_report(config)
     if code == 2:
         print("tierbench nightly: some benchmarks failed (see asv's output above)", file=sys.stderr)
-    return 1 if code or report else 0
+    return 1 if code or report or regressions else 0
+
+
+def previous_with_results(config: AsvConfig, machine: str, sha: str) -> str | None:
+    """The nearest ancestor of `sha` with results on this machine."""
+    try:
+        ancestors = git(["rev-list", "--max-count=500", f"{sha}^"], config.repo).split()
+    except AsvError:
+        return None
+    return next((a for a in ancestors if _has_result(config, machine, a)), None)
+
+
+def verdicts(config: AsvConfig, machine: str, shas: list[str], args: argparse.Namespace, own: tuple[str, ...]) -> int:
+    """Each measured commit against its predecessor; suspects re-measured A/B. Returns how many regressed."""
+    settings = Settings()
+    regressed = 0
+    for sha in shas:
+        base_sha = previous_with_results(config, machine, sha)
+        if base_sha is None:
+            print(f"tierbench nightly: {sha[:8]} has no earlier commit with results on {machine}: no verdict")
+            continue
+        base = asvresults.find(config.results_dir, machine, base_sha)
+        head = asvresults.find(config.results_dir, machine, sha)
+        model = learn_model(config, machine, own)
+        source = f"learned from {model.files} stored result files of {machine}" if model else "none"
+        report = compare_results(base, head, model, settings, source, args.bench, own)
+        if not args.no_confirm:
+            confirm(config, report, args.rounds, settings, own)
+        stem = f"{machine}-{base.label}-{head.label}"
+        out = config.root / "results" / "compare"
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{stem}.md").write_text(render.markdown(report), encoding="utf-8")
+        (out / f"{stem}.html").write_text(render.html_page(report), encoding="utf-8")
+        (out / f"{stem}.json").write_text(render.json_text(report), encoding="utf-8")
+        print(f"tierbench nightly: {base.label} -> {head.label}: {render.summary(report)} ({out / stem}.md)")
+        regressed += bool(report.regressions)
+    return regressed
 
 
 def main(argv: list[str]) -> int:

@@ -1,152 +1,206 @@
-"""Statistics of a before/after comparison: pure functions on lists of floats (times, any unit).
+"""The verdict statistics: pure functions on times (any unit), with the unit of replication made explicit.
 
-A change is called only when it is
-  1. statistically significant: Mann-Whitney U on the samples, p < alpha;
-  2. larger than a floor (default 3%); and
-  3. larger than the noise seen for that benchmark on that machine (A/A runs: the same commit measured
-     in separate sessions, whose medians on an H200 drift 1-18% with the kernel and the power state).
-The size of the change is the Hodges-Lehmann estimate of the shift of log-times (a ratio after/before)
-with its confidence interval from the order statistics of the pairwise differences. "Larger than" means
-the whole interval lies beyond the threshold, so a verdict survives the uncertainty of the estimate.
+Timing samples of one session are not independent: on an H200 they sit at one level for ten or twenty
+repetitions, then jump by several percent, and whole sessions of unchanged code differ by 1-10%. A test
+that treats samples as independent reads that drift as a change. So every verdict here is made on units
+that do replicate:
+
+- **across sessions** (a nightly against the previous one): the unit is the session. Each side is one
+  session median; the noise is the series' learned between-session spread (noise.py), so the log-ratio
+  of two sessions has standard error sqrt(2) * sigma on the model's degrees of freedom.
+- **paired A/B** (both commits measured in one session, alternating round by round): the unit is the
+  round. Each round gives log(median head / median base); their mean, spread and count give a t interval
+  that needs no noise model, since the rounds measure their own noise.
+
+One decision rule serves both (`decide`): `slower` when the (1 - alpha) interval of the ratio lies above
+1 and the estimate is at least the floor; `faster` the mirror; `unchanged` when the estimate is within the
+floor; `ambiguous` when the estimate is past the floor but the interval still contains 1 (a suspect: what
+A/B confirmation is for), or when there is too little data.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as scipy_stats
+from scipy import special
 
 VERDICTS = ("slower", "faster", "unchanged", "ambiguous")
-
-# Pairwise differences are n*m values: above this many, both sides are evenly thinned first.
-_MAX_PAIRS = 4_000_000
 
 
 @dataclass(frozen=True)
 class Settings:
-    floor: float = 0.03  # smallest relative change ever called
-    alpha: float = 0.01  # significance level of the Mann-Whitney test
-    confidence: float = 0.99  # of the ratio's interval
-    noise_factor: float = 1.0  # a change must exceed this many times the benchmark's A/A noise
-    min_samples: int = 5  # per side; fewer cannot support a test
+    floor: float = 0.02  # smallest relative change ever called, on the estimate
+    alpha: float = 0.01  # two-sided: the interval is the (1 - alpha) one
+    min_rounds: int = 3  # paired rounds needed for an A/B verdict
+    min_samples: int = 3  # samples a session median needs
+
+    @property
+    def confidence(self) -> float:
+        return 1.0 - self.alpha
 
 
 @dataclass(frozen=True)
-class Comparison:
-    before: float  # median of the samples
+class Noise:
+    """The noise a cross-session verdict is judged against: the sd of a session's log-median."""
+
+    sigma: float
+    df: float  # degrees of freedom behind sigma (history plus prior)
+    source: str  # where it came from, for the reader
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str  # one of VERDICTS
+    before: float  # median time of the base (over its sessions or rounds)
     after: float
-    ratio: float  # after / before, Hodges-Lehmann
-    ci_low: float
+    ratio: float  # after / before, the estimate
+    ci_low: float  # the (1 - alpha) interval of the ratio
     ci_high: float
-    p_value: float
-    threshold: float  # the relative change that had to be exceeded: max(floor, noise_factor * noise)
-    verdict: str
+    p_value: float  # two-sided, of no change
+    threshold: float  # smallest relative change this comparison can call: max(floor, interval half-width)
+    threshold_source: str  # what set the threshold: the floor, or the noise and where it came from
+    unit: str  # "session" or "round": what was replicated
+    n: int  # sessions or rounds behind the verdict
     reason: str
 
-
-def _thin(values: Sequence[float], keep: int) -> list[float]:
-    if len(values) <= keep:
-        return list(values)
-    step = (len(values) - 1) / (keep - 1)
-    return [values[round(i * step)] for i in range(keep)]
+    def as_dict(self) -> dict:
+        return {k: _finite_or_none(v) for k, v in self.__dict__.items()}
 
 
-def hodges_lehmann_ratio(
-    before: Sequence[float], after: Sequence[float], confidence: float = 0.99
-) -> tuple[float, float, float]:
-    """(ratio, low, high): the Hodges-Lehmann shift of log(after) - log(before), as a ratio, with its CI.
-
-    The interval is the distribution-free one: the k-th smallest and largest pairwise differences, k from
-    the normal approximation of the Mann-Whitney statistic.
-    """
-    _check_positive(before, "before")
-    _check_positive(after, "after")
-    side = int(math.sqrt(_MAX_PAIRS))
-    b = np.log(np.asarray(_thin(sorted(before), side), dtype=float))
-    a = np.log(np.asarray(_thin(sorted(after), side), dtype=float))
-    diffs = np.sort((a[None, :] - b[:, None]).ravel())
-    n, m, total = len(b), len(a), diffs.size
-    z = scipy_stats.norm.ppf(0.5 + confidence / 2)
-    k = int(math.floor(n * m / 2 - z * math.sqrt(n * m * (n + m + 1) / 12)))
-    k = min(max(k, 0), (total - 1) // 2)
-    return (float(math.exp(np.median(diffs))), float(math.exp(diffs[k])), float(math.exp(diffs[total - 1 - k])))
+def _finite_or_none(value):
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
-def mann_whitney_p(before: Sequence[float], after: Sequence[float]) -> float:
-    """Two-sided p-value that the two samples come from one distribution (ties handled by scipy)."""
-    if len(set(before)) == 1 and set(before) == set(after):
-        return 1.0  # identical constants: scipy would divide by a zero variance
-    return float(scipy_stats.mannwhitneyu(after, before, alternative="two-sided").pvalue)
+def t_quantile(confidence: float, df: float) -> float:
+    """Two-sided quantile of Student's t (the normal one for infinite df)."""
+    q = 0.5 + confidence / 2
+    return float(special.ndtri(q) if math.isinf(df) else special.stdtrit(df, q))
 
 
-def relative_spread(medians: Sequence[float]) -> float:
-    """Noise of one benchmark from A/A runs: largest/smallest run median - 1 (0.05 = 5%)."""
-    if len(medians) < 2:
-        raise ValueError(f"noise needs at least 2 A/A runs of a benchmark, got {len(medians)}")
-    _check_positive(medians, "medians")
-    return max(medians) / min(medians) - 1.0
+def two_sided_p(t: float, df: float) -> float:
+    """P(|T| >= |t|) for Student's t on df degrees of freedom (normal for infinite df)."""
+    tail = special.ndtr(-abs(t)) if math.isinf(df) else special.stdtr(df, -abs(t))
+    return float(2 * tail)
 
 
-def threshold(settings: Settings, noise: float) -> float:
-    return max(settings.floor, settings.noise_factor * max(noise, 0.0))
+def median(samples: Sequence[float]) -> float:
+    """Median of times, which must be finite and positive."""
+    values = check_positive(samples, "samples")
+    return float(np.median(values))
 
 
-def compare_samples(
-    before: Sequence[float],
-    after: Sequence[float],
-    noise: float = 0.0,
-    settings: Settings | None = None,
-    drift: float = 0.0,
-) -> Comparison:
-    """The verdict on one benchmark: slower, faster, unchanged or ambiguous, with the numbers behind it.
+def log_median(samples: Sequence[float]) -> float:
+    """log of a session's (or round's) median time."""
+    return math.log(median(samples))
 
-    `drift`: a change the machine itself made between the two runs (see compare.py); the threshold is at
-    least that."""
-    settings = settings or Settings()
-    limit = max(threshold(settings, noise), drift)
-    if min(len(before), len(after)) < settings.min_samples:
-        med_b = statistics.median(before) if before else math.nan
-        med_a = statistics.median(after) if after else math.nan
-        ratio = med_a / med_b if before and after and med_b > 0 else math.nan
-        return Comparison(
-            med_b,
-            med_a,
-            ratio,
-            math.nan,
-            math.nan,
-            math.nan,
-            limit,
-            "ambiguous",
-            f"too few samples ({len(before)} before, {len(after)} after; "
-            f"need {settings.min_samples}: record with --record-samples, not --quick)",
-        )
-    ratio, low, high = hodges_lehmann_ratio(before, after, settings.confidence)
-    p = mann_whitney_p(before, after)
-    band = math.log1p(limit)
-    lo, hi = math.log(low), math.log(high)
-    significant = p < settings.alpha
-    pct = f"{limit:.1%}"
-    if significant and lo > band:
-        verdict, reason = "slower", f"p={p:.2g} and the whole interval is above +{pct}"
-    elif significant and hi < -band:
-        verdict, reason = "faster", f"p={p:.2g} and the whole interval is below -{pct}"
-    elif -band <= lo and hi <= band:
-        verdict = "unchanged"
-        reason = f"interval within ±{pct}" + ("" if significant else f", p={p:.2g}")
-    elif significant:
-        verdict, reason = "ambiguous", f"p={p:.2g} but the interval crosses ±{pct}"
+
+def decide(
+    log_ratio: float,
+    se: float,
+    df: float,
+    settings: Settings,
+    noise_source: str,
+    unit: str,
+    n: int,
+    before: float = math.nan,
+    after: float = math.nan,
+) -> Verdict:
+    """The verdict on an estimated log-ratio after/before with standard error `se` on `df` degrees of freedom."""
+    half = t_quantile(settings.confidence, df) * se
+    band = math.log1p(settings.floor)
+    lo, hi = log_ratio - half, log_ratio + half
+    p = two_sided_p(log_ratio / se, df) if se > 0 else (0.0 if log_ratio else 1.0)
+    threshold = max(settings.floor, math.expm1(half))
+    source = f"floor {settings.floor:.0%}" if settings.floor >= math.expm1(half) else noise_source
+    est = f"{math.expm1(log_ratio):+.1%}"
+    if lo > 0 and log_ratio >= band:
+        verdict, reason = "slower", f"{est}: the {settings.confidence:.0%} interval lies above 1, p={p:.2g}"
+    elif hi < 0 and log_ratio <= -band:
+        verdict, reason = "faster", f"{est}: the {settings.confidence:.0%} interval lies below 1, p={p:.2g}"
+    elif abs(log_ratio) < band:
+        verdict, reason = "unchanged", f"{est} is within the {settings.floor:.0%} floor"
     else:
-        verdict, reason = "ambiguous", f"not significant (p={p:.2g}) yet the interval reaches past ±{pct}"
-    return Comparison(statistics.median(before), statistics.median(after), ratio, low, high, p, limit, verdict, reason)
+        verdict = "ambiguous"
+        reason = f"{est} is past the floor, but within the noise (p={p:.2g}, {unit}s: {n}): confirm with A/B"
+    return Verdict(
+        verdict,
+        before,
+        after,
+        math.exp(log_ratio),
+        math.exp(lo),
+        math.exp(hi),
+        p,
+        threshold,
+        source,
+        unit,
+        n,
+        reason,
+    )
 
 
-def _check_positive(values: Sequence[float], what: str) -> None:
-    if not values:
+def too_little(reason: str, unit: str, n: int, settings: Settings, before: float, after: float) -> Verdict:
+    ratio = after / before if before > 0 and math.isfinite(after) else math.nan
+    nan = math.nan
+    return Verdict("ambiguous", before, after, ratio, nan, nan, nan, settings.floor, "", unit, n, reason)
+
+
+def cross_session(
+    before: Sequence[float], after: Sequence[float], noise: Noise, settings: Settings | None = None
+) -> Verdict:
+    """Two sessions' samples of one series: their medians judged against the series' between-session noise."""
+    settings = settings or Settings()
+    med_b = median(before) if len(before) else math.nan
+    med_a = median(after) if len(after) else math.nan
+    if min(len(before), len(after)) < settings.min_samples:
+        why = f"too few samples ({len(before)} before, {len(after)} after; need {settings.min_samples})"
+        return too_little(why, "session", 2, settings, med_b, med_a)
+    return session_medians(med_b, med_a, noise, settings)
+
+
+def session_medians(before: float, after: float, noise: Noise, settings: Settings) -> Verdict:
+    """The cross-session rule on two session medians."""
+    d = math.log(after) - math.log(before)
+    return decide(d, math.sqrt(2.0) * noise.sigma, noise.df, settings, noise.source, "session", 2, before, after)
+
+
+def paired_rounds(
+    base_rounds: Sequence[Sequence[float]],
+    head_rounds: Sequence[Sequence[float]],
+    settings: Settings | None = None,
+) -> Verdict:
+    """A/B in one session: round i measured both commits back to back (order alternating between rounds)."""
+    settings = settings or Settings()
+    if len(base_rounds) != len(head_rounds):
+        raise ValueError(f"paired rounds: {len(base_rounds)} base rounds but {len(head_rounds)} head rounds")
+    pairs = [(median(b), median(h)) for b, h in zip(base_rounds, head_rounds) if len(b) and len(h)]
+    return round_medians([b for b, _ in pairs], [h for _, h in pairs], settings)
+
+
+def round_medians(base: Sequence[float], head: Sequence[float], settings: Settings) -> Verdict:
+    """The paired rule on per-round medians: round i of `base` and of `head` were measured back to back."""
+    k = len(base)
+    med_b = float(np.median(base)) if k else math.nan
+    med_a = float(np.median(head)) if k else math.nan
+    if k < settings.min_rounds:
+        return too_little(f"{k} paired rounds (need {settings.min_rounds})", "round", k, settings, med_b, med_a)
+    r = np.log(np.asarray(head, dtype=float)) - np.log(np.asarray(base, dtype=float))
+    sd = float(r.std(ddof=1))
+    source = f"round-to-round noise of this A/B run ({k} rounds, sd {math.expm1(sd):.1%})"
+    return decide(float(r.mean()), sd / math.sqrt(k), k - 1, settings, source, "round", k, med_b, med_a)
+
+
+def check_positive(values: Sequence[float], what: str) -> np.ndarray:
+    """The values as an array; a ValueError naming `what` unless all are finite, positive numbers."""
+    if not len(values):
         raise ValueError(f"{what}: no samples")
-    bad = [v for v in values if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0)]
-    if bad:
-        raise ValueError(f"{what}: times must be finite and positive, got {bad[:3]}")
+    try:
+        array = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what}: times must be numbers, got {list(values)[:3]}") from None
+    bad = array[~(np.isfinite(array) & (array > 0))]
+    if bad.size:
+        raise ValueError(f"{what}: times must be finite and positive, got {bad[:3].tolist()}")
+    return array

@@ -85,16 +85,23 @@ def read_asv(asv_dir: Path) -> list[Benchmark]:
         definitions = {}
     raw: dict[tuple[str, tuple[str, ...], str], dict[Commit, float]] = {}
     meta: dict[str, Benchmark] = {}
+    per_machine: dict[Path, dict] = {}  # a machine's own definitions (<machine>/benchmarks.json), where kept
     for path in sorted(asv_dir.glob("*/*.json")):
-        if path.name == "machine.json":
+        if path.name in asvresults.NOT_RESULTS:
             continue
         try:
             data = asvresults.load(path)
         except asvresults.ResultsError:
             continue  # not a result file of this format
+        if path.parent not in per_machine:
+            try:
+                per_machine[path.parent] = _load(path.parent / "benchmarks.json")
+            except (OSError, json.JSONDecodeError):
+                per_machine[path.parent] = definitions
+        defined = per_machine[path.parent]
         commit = Commit(str(data.commit), float(data.date or 0))
         for result in data.results.values():
-            spec = definitions.get(result.name) if isinstance(definitions.get(result.name), dict) else {}
+            spec = defined.get(result.name) if isinstance(defined.get(result.name), dict) else {}
             # asv hides results measured by another version of the benchmark's code: so do we.
             if spec.get("version") and result.version and result.version != spec["version"]:
                 continue

@@ -24,7 +24,13 @@ COLUMNS = [
 
 
 def write_result(
-    results: Path, machine: str, commit: str, benchmarks: dict, version: str = "v1", env: str = "existing-py_python"
+    results: Path,
+    machine: str,
+    commit: str,
+    benchmarks: dict,
+    version: str = "v1",
+    env: str = "existing-py_python",
+    started_at: int = 0,
 ) -> Path:
     """benchmarks: {name: {param label: samples (seconds) | None (failed) | "skip"}}; one file per commit."""
     folder = results / machine
@@ -48,7 +54,7 @@ def write_result(
             values,
             [[repr(p) for p in by_param]],
             version,
-            0,
+            started_at,
             1.0,
             values,
             values,

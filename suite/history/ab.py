@@ -1,0 +1,169 @@
+"""Paired A/B: two commits measured in one session, alternating round by round on the same machine.
+
+Each round runs asv once per commit (`asv run --python=same --set-commit-hash`, each commit from its own
+offline build, as `nightly --existing-env` measures it), base first in even rounds and head first in odd
+ones, so drift through the session hits both alike. A round is a whole asv run: its median spans every
+repetition and turn of the harness, so it averages over the level shifts a GPU's timings show within a
+session. The rounds are kept in results/compare/ab/<machine>-<base8>-<head8>.json; `compare_ab` turns
+them into paired verdicts (stats.paired_rounds).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import asvresults
+from .asvtool import BUILD_ENV, AsvConfig, AsvError, build_commit, env_with_build, run_asv
+from .compare import Report, Row, default_own_providers, is_own, select, sort_rows, state_row
+from .stats import Settings, paired_rounds
+
+AB_FORMAT = 1
+DEFAULT_ROUNDS = 8
+
+
+@dataclass
+class Measured:
+    """One series in one asv run."""
+
+    version: str | None
+    value: float | None  # asv's median; None failed, NaN skipped
+    samples: list[float] | None
+
+
+@dataclass
+class Round:
+    order: list[str]  # ["base", "head"] or ["head", "base"]
+    base: dict[str, Measured] = field(default_factory=dict)
+    head: dict[str, Measured] = field(default_factory=dict)
+
+
+@dataclass
+class ABRun:
+    machine: str
+    base: str  # full commit hashes
+    head: str
+    rounds: list[Round] = field(default_factory=list)
+    seconds: float = 0.0  # wall time of all rounds (builds excluded)
+    bench: str | None = None
+    format: int = AB_FORMAT
+
+    @property
+    def series(self) -> int:
+        return len({k for r in self.rounds for k in (*r.base, *r.head)})
+
+
+def ab_file(config: AsvConfig, machine: str, base: str, head: str) -> Path:
+    return config.root / "results" / "compare" / "ab" / f"{machine}-{base[:8]}-{head[:8]}.json"
+
+
+def _measure_once(
+    config: AsvConfig, machine: str, sha: str, build: Path, bench: str | None, tmp: Path
+) -> dict[str, Measured]:
+    dest = Path(tempfile.mkdtemp(prefix="round-", dir=tmp))
+    variant = config.variant(dest / "config", results_dir=str(dest / "results"))
+    env = env_with_build(build)
+    env[BUILD_ENV] = str(build)
+    args = ["run", "--python=same", "--set-commit-hash", sha, "--machine", machine, "--record-samples"]
+    code = run_asv(args + (["--bench", bench] if bench else []), variant, env)
+    if code not in (0, 2):  # 2: some benchmarks failed, the others are still results
+        raise AsvError(f"asv run of {sha[:8]} for an A/B round failed (exit {code})")
+    files = asvresults.result_files(dest / "results", machine)
+    if not files:
+        raise AsvError(f"asv run of {sha[:8]} for an A/B round stored no results in {dest / 'results' / machine}")
+    out = {}
+    for path in files:
+        for key, r in asvresults.load(path).results.items():
+            out[key] = Measured(r.version, r.value, r.samples)
+    return out
+
+
+def run_ab(
+    config: AsvConfig, machine: str, base: str, head: str, rounds: int = DEFAULT_ROUNDS, bench: str | None = None
+) -> ABRun:
+    """Build both commits, then `rounds` rounds of one asv run each, order alternating; saved as JSON."""
+    if rounds < 2:
+        raise AsvError(f"--rounds={rounds}: an A/B run needs at least 2 rounds (8 by default)")
+    builds = {sha: build_commit(config.repo, sha, config.root / ".asv" / "builds" / sha[:12]) for sha in (base, head)}
+    run = ABRun(machine, base, head, bench=bench)
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="tierbench-ab-") as tmp:
+        for i in range(rounds):
+            order = ["base", "head"] if i % 2 == 0 else ["head", "base"]
+            measured = Round(order)
+            for side in order:
+                sha = base if side == "base" else head
+                print(f"tierbench compare --ab: round {i + 1}/{rounds}, {side} {sha[:8]}", flush=True)
+                setattr(measured, side, _measure_once(config, machine, sha, builds[sha], bench, Path(tmp)))
+            run.rounds.append(measured)
+    run.seconds = time.monotonic() - start
+    save(run, ab_file(config, machine, base, head))
+    return run
+
+
+def save(run: ABRun, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(asdict(run), indent=1) + "\n")
+    return path
+
+
+def load(path: Path) -> ABRun:
+    try:
+        data = json.loads(path.read_text())
+        if data.get("format") != AB_FORMAT:
+            raise ValueError(f"format {data.get('format')!r} is not {AB_FORMAT}")
+        rounds = [
+            Round(
+                r["order"],
+                {k: Measured(**m) for k, m in r["base"].items()},
+                {k: Measured(**m) for k, m in r["head"].items()},
+            )
+            for r in data.pop("rounds")
+        ]
+        return ABRun(rounds=rounds, **data)
+    except FileNotFoundError:
+        raise asvresults.ResultsError(f"no A/B run {path}") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise asvresults.ResultsError(f"{path} is not an A/B run ({exc})") from None
+
+
+def _as_result(key: str, m: Measured | None) -> asvresults.BenchmarkResult | None:
+    return None if m is None else asvresults.BenchmarkResult(key, key, (), m.version, m.value, m.samples)
+
+
+def compare_ab(
+    run: ABRun, settings: Settings, bench: str | None = None, own_providers: tuple[str, ...] | None = None
+) -> Report:
+    """Per series, the paired verdict over the rounds (a series failed or skipped in any round gets none)."""
+    per_series = run.seconds / run.series if run.series else 0.0
+    report = Report(
+        run.base[:8],
+        run.head[:8],
+        run.machine,
+        settings,
+        "paired A/B",
+        f"measured by the rounds themselves ({len(run.rounds)} rounds, {run.seconds:.0f} s, {per_series:.1f} s "
+        "per series)",
+        own_providers=default_own_providers() if own_providers is None else own_providers,
+        base_commit=run.base,
+        head_commit=run.head,
+    )
+    keys = {k for r in run.rounds for k in (*r.base, *r.head)}
+    for key in select(keys, bench):
+        own = is_own(key, own_providers)
+        row = None
+        for r in run.rounds:
+            row = state_row(key, _as_result(key, r.base.get(key)), _as_result(key, r.head.get(key)), own)
+            if row is not None:
+                break
+        if row is None:
+            base_rounds = [r.base[key].samples or [] for r in run.rounds]
+            head_rounds = [r.head[key].samples or [] for r in run.rounds]
+            v = paired_rounds(base_rounds, head_rounds, settings)
+            row = Row(key, v.verdict, v, v.reason, own, confirmation=v)
+        report.rows.append(row)
+    sort_rows(report.rows)
+    return report
