@@ -76,7 +76,7 @@ def history(tmp_path_factory):
     env.update(
         HOME=str(root / "home"),
         TIERBENCH_ASV_SUITE="smoke",
-        TIERBENCH_ASV_OVERRIDES="providers=[eager] matmul.square=[256] matmul.dtypes=[fp32]",
+        TIERBENCH_ASV_OVERRIDES="providers=[eager] matmul.square=[256] matmul.dtypes=[fp32] matmul.modes=[fwd]",
         OMP_NUM_THREADS="1",
     )
     run = _tierbench(
@@ -246,7 +246,9 @@ def second_machine(history):
     repo, _, second, env = history
     results, graphs = repo / "results" / "asv", repo / "results" / "html" / "history" / "graphs"
     before = _digest(results / MACHINE), {str(p.relative_to(graphs)) for p in graphs.rglob("*.json")}
-    other = dict(env, TIERBENCH_ASV_OVERRIDES="providers=[eager] matmul.square=[128] matmul.dtypes=[fp32]")
+    other = dict(
+        env, TIERBENCH_ASV_OVERRIDES="providers=[eager] matmul.square=[128] matmul.dtypes=[fp32] matmul.modes=[fwd]"
+    )
     run = _tierbench(
         repo,
         other,
