@@ -65,10 +65,12 @@ def suits(q_len: int) -> bool:
 
 def decode_config(head_dim: int, rows: int) -> triton.Config:
     """Tile of one program: BLOCK_M query rows of a group of `rows` (at least 16, the MMA's least M), BLOCK_N
-    keys per step (fewer at head_dim 256, whose K and V tiles are twice as large)."""
+    keys per step (fewer at head_dim 256, whose K and V tiles are twice as large), and 8 warps for a 64 x 256
+    tile, whose accumulator and Q spill from 4 warps' registers (ptxas for sm_90)."""
     block_m = min(MAX_BLOCK_M, max(16, next_pow2(rows)))
     block_n = 64 if head_dim <= 128 else 32
-    return triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=4, num_stages=2)
+    warps = 8 if block_m * head_dim > 64 * 128 else 4
+    return triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=warps, num_stages=2)
 
 
 def choose_num_splits(max_kv_len: int, programs_per_split: int, sms: int) -> int:

@@ -183,6 +183,27 @@ def test_attention_gpu_full_size(causal, dtype, assert_close):
 
 @pytest.mark.gpu
 @needs_cuda
+@pytest.mark.parametrize("kernel", ["auto", "triton"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("heads, kv_heads, sq, sk", [(32, 8, 4096, 4096), (64, 8, 1000, 8192), (64, 8, 2048, 6144)])
+def test_attention_gpu_grouped_query_heads(heads, kv_heads, sq, sk, causal, kernel, assert_close):
+    # Llama-3 8B's and 70B's head layouts, self-attention and chunked prefill (q a chunk of k's length).
+    q, k, v = random_qkv(1, heads, sq, sk, 128, torch.bfloat16, "cuda", seed=sq, kv_heads=kv_heads)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    out = at._attention_forward(q, k, v, causal, kernel=kernel)
+    torch.cuda.synchronize()
+    extra = torch.cuda.max_memory_allocated() - before
+    assert extra < out.numel() * out.element_size() + k.numel() * k.element_size(), "K/V copied"
+    ref = attention_ref(q, k, v, causal)
+    what = f"H={heads}/{kv_heads} Sq={sq} Sk={sk} causal={causal}: {last_launch('attention')}"
+    assert_close(out, ref, torch.bfloat16, what)
+    assert_rows_close(out, ref, torch.bfloat16, what)
+
+
+@pytest.mark.gpu
+@needs_cuda
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_attention_gpu_every_candidate(head_dim, assert_close):
     # Each config the autotuner may pick, forced, on packed and per-head inputs, causal and not: a build
