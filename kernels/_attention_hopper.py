@@ -14,8 +14,11 @@ Two details keep ptxas from undoing the schedule (checked on the compiled SASS b
   of the softmax) just before the second wait pins the softmax above it.
 
 Inputs are the packed (B*H*S, D) rows of contiguous (B, H, S, D) tensors whose lengths are multiples of
-BLOCK; `attention.py` routes such inputs here, on sm_90, outside the interpreter (Gluon has none), unless
-the warp-specialised kernel (`_attention_hopper_ws`, head_dim 128, lengths multiples of 128) takes them.
+BLOCK; K/V may have fewer heads (KV_H dividing H: query head bh = b * H + h reads the rows of K/V head
+bh // (H // KV_H), `kv_head_row`), and causal q may be shorter than k (bottom-right aligned: query i sees keys
+<= i + SK - SQ; the offset is a whole number of blocks, `causal_offset_blocks`). `attention.py` routes such
+inputs here, on sm_90, outside the interpreter (Gluon has none), unless the warp-specialised kernel
+(`_attention_hopper_ws`, head_dim 128, lengths multiples of 128) takes them.
 """
 
 from __future__ import annotations

@@ -31,7 +31,9 @@ pair (-3% to +2%) and through named barriers as flash-attn 4 does (-1.7% to +2.2
 beyond noise, so the warp schedulers are left to interleave them.
 
 Inputs are the packed (B*H*S, 128) rows of contiguous (B, H, S, 128) tensors whose lengths are multiples of
-128; `attention.py` routes only such inputs here, on sm_90, outside the interpreter (Gluon has none).
+128, K/V with as many heads or fewer (grouped-query attention), causal q as long as k or shorter (bottom-right
+aligned), as in `_attention_hopper`; `attention.py` routes only such inputs here, on sm_90, outside the
+interpreter (Gluon has none).
 """
 
 from __future__ import annotations

@@ -18,9 +18,10 @@ MAX_SPLITS splits. It reads only shapes (the cache's capacity, not `cache_seqlen
 same launch for every step a CUDA graph replays. Each sequence's own length is then split evenly in the
 kernel (whole BLOCK_N blocks per split, so shorter sequences leave the last splits empty).
 
-`kernels.attention` routes q_len <= MAX_Q_LEN here (`suits`): below that the query tile of the prefill kernel
-is mostly padding and its grid (query blocks x heads) is too small to hide memory latency. The block sizes
-and the split constants are chosen, not yet measured on a GPU.
+`kernels.attention` routes q_len <= MAX_Q_LEN here (`suits`): there the prefill kernels' query tiles (32 to
+128 rows) are mostly padding, each query head reads its K/V again, and their grid (query blocks x heads) is
+one program per head. The threshold, the tiles and the split constants are reasoned, not yet measured on a
+GPU.
 
 Layouts are heads-first, as the rest of `kernels/`: q (batch, heads, q_len, head_dim), caches (batch,
 kv_heads, max_seq, head_dim) or paged (num_blocks, kv_heads, block_size, head_dim). K/V are read through
@@ -364,7 +365,7 @@ def _check_kvcache(
     if sq == 0:
         raise ValueError(f"{fn}: q_len must be >= 1, got q shape {tuple(q.shape)}")
     n0, kv_h, s, kd = k_cache.shape
-    if kd != d or s == 0 or kv_h == 0 or (not paged and n0 != b) or n0 == 0:
+    if kd != d or s == 0 or kv_h == 0 or (n0 == 0 if paged else n0 != b):
         rows = "num_blocks >= 1" if paged else f"batch {b}"
         raise ValueError(
             f"{fn}: k_cache must be {hint} with {rows}, kv_heads >= 1, a length >= 1 and head_dim {d} "
