@@ -14,8 +14,11 @@ Two details keep ptxas from undoing the schedule (checked on the compiled SASS b
   of the softmax) just before the second wait pins the softmax above it.
 
 Inputs are the packed (B*H*S, D) rows of contiguous (B, H, S, D) tensors whose lengths are multiples of
-BLOCK; `attention.py` routes such inputs here, on sm_90, outside the interpreter (Gluon has none), unless
-the warp-specialised kernel (`_attention_hopper_ws`, head_dim 128, lengths multiples of 128) takes them.
+BLOCK; K/V may have fewer heads (KV_H dividing H: query head bh = b * H + h reads the rows of K/V head
+bh // (H // KV_H), `kv_head_row`), and causal q may be shorter than k (bottom-right aligned: query i sees keys
+<= i + SK - SQ; the offset is a whole number of blocks, `causal_offset_blocks`). `attention.py` routes such
+inputs here, on sm_90, outside the interpreter (Gluon has none), unless the warp-specialised kernel
+(`_attention_hopper_ws`, head_dim 128, lengths multiples of 128) takes them.
 """
 
 from __future__ import annotations
@@ -106,14 +109,35 @@ def program_tile(SQ, BLOCK_M: gl.constexpr, HEAD_GROUP, CAUSAL: gl.constexpr):
 
 
 @gluon.jit
+def kv_head_row(bh, KV_GROUP, SK):
+    """The first K/V row of query head bh (= b * H + h) in the (B * KV_H * SK, D) rows: that of K/V head
+    b * KV_H + h // KV_GROUP, which is bh // KV_GROUP as H = KV_GROUP * KV_H."""
+    return (bh // KV_GROUP) * SK
+
+
+@gluon.jit
+def causal_offset_blocks(SQ, SK, BLOCK_N: gl.constexpr):
+    """Key blocks that causal attention with SQ < SK adds in front of every query block: bottom-right
+    aligned, query row i sees keys <= i + SK - SQ (both lengths are multiples of BLOCK_N)."""
+    return (SK - SQ) // BLOCK_N
+
+
+@gluon.jit
+def last_keys(first_row, SQ, SK, ROWS: gl.constexpr, layout: gl.constexpr):
+    """The last key that each of the rows first_row.. first_row + ROWS - 1 sees under the causal mask
+    (bottom-right aligned: i + SK - SQ)."""
+    return first_row + (SK - SQ) + gl.arange(0, ROWS, layout)
+
+
+@gluon.jit
 def _masked_diagonal(s, offs_m, col0, BLOCK_N: gl.constexpr, col_layout: gl.constexpr):
     offs_n = col0 + gl.arange(0, BLOCK_N, col_layout)
     return gl.where(offs_m[:, None] >= offs_n[None, :], s, float("-inf"))
 
 
-# The softmax of one warpgroup's score tile s (rows offs_m, BLOCK_N keys from col0), shared by both Hopper
-# kernels. `diagonal`: the block touches the causal diagonal and takes the mask. P comes back as `dtype` in
-# p_layout, the register layout that feeds P@V's wgmma.
+# The softmax of one warpgroup's score tile s (rows whose last visible keys are offs_m, BLOCK_N keys from
+# col0), shared by both Hopper kernels. `diagonal`: the block touches the causal diagonal and takes the mask.
+# P comes back as `dtype` in p_layout, the register layout that feeds P@V's wgmma.
 
 
 @gluon.jit
@@ -189,7 +213,7 @@ def last_pv_output(
 
 @gluon.jit
 def _attn_fwd_hopper(
-    q_desc, k_desc, v_desc, o_desc, SQ, SK, qk_scale, HEAD_GROUP,
+    q_desc, k_desc, v_desc, o_desc, SQ, SK, qk_scale, HEAD_GROUP, KV_GROUP,
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
     CAUSAL: gl.constexpr,
 ):  # fmt: skip
@@ -210,12 +234,12 @@ def _attn_fwd_hopper(
 
     start_m, bh = program_tile(SQ, BLOCK_M, HEAD_GROUP, CAUSAL)
     if CAUSAL:
-        n_blocks = (start_m + 1) * DIAG
+        n_blocks = (start_m + 1) * DIAG + causal_offset_blocks(SQ, SK, BLOCK_N)
     else:
         n_blocks = SK // BLOCK_N
     q_row = bh * SQ + start_m * BLOCK_M
-    kv_row0 = bh * SK
-    offs_m = start_m * BLOCK_M + gl.arange(0, BLOCK_M, row_s)
+    kv_row0 = kv_head_row(bh, KV_GROUP, SK)
+    offs_m = last_keys(start_m * BLOCK_M, SQ, SK, BLOCK_M, row_s)
 
     q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
@@ -301,7 +325,8 @@ def launch_args(
     """Positional and keyword arguments of one launch (also used to compile it ahead of time)."""
     d = q.shape[-1]
     group = head_group or default_head_group(q, k, causal)
-    args = (*(row_descriptor(t) for t in (q, k, v, o)), q.shape[2], k.shape[2], qk_scale, group)
+    kv_group = q.shape[1] // k.shape[1]
+    args = (*(row_descriptor(t) for t in (q, k, v, o)), q.shape[2], k.shape[2], qk_scale, group, kv_group)
     meta = dict(HEAD_DIM=d, BLOCK_M=BLOCK, BLOCK_N=BLOCK, STAGES=STAGES[d], CAUSAL=causal, num_warps=NUM_WARPS)
     return args, meta
 

@@ -31,7 +31,9 @@ pair (-3% to +2%) and through named barriers as flash-attn 4 does (-1.7% to +2.2
 beyond noise, so the warp schedulers are left to interleave them.
 
 Inputs are the packed (B*H*S, 128) rows of contiguous (B, H, S, 128) tensors whose lengths are multiples of
-128; `attention.py` routes only such inputs here, on sm_90, outside the interpreter (Gluon has none).
+128, K/V with as many heads or fewer (grouped-query attention), causal q as long as k or shorter (bottom-right
+aligned), as in `_attention_hopper`; `attention.py` routes only such inputs here, on sm_90, outside the
+interpreter (Gluon has none).
 """
 
 from __future__ import annotations
@@ -51,9 +53,12 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from ._attention_hopper import (
+    causal_offset_blocks,
     default_head_group,
     first_softmax,
     issue_scores_and_pv,
+    kv_head_row,
+    last_keys,
     last_pv_output,
     next_softmax,
     row_descriptor,
@@ -102,11 +107,11 @@ def launch_config(head_dim: int, causal: bool) -> triton.Config:
 
 
 @gluon.jit
-def _tile(tile, n_m, n_bh, SK, HEAD_GROUP, CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
+def _tile(tile, n_m, n_bh, SQ, SK, HEAD_GROUP, CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
     """Tile number `tile`'s query block, batch*head and how many K/V blocks it reads."""
     start_m, bh = tile_coords(tile, n_m, n_bh, HEAD_GROUP, CAUSAL)
     if CAUSAL:
-        n_blocks = (start_m + 1) * (BLOCK_M // BLOCK_N)
+        n_blocks = (start_m + 1) * (BLOCK_M // BLOCK_N) + causal_offset_blocks(SQ, SK, BLOCK_N)
     else:
         n_blocks = SK // BLOCK_N
     return start_m, bh, n_blocks
@@ -143,7 +148,7 @@ def _read_tile(tile_ids, tile_ready, tile_free, i):
 @gluon.jit
 def _loader(
     q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_free, k_ready, v_ready, kv_free,
-    tile_ids, tile_ready, tile_free, counters, SQ, SK, N_BH, HEAD_GROUP,
+    tile_ids, tile_ready, tile_free, counters, SQ, SK, N_BH, HEAD_GROUP, KV_GROUP,
     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
 ):  # fmt: skip
     WG: gl.constexpr = q_desc.block_type.shape[0]
@@ -160,9 +165,9 @@ def _loader(
     g = 0  # K/V blocks this program has loaded: block g lives in slot g % STAGES
     while tile < n_tiles:
         _publish_tile(tile_ids, tile_ready, tile_free, i, tile)
-        start_m, bh, n_blocks = _tile(tile, n_m, N_BH, SK, HEAD_GROUP, CAUSAL, 2 * WG, BLOCK_N)
+        start_m, bh, n_blocks = _tile(tile, n_m, N_BH, SQ, SK, HEAD_GROUP, CAUSAL, 2 * WG, BLOCK_N)
         q_row = bh * SQ + start_m * 2 * WG
-        kv_row = bh * SK
+        kv_row = kv_head_row(bh, KV_GROUP, SK)
         for c in gl.static_range(2):
             _load_block(q_desc, q_row + c * WG, q_ready.index(c), q_smem.index(c), q_free.index(c), i & 1,
                         WG * HEAD_DIM * 2)  # fmt: skip
@@ -225,9 +230,9 @@ def _softmax_warpgroup(
     g = 0  # K/V blocks before this tile's first, as the loader counts them
     tile = _read_tile(tile_ids, tile_ready, tile_free, i)
     while tile < n_tiles:
-        start_m, bh, n_blocks = _tile(tile, n_m, N_BH, SK, HEAD_GROUP, CAUSAL, 2 * WG, BLOCK_N)
+        start_m, bh, n_blocks = _tile(tile, n_m, N_BH, SQ, SK, HEAD_GROUP, CAUSAL, 2 * WG, BLOCK_N)
         first_row = start_m * 2 * WG + WARPGROUP * WG
-        offs_m = first_row + gl.arange(0, WG, row_s)
+        offs_m = last_keys(first_row, SQ, SK, WG, row_s)
 
         # Block 0 on its own: its scores, then the first softmax. Every row sees key 0, so no row's maximum
         # stays -inf (the other warpgroup's diagonal block may be fully masked for this one's rows).
@@ -269,7 +274,7 @@ def _softmax_warpgroup(
 
 @gluon.jit
 def _attn_fwd_hopper_ws(
-    q_desc, k_desc, v_desc, o_desc, counters, SQ, SK, N_BH, qk_scale, HEAD_GROUP,
+    q_desc, k_desc, v_desc, o_desc, counters, SQ, SK, N_BH, qk_scale, HEAD_GROUP, KV_GROUP,
     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
     SOFTMAX_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
 ):  # fmt: skip
@@ -310,7 +315,8 @@ def _attn_fwd_hopper_ws(
                                   kv_free, tile_ids, tile_ready, tile_free, SQ, SK, N_BH, qk_scale, HEAD_GROUP, 1,
                                   BLOCK_N, STAGES, CAUSAL)),
             (_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_free, k_ready, v_ready, kv_free,
-                       tile_ids, tile_ready, tile_free, counters, SQ, SK, N_BH, HEAD_GROUP, BLOCK_N, STAGES, CAUSAL)),
+                       tile_ids, tile_ready, tile_free, counters, SQ, SK, N_BH, HEAD_GROUP, KV_GROUP, BLOCK_N, STAGES,
+                       CAUSAL)),
         ],
         [4, 1],
         [SOFTMAX_REGS, LOADER_REGS],
@@ -352,7 +358,9 @@ def launch_args(
     descs = (row_descriptor(q, WG_ROWS), row_descriptor(k, BLOCK_N), row_descriptor(v, BLOCK_N))
     group = head_group or default_head_group(q, k, causal)
     b, h, sq, _ = q.shape
-    args = (*descs, row_descriptor(o, WG_ROWS), tile_counters(q.device), sq, k.shape[2], b * h, qk_scale, group)
+    kv_group = h // k.shape[1]
+    args = (*descs, row_descriptor(o, WG_ROWS), tile_counters(q.device), sq, k.shape[2], b * h, qk_scale, group,
+            kv_group)  # fmt: skip
     meta = dict(
         BLOCK_N=BLOCK_N, STAGES=STAGES, CAUSAL=causal, SOFTMAX_REGS=SOFTMAX_REGS, LOADER_REGS=LOADER_REGS,
         num_warps=4, maxnreg=MAX_REGS,

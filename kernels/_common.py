@@ -22,6 +22,8 @@ _INTERPRET_NUM_SMS = 4
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 HALF_DTYPES = (torch.float16, torch.bfloat16)
+# Head dims the attention kernels take (powers of two: a tile's head_dim is one tl.arange).
+ATTENTION_HEAD_DIMS = (16, 32, 64, 128, 256)
 
 
 def _dtype_names(dtypes: Iterable[torch.dtype]) -> str:

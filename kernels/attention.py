@@ -17,9 +17,16 @@ and two softmax warpgroups per 128 rows, one persistent program per SM), else he
 multiples of 64 `_attention_hopper` (one warpgroup per 64 rows). Everything else, and every launch under the
 interpreter, runs the kernel below.
 
-causal=True is SDPA's is_causal (top-left: query i sees keys <= i, S_q == S_k), run in two stages:
-blocks left of the diagonal with no mask at all, then the diagonal blocks with the mask; blocks right
-of the diagonal are skipped. Causal programs run the heaviest query blocks first.
+K/V may have fewer heads than Q (grouped-query attention): query head h reads K/V head h // (H // KV_H), the
+same K/V rows for the whole group (never copied); the grid runs head after head, so a group's programs are
+neighbours and share its K/V in L2.
+
+causal=True is bottom-right aligned, as flash-attn's: query i of S_q sees keys <= i + S_k - S_q (S_q <= S_k;
+with S_q == S_k this is SDPA's top-left is_causal). It runs in two stages: the key blocks every row of the
+query block sees, with no mask at all, then the diagonal blocks with the mask; blocks right of the diagonal
+are skipped. Causal programs run the heaviest query blocks first.
+
+`attention` sends short queries (decode: S_q <= decode.MAX_Q_LEN) to the split-KV kernel of `decode.py`.
 """
 
 from __future__ import annotations
@@ -34,7 +41,9 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from . import _attention_hopper as hopper
 from . import _attention_hopper_ws as hopper_ws
+from . import decode
 from ._common import (
+    ATTENTION_HEAD_DIMS,
     HALF_DTYPES,
     INTERPRET,
     check_same_device,
@@ -49,7 +58,7 @@ from ._common import (
 # ----------------------------------------------------------------------------------------------------------
 
 _LOG2E = 1.4426950408889634
-HEAD_DIMS = (16, 32, 64, 128, 256)
+HEAD_DIMS = ATTENTION_HEAD_DIMS
 
 
 # Sequence lengths that are multiples of this (every config's BLOCK_M and BLOCK_N divides it) can use the
@@ -132,7 +141,7 @@ def _attn_inner(
     kv_row0,  # this head's first row in the K/V descriptors
     lo,
     hi,
-    offs_m,
+    last_key,  # causal: the last key each query row sees
     SK,
     qk_scale,
     MASK: tl.constexpr,  # 0: none, 1: causal diagonal, 2: keys past SK
@@ -152,7 +161,7 @@ def _attn_inner(
             qk = qk * qk_scale - m_ij[:, None]
         else:
             if MASK == 1:
-                keep = offs_m[:, None] >= (start_n + offs_n)[None, :]
+                keep = last_key[:, None] >= (start_n + offs_n)[None, :]
             else:
                 keep = (start_n + offs_n < SK)[None, :]
             # A large finite negative, not -inf: a fully masked row must not produce inf - inf.
@@ -178,6 +187,7 @@ def _attn_fwd_kernel(
     v_ptr,
     o_ptr,
     H,
+    KV_GROUP,  # query heads per K/V head
     SQ,
     SK,
     stride_qb,
@@ -215,18 +225,19 @@ def _attn_fwd_kernel(
         v_desc = v_ptr
         o_desc = o_ptr
         q_row0 = bh * SQ
-        kv_row0 = bh * SK
+        kv_row0 = (bh // KV_GROUP) * SK  # b * KV_H + h // KV_GROUP, as H = KV_GROUP * KV_H
     else:
         b = (bh // H).to(tl.int64)
         h = (bh % H).to(tl.int64)
+        kv_h = h // KV_GROUP
         q_desc = tl.make_tensor_descriptor(
             q_ptr + b * stride_qb + h * stride_qh, [SQ, HEAD_DIM], [stride_qs, 1], [BLOCK_M, HEAD_DIM]
         )
         k_desc = tl.make_tensor_descriptor(
-            k_ptr + b * stride_kb + h * stride_kh, [SK, HEAD_DIM], [stride_ks, 1], [BLOCK_N, HEAD_DIM]
+            k_ptr + b * stride_kb + kv_h * stride_kh, [SK, HEAD_DIM], [stride_ks, 1], [BLOCK_N, HEAD_DIM]
         )
         v_desc = tl.make_tensor_descriptor(
-            v_ptr + b * stride_vb + h * stride_vh, [SK, HEAD_DIM], [stride_vs, 1], [BLOCK_N, HEAD_DIM]
+            v_ptr + b * stride_vb + kv_h * stride_vh, [SK, HEAD_DIM], [stride_vs, 1], [BLOCK_N, HEAD_DIM]
         )
         o_desc = tl.make_tensor_descriptor(
             o_ptr + b * stride_ob + h * stride_oh, [SQ, HEAD_DIM], [stride_os, 1], [BLOCK_M, HEAD_DIM]
@@ -244,15 +255,19 @@ def _attn_fwd_kernel(
         q = q.to(tl.float32)
 
     if CAUSAL:
-        # Keys left of this query block: every one visible, no mask (needs BLOCK_M % BLOCK_N == 0).
+        # Bottom-right aligned: query row i sees keys <= i + SK - SQ (SQ == SK: key i, top-left).
+        last_key = offs_m + (SK - SQ)
+        # Whole key blocks that every row of this query block sees: no mask. With SQ == SK that is all
+        # blocks left of the query block (needs BLOCK_M % BLOCK_N == 0).
+        diag_lo = (off_m + SK - SQ + 1) // BLOCK_N * BLOCK_N
         acc, l_i, m_i = _attn_inner(
-            acc, l_i, m_i, q, k_desc, v_desc, kv_row0, 0, off_m, offs_m, SK, qk_scale, 0,
+            acc, l_i, m_i, q, k_desc, v_desc, kv_row0, 0, diag_lo, last_key, SK, qk_scale, 0,
             BLOCK_N, WARP_SPECIALIZE, UPCAST,
         )  # fmt: skip
         # Diagonal blocks, masked; keys past SK fall right of the diagonal for every real query row.
-        hi = tl.minimum(off_m + BLOCK_M, SK)
+        hi = tl.minimum(off_m + BLOCK_M + SK - SQ, SK)
         acc, l_i, m_i = _attn_inner(
-            acc, l_i, m_i, q, k_desc, v_desc, kv_row0, off_m, hi, offs_m, SK, qk_scale, 1,
+            acc, l_i, m_i, q, k_desc, v_desc, kv_row0, diag_lo, hi, last_key, SK, qk_scale, 1,
             BLOCK_N, WARP_SPECIALIZE, UPCAST,
         )  # fmt: skip
     elif EVEN_N:
@@ -304,10 +319,16 @@ def _check_attention(q: object, k: object, v: object, causal: object, scale: obj
     b, h, sq, d = q.shape
     if d not in HEAD_DIMS:
         raise ValueError(f"attention: q's head_dim must be one of {HEAD_DIMS}, got shape {tuple(q.shape)}")
-    if tuple(k.shape) != (b, h, k.shape[2], d):
+    if k.shape[0] != b or k.shape[3] != d:
         raise ValueError(
-            f"attention: k must have shape ({b}, {h}, seq_k, {d}) to match q {tuple(q.shape)}, "
+            f"attention: k must have shape ({b}, kv_heads, seq_k, {d}) to match q {tuple(q.shape)}, "
             f"got shape {tuple(k.shape)}"
+        )
+    kv_h = k.shape[1]
+    if (kv_h == 0) != (h == 0) or (kv_h and h % kv_h):
+        raise ValueError(
+            f"attention: q's heads ({h}) must be a multiple of k's heads ({kv_h}), got q shape "
+            f"{tuple(q.shape)}, k shape {tuple(k.shape)}"
         )
     if tuple(v.shape) != tuple(k.shape):
         raise ValueError(f"attention: v must have the shape of k {tuple(k.shape)}, got shape {tuple(v.shape)}")
@@ -317,10 +338,10 @@ def _check_attention(q: object, k: object, v: object, causal: object, scale: obj
         )
     if not isinstance(causal, bool):
         raise TypeError(f"attention: causal must be a bool, got {type(causal).__name__}")
-    if causal and sq != k.shape[2]:
+    if causal and sq > k.shape[2]:
         raise ValueError(
-            f"attention: causal=True needs equal q and k lengths, got q shape {tuple(q.shape)}, "
-            f"k shape {tuple(k.shape)}"
+            f"attention: causal=True needs q no longer than k (bottom-right aligned: query i sees keys "
+            f"<= i + seq_k - seq_q), got q shape {tuple(q.shape)}, k shape {tuple(k.shape)}"
         )
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
         raise TypeError(f"attention: scale must be a float or None, got {type(scale).__name__}")
@@ -425,7 +446,8 @@ def _attention_forward(
     can_pack = _packs(q, sq) and _packs(k, sk) and _packs(v, sk)
     packed = can_pack if packed is None else packed and can_pack
     tensors = [_row_descriptor(t) for t in (q, k, v, o)] if packed else [q, k, v, o]
-    args = (*tensors, h, sq, sk, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3])
+    kv_group = h // k.shape[1]
+    args = (*tensors, h, kv_group, sq, sk, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3])
     consts = {
         "qk_scale": scale * _LOG2E,
         "HEAD_DIM": d,
@@ -457,7 +479,15 @@ def attention(
     causal: bool = False,
     scale: float | None = None,
 ) -> torch.Tensor:
-    """softmax(q k^T * scale [+ causal mask]) v like SDPA; q (B, H, Sq, D), k/v (B, H, Sk, D), fp16/bf16."""
+    """softmax(q k^T * scale [+ causal mask]) v; q (B, H, Sq, D), k/v (B, KV_H, Sk, D), fp16/bf16.
+
+    KV_H must divide H (grouped-query attention: query head h reads K/V head h // (H // KV_H)). causal=True
+    is bottom-right aligned, as flash-attn's: query i sees keys <= i + Sk - Sq, which with Sq == Sk is SDPA's
+    is_causal; it needs Sq <= Sk. Query lengths up to `decode.MAX_Q_LEN` run the split-KV decode kernel
+    (kernels/decode.py), longer ones the kernels of this module.
+    """
     _check_attention(q, k, v, causal, scale)
     with on_device(q):
+        if decode.suits(q.shape[2]):
+            return decode.split_kv_forward(q, k, v, causal, scale)
         return _attention_forward(q, k, v, causal, scale)

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from tierbench.suite.catalog import build
+from tierbench.suite.ops.attention import attention_ref
 from tierbench.suite.ops.base import Case
 
 OPS = build(entry_points=False).ops
@@ -96,6 +97,24 @@ def test_attention_reference_chunks_rows_without_changing_the_result(monkeypatch
     whole = _reference(case, i)
     monkeypatch.setattr(attention, "_REFERENCE_SCORE_ELEMENTS", 2 * 50 * 7)  # 7 query rows per chunk
     torch.testing.assert_close(_reference(case, i), whole, rtol=0, atol=0)
+
+
+def test_attention_reference_grouped_heads_and_bottom_right_causal():
+    # Independent formulas: SDPA's math backend with K/V repeated per query head, and an explicit mask in
+    # which query i of 3 sees keys 0..i + 10 - 3.
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(2, 6, 3, 16, generator=g, dtype=torch.float64)
+    k, v = (torch.randn(2, 2, 10, 16, generator=g, dtype=torch.float64) for _ in range(2))
+    kr, vr = (t.repeat_interleave(3, dim=1) for t in (k, v))
+    torch.testing.assert_close(attention_ref(q, k, v), F.scaled_dot_product_attention(q, kr, vr))
+    mask = torch.arange(10)[None, :] <= torch.arange(3)[:, None] + 7
+    expect = F.scaled_dot_product_attention(q, kr, vr, attn_mask=mask)
+    torch.testing.assert_close(attention_ref(q, k, v, causal=True), expect)
+    assert not torch.allclose(attention_ref(q, k, v, causal=True), attention_ref(q, k, v))
+    with pytest.raises(ValueError, match=r"q's heads \(6\) must be a multiple of k's heads \(4\)"):
+        attention_ref(q, torch.randn(2, 4, 10, 16), v)
+    with pytest.raises(ValueError, match=r"causal needs seq_q <= seq_k, got seq_q=3, seq_k=2"):
+        attention_ref(q, k[:, :, :2], v[:, :, :2], causal=True)
 
 
 def test_norm_references():

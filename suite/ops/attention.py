@@ -93,15 +93,24 @@ def attention_ref(
 ) -> torch.Tensor:
     """Exact softmax attention in float64 (CPU) or float32 (GPU), chunked over query rows.
 
-    Causal is top-left aligned, as SDPA's is_causal: query i attends to keys 0..i.
+    k and v may have fewer heads than q (grouped-query attention): query head h reads K/V head
+    h // (heads // kv_heads). Causal is bottom-right aligned, as flash-attn's: query i of seq_q attends to
+    keys 0..i + seq_k - seq_q (with seq_q == seq_k this is SDPA's top-left is_causal); causal with
+    seq_q > seq_k is an error.
     """
     hi = torch.float64 if q.device.type == "cpu" else torch.float32
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     batch, heads, seq_q, _ = q.shape
-    seq_k = k.shape[-2]
+    kv_heads, seq_k = k.shape[1], k.shape[-2]
+    if heads % kv_heads:
+        raise ValueError(f"attention_ref: q's heads ({heads}) must be a multiple of k's heads ({kv_heads})")
+    if causal and seq_q > seq_k:
+        raise ValueError(f"attention_ref: causal needs seq_q <= seq_k, got seq_q={seq_q}, seq_k={seq_k}")
+    group = heads // kv_heads
     out = torch.empty((*q.shape[:-1], v.shape[-1]), dtype=hi, device=q.device)
-    kt = k.to(hi).transpose(-1, -2)
-    vh = v.to(hi)
+    # The reference may copy K/V per query head; only the kernels must not.
+    kt = k.to(hi).repeat_interleave(group, dim=1).transpose(-1, -2)
+    vh = v.to(hi).repeat_interleave(group, dim=1)
     rows = max(1, _REFERENCE_SCORE_ELEMENTS // (batch * heads * seq_k))
     prev = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -110,7 +119,7 @@ def attention_ref(
             stop = min(seq_q, start + rows)
             scores = (q[:, :, start:stop].to(hi) @ kt) * scale
             if causal:
-                qi = torch.arange(start, stop, device=q.device)[:, None]
+                qi = torch.arange(start, stop, device=q.device)[:, None] + (seq_k - seq_q)
                 kj = torch.arange(seq_k, device=q.device)[None, :]
                 scores.masked_fill_(kj > qi, float("-inf"))
             out[:, :, start:stop] = torch.softmax(scores, dim=-1) @ vh

@@ -3,7 +3,8 @@
     python tests/kernels/hopper_schedule.py
 
 Run by test_attention_hopper.py in a fresh process: Triton's interpreter, on in the test session, would
-replace the language's jit helpers that Gluon compiles. Per build (kernel, head_dim, causal): registers,
+replace the language's jit helpers that Gluon compiles. Per build (kernel, head_dim, causal, and per kernel one
+causal build with grouped query heads and fewer queries than keys): registers,
 shared memory, spilled bytes, whether ptxas serialised the wgmma instructions (its C7514 report), the
 register counts the warp-specialised kernel's partitions ask for (USETMAXREG), and, for every wait that
 leaves a wgmma in flight (WARPGROUP.DEPBAR.LE 1), how many MUFU.EX2 lie between it and the next full wait
@@ -58,11 +59,14 @@ def loop_barriers(instrs: list[tuple[int, str]]) -> list[int]:
     return counts
 
 
-def schedule(kernel: str, head_dim: int, causal: bool, disassembler: list[str]) -> dict:
+def schedule(kernel: str, head_dim: int, causal: bool, disassembler: list[str], grouped: bool = False) -> dict:
+    """One build's report. `grouped`: 8 query heads over 2 K/V heads, 512 queries over 1024 keys (a query-head
+    group and a causal offset that launches with 1 and equal lengths compile away)."""
     module = at.HOPPER_KERNELS[kernel]
     t = torch.empty(2, 2, 1024, head_dim, dtype=torch.bfloat16)
-    args, meta = module.launch_args(t, t, t, t, causal, 0.1)
-    name = f"attn_{kernel}_D{head_dim}_{'causal' if causal else 'full'}"
+    q = torch.empty(2, 8, 512, head_dim, dtype=torch.bfloat16) if grouped else t
+    args, meta = module.launch_args(q, t, t, q, causal, 0.1)
+    name = f"attn_{kernel}_D{head_dim}_{'causal' if causal else 'full'}{'_gqa' if grouped else ''}"
     compiled = rr.compile_sm90(getattr(module, JIT_FUNCTIONS[kernel]), args, meta, name, source=GluonASTSource)
     sass, instrs = rr.disassemble(disassembler, compiled.cubin)
     return {
@@ -93,6 +97,7 @@ def main() -> int:
             for head_dim in module.HEAD_DIMS:
                 for causal in (False, True):
                     report[f"{kernel} D{head_dim} causal={causal}"] = schedule(kernel, head_dim, causal, disassembler)
+            report[f"{kernel} D128 causal=True grouped"] = schedule(kernel, 128, True, disassembler, grouped=True)
     json.dump(report, sys.stdout, indent=1)
     return 0
 

@@ -295,7 +295,7 @@ def report_attention(disasm: list[str] | None, sass_dir: Path | None) -> list[st
     for head_dim, causal, cfg in attention_cases():
         heads = ATTN_MODEL_DIM // head_dim
         strides = (heads * ATTN_SEQ * head_dim, ATTN_SEQ * head_dim, head_dim)
-        args = (_BF16, _BF16, _BF16, _BF16, heads, ATTN_SEQ, ATTN_SEQ, *strides * 4, 0.125 * 1.4427)
+        args = (_BF16, _BF16, _BF16, _BF16, heads, 1, ATTN_SEQ, ATTN_SEQ, *strides * 4, 0.125 * 1.4427)  # 1: KV_GROUP
         bm, bn = cfg.kwargs["BLOCK_M"], cfg.kwargs["BLOCK_N"]
         # The per-head descriptor path (PACKED=False): its binder takes plain pointers.
         consts = {"HEAD_DIM": head_dim, "CAUSAL": causal, "UPCAST": False, "EVEN_N": ATTN_SEQ % bn == 0}

@@ -5,13 +5,14 @@ import math
 
 import pytest
 import torch
-from attention_inputs import random_qkv
+from attention_inputs import assert_rows_close, random_qkv
 
 from tierbench.kernels import attention
 from tierbench.kernels._common import last_launch
 from tierbench.suite.ops.attention import attention_ref
 
 at = importlib.import_module("tierbench.kernels.attention")
+decode = importlib.import_module("tierbench.kernels.decode")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
@@ -22,7 +23,11 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 def test_attention(head_dim, seq, causal, dtype, device, assert_close):
     q, k, v = random_qkv(1, 2, seq, seq, head_dim, dtype, device)
     out = attention(q, k, v, causal=causal)
-    assert_close(out, attention_ref(q, k, v, causal), dtype, f"attention S={seq} D={head_dim} causal={causal}")
+    ref = attention_ref(q, k, v, causal)
+    assert_close(out, ref, dtype, f"attention S={seq} D={head_dim} causal={causal}")
+    if seq <= decode.MAX_Q_LEN:  # attention() took the split-KV kernel: this module's kernel too
+        out = at._attention_forward(q, k, v, causal)
+        assert_close(out, ref, dtype, f"prefill kernel S={seq} D={head_dim} causal={causal}")
 
 
 @pytest.mark.parametrize("head_dim", [16, 32])
@@ -76,6 +81,39 @@ def test_attention_packed_only_where_layout_allows(device):
     assert "packed rows" in last_launch("attention")
 
 
+# (heads, kv_heads, seq_q, seq_k): grouped 4:1, 2:1 and plain heads; q as long as k, and shorter (causal
+# bottom-right aligned, the offset not a whole number of blocks); lengths multiples of 128 (packed rows).
+GQA_CASES = [(8, 2, 40, 40), (6, 3, 20, 70), (4, 4, 33, 100), (4, 2, 128, 128), (4, 1, 128, 256)]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("heads, kv_heads, sq, sk", GQA_CASES)
+def test_attention_grouped_query_heads(heads, kv_heads, sq, sk, causal, device, assert_close):
+    q, k, v = random_qkv(2, heads, sq, sk, 64, torch.bfloat16, device, seed=sq + sk, kv_heads=kv_heads)
+    v[1, kv_heads - 1] += 100.0  # a K/V head whose values differ wildly from its neighbours' shows a wrong group
+    out = attention(q, k, v, causal=causal)
+    packs = sq % at.PACKED_SEQ_MULTIPLE == 0 and sk % at.PACKED_SEQ_MULTIPLE == 0
+    assert ("packed rows" if packs else "per-head descriptors") in last_launch("attention")
+    ref = attention_ref(q, k, v, causal)
+    what = f"H={heads}/{kv_heads} Sq={sq} Sk={sk} causal={causal}"
+    assert_close(out, ref, torch.bfloat16, what)
+    assert_rows_close(out, ref, torch.bfloat16, what)
+
+
+@pytest.mark.parametrize("block_m,block_n", [(64, 32), (16, 16)])
+def test_attention_causal_shorter_queries_forced_configs(block_m, block_n, device, assert_close):
+    # Offsets 30 and 26 keys: the unmasked stage ends inside a key block and the diagonal stage spans
+    # BLOCK_M / BLOCK_N + 1 blocks; offset 1: the last row of each query block sees one key into the next
+    # block. 66 and 70 queries leave a ragged last query block.
+    cfg = at._cfg(block_m, block_n, 4, 2)
+    for sq, sk in ((70, 100), (66, 92), (70, 71)):
+        q, k, v = random_qkv(1, 2, sq, sk, 32, torch.float16, device, seed=sk, kv_heads=1)
+        out = at._attention_forward(q, k, v, True, None, config=cfg)
+        ref = attention_ref(q, k, v, True)
+        assert_close(out, ref, torch.float16, f"{block_m}x{block_n} Sq={sq} Sk={sk}")
+        assert_rows_close(out, ref, torch.float16, f"{block_m}x{block_n} Sq={sq} Sk={sk}")
+
+
 def test_attention_causal_config_check(device):
     q, k, v = random_qkv(1, 1, 32, 32, 32, torch.float16, device)
     with pytest.raises(ValueError, match=r"attention: causal configs need BLOCK_M % BLOCK_N == 0, got 16x32"):
@@ -112,12 +150,14 @@ def test_attention_validation(device, wrong_device):
     with pytest.raises(ValueError, match=r"attention: q's head_dim must be one of .*, got shape \(1, 2, 8, 48\)"):
         attention(q[..., :48], k[..., :48], v[..., :48])
     with pytest.raises(
-        ValueError, match=r"attention: k must have shape \(1, 2, seq_k, 64\) .*got shape \(1, 1, 8, 64\)"
+        ValueError, match=r"attention: k must have shape \(1, kv_heads, seq_k, 64\) .*got shape \(2, 2, 8, 64\)"
     ):
-        attention(q, k[:, :1], v[:, :1])
+        attention(q, torch.cat([k, k]), torch.cat([v, v]))
+    with pytest.raises(ValueError, match=r"attention: q's heads \(2\) must be a multiple of k's heads \(3\)"):
+        attention(q, torch.cat([k, k[:, :1]], 1), torch.cat([v, v[:, :1]], 1))
     with pytest.raises(ValueError, match=r"attention: v must have the shape of k \(1, 2, 8, 64\), got shape"):
         attention(q, k, v[:, :, :4])
-    with pytest.raises(ValueError, match=r"attention: causal=True needs equal q and k lengths"):
+    with pytest.raises(ValueError, match=r"attention: causal=True needs q no longer than k \(bottom-right aligned"):
         attention(q, k[:, :, :4], v[:, :, :4], causal=True)
     with pytest.raises(ValueError, match=r"attention: sequence lengths must be >= 1"):
         attention(q[:, :, :0], k, v)
@@ -139,6 +179,27 @@ def test_attention_gpu_full_size(causal, dtype, assert_close):
     q, k, v = random_qkv(2, 16, 4096, 4096, 128, dtype, "cuda", seed=7)
     ref = torch.cat([attention_ref(q[i : i + 1], k[i : i + 1], v[i : i + 1], causal) for i in range(2)])
     assert_close(attention(q, k, v, causal=causal), ref, dtype, f"B=2 H=16 S=4096 D=128 causal={causal}")
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("kernel", ["auto", "triton"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("heads, kv_heads, sq, sk", [(32, 8, 4096, 4096), (64, 8, 1000, 8192), (64, 8, 2048, 6144)])
+def test_attention_gpu_grouped_query_heads(heads, kv_heads, sq, sk, causal, kernel, assert_close):
+    # Llama-3 8B's and 70B's head layouts, self-attention and chunked prefill (q a chunk of k's length).
+    q, k, v = random_qkv(1, heads, sq, sk, 128, torch.bfloat16, "cuda", seed=sq, kv_heads=kv_heads)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    out = at._attention_forward(q, k, v, causal, kernel=kernel)
+    torch.cuda.synchronize()
+    extra = torch.cuda.max_memory_allocated() - before
+    assert extra < out.numel() * out.element_size() + k.numel() * k.element_size(), "K/V copied"
+    ref = attention_ref(q, k, v, causal)
+    what = f"H={heads}/{kv_heads} Sq={sq} Sk={sk} causal={causal}: {last_launch('attention')}"
+    assert_close(out, ref, torch.bfloat16, what)
+    assert_rows_close(out, ref, torch.bfloat16, what)
 
 
 @pytest.mark.gpu

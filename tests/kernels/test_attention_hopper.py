@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from attention_inputs import random_qkv
+from attention_inputs import assert_rows_close, random_qkv
 
 from tierbench.kernels._common import last_launch
 from tierbench.suite.ops.attention import attention_ref
@@ -48,6 +48,7 @@ def schedules() -> dict:
 
 
 BUILDS = [f"{k} D{d} causal={c}" for k, m in at.HOPPER_KERNELS.items() for d in m.HEAD_DIMS for c in (False, True)]
+BUILDS += [f"{k} D128 causal=True grouped" for k in at.HOPPER_KERNELS]  # 4 query heads per K/V head, Sq < Sk
 
 
 @pytest.mark.parametrize("build", BUILDS)
@@ -97,6 +98,9 @@ def test_layout_fits():
     assert not at.hopper_layout_fits(meta(1, 2, 128, 64), meta(1, 2, 256, 64), meta(1, 2, 256, 64), "gluon-ws")
     assert not at.hopper_layout_fits(meta(1, 2, 192, 128), meta(1, 2, 256, 128), meta(1, 2, 256, 128), "gluon-ws")
     assert at.hopper_layout_fits(meta(1, 2, 128, 128), meta(1, 2, 384, 128), meta(1, 2, 384, 128), "gluon-ws")
+    # Grouped-query heads: K/V with fewer heads, each read for its group through the same rows.
+    for kernel in at.HOPPER_KERNELS:
+        assert at.hopper_layout_fits(meta(2, 8, 256, 128), meta(2, 2, 512, 128), meta(2, 2, 512, 128), kernel)
 
 
 def test_warp_specialised_kernel_suits_all_but_short_causal_attention():
@@ -146,6 +150,28 @@ def test_hopper_kernel_gpu_cross_lengths_and_scale(kernel, sq, sk, assert_close)
     assert_close(out, attention_ref(q, k, v, False, 0.3), torch.bfloat16, f"{kernel} Sq={sq} Sk={sk} scale=0.3")
 
 
+# (batch, heads, kv_heads, seq_q, seq_k): groups of 4, 2 and 8 query heads per K/V head, q as long as k and
+# shorter (causal bottom-right aligned: chunked prefill), Llama-3 8B's and 70B's head layouts.
+GQA_GPU_SHAPES = [(2, 8, 2, 256, 256), (1, 6, 3, 128, 640), (2, 4, 1, 512, 2048), (1, 32, 8, 2048, 2048),
+                  (1, 64, 8, 1024, 8192)]  # fmt: skip
+
+
+@pytest.mark.gpu
+@on_hopper
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("kernel, head_dim", [("gluon", 64), ("gluon", 128), ("gluon-ws", 128)])
+def test_hopper_kernel_gpu_grouped_query_heads(kernel, head_dim, causal, assert_close):
+    for b, h, kv_h, sq, sk in GQA_GPU_SHAPES:
+        q, k, v = random_qkv(b, h, sq, sk, head_dim, torch.bfloat16, "cuda", seed=sq + sk, kv_heads=kv_h)
+        v[0, kv_h - 1] += 100.0  # a K/V head whose values differ wildly from its neighbours' shows a wrong group
+        out = at._attention_forward(q, k, v, causal, kernel=kernel)
+        assert at.HOPPER_KERNELS[kernel].LAUNCH_KIND in last_launch("attention")
+        what = f"{kernel} B={b} H={h}/{kv_h} Sq={sq} Sk={sk} D={head_dim} causal={causal}"
+        ref = attention_ref(q, k, v, causal)
+        assert_close(out, ref, torch.bfloat16, what)
+        assert_rows_close(out, ref, torch.bfloat16, what)
+
+
 @pytest.mark.gpu
 @on_hopper
 def test_public_attention_takes_the_best_hopper_kernel_that_fits():
@@ -160,6 +186,11 @@ def test_public_attention_takes_the_best_hopper_kernel_that_fits():
     q, k, v = random_qkv(1, 2, 200, 200, 128, torch.bfloat16, "cuda", seed=3)
     at.attention(q, k, v)  # a length no Gluon kernel's blocks divide
     assert "gluon" not in last_launch("attention")
+    q, k, v = random_qkv(1, 8, 512, 1024, 128, torch.bfloat16, "cuda", seed=4, kv_heads=2)
+    at.attention(q, k, v, causal=True)  # grouped heads, q shorter than k
+    assert "gluon Hopper kernel, warp-specialised" in last_launch("attention")
+    at.attention(q[:, :, :16], k, v, causal=True)  # decode: the split-KV kernel
+    assert "split-kv" in last_launch("attention")
 
 
 @pytest.mark.gpu

@@ -1,0 +1,480 @@
+"""Split-KV attention for decode (flash-decoding), over dense K/V or a KV cache, contiguous or paged.
+
+Decode reads a whole KV cache for a few query tokens (one, or a few with speculative decoding): one pass
+over K and V with little arithmetic, so the limit is memory bandwidth, and the problem is filling the GPU.
+A program per (query block, head) leaves most SMs idle at batch 1, so each sequence's keys are split into
+`num_splits` ranges, each read by a program of its own:
+
+- `_split_kv_kernel`, grid (batch * kv_heads * row_blocks, num_splits): a program takes the query rows of
+  one K/V head's group (heads // kv_heads query heads x q_len tokens, stacked as the rows of one tile), reads
+  its split's K/V tiles once for the whole group (grouped-query attention costs no extra K/V traffic), and
+  writes each row's partial output (float32) and the log2-sum-exp of its scores. With one split it writes
+  the normalised output itself and nothing else runs.
+- `_combine_kernel`, one program per query row: the splits' partial outputs weighted by exp2(lse - max lse).
+
+The split rule (`choose_num_splits`): enough programs for WAVES waves over the SMs, but every split at least
+MIN_KEYS_PER_SPLIT keys (each split costs a partial write and its share of the combine) and at most
+MAX_SPLITS splits. It reads only shapes (the cache's capacity, not `cache_seqlens`): no device sync, and the
+same launch for every step a CUDA graph replays. Each sequence's own length is then split evenly in the
+kernel (whole BLOCK_N blocks per split, so shorter sequences leave the last splits empty).
+
+`kernels.attention` routes q_len <= MAX_Q_LEN here (`suits`): there the prefill kernels' query tiles (32 to
+128 rows) are mostly padding, each query head reads its K/V again, and their grid (query blocks x heads) is
+one program per head. The threshold, the tiles and the split constants are reasoned, not yet measured on a
+GPU.
+
+Layouts are heads-first, as the rest of `kernels/`: q (batch, heads, q_len, head_dim), caches (batch,
+kv_heads, max_seq, head_dim) or paged (num_blocks, kv_heads, block_size, head_dim). K/V are read through
+pointers and strides (not TMA), so any strides work, and flash-attn's sequence-first tensors need only a
+`.transpose(1, 2)` view (see `attention_with_kvcache`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import (
+    ATTENTION_HEAD_DIMS,
+    HALF_DTYPES,
+    INTERPRET,
+    check_same_device,
+    check_tensor,
+    next_pow2,
+    note_launch,
+    num_sms,
+    on_device,
+)
+
+_LOG2E = 1.4426950408889634
+
+MAX_Q_LEN = 16  # `attention` takes the split-KV kernel up to this many query tokens
+WAVES = 2  # programs for this many waves over the SMs
+MIN_KEYS_PER_SPLIT = 256
+MAX_SPLITS = 128
+MAX_BLOCK_M = 64  # query rows per program; a larger group (heads // kv_heads x q_len) takes several programs
+_COMBINE_CHUNK = 16  # splits the combine reads per step
+
+
+def suits(q_len: int) -> bool:
+    """Whether `kernels.attention` should take the split-KV kernel for this query length."""
+    return q_len <= MAX_Q_LEN
+
+
+def decode_config(head_dim: int, rows: int) -> triton.Config:
+    """Tile of one program: BLOCK_M query rows of a group of `rows` (at least 16, the MMA's least M), BLOCK_N
+    keys per step (fewer at head_dim 256, whose K and V tiles are twice as large), and 8 warps for a 64 x 256
+    tile, whose accumulator and Q spill from 4 warps' registers (ptxas for sm_90)."""
+    block_m = min(MAX_BLOCK_M, max(16, next_pow2(rows)))
+    block_n = 64 if head_dim <= 128 else 32
+    warps = 8 if block_m * head_dim > 64 * 128 else 4
+    return triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=warps, num_stages=2)
+
+
+def choose_num_splits(max_kv_len: int, programs_per_split: int, sms: int) -> int:
+    """Splits of each sequence's keys: cdiv(WAVES * sms, programs_per_split) (enough programs for WAVES waves),
+    capped so that a sequence of max_kv_len keys gives every split at least MIN_KEYS_PER_SPLIT of them, and at
+    MAX_SPLITS; at least 1."""
+    want = triton.cdiv(WAVES * sms, max(1, programs_per_split))
+    return max(1, min(want, triton.cdiv(max_kv_len, MIN_KEYS_PER_SPLIT), MAX_SPLITS))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Kernels
+# ----------------------------------------------------------------------------------------------------------
+
+
+@triton.jit(do_not_specialize=["CAPACITY"])  # a dense decode step changes it every call
+def _split_kv_kernel(
+    q_ptr, k_ptr, v_ptr, out_ptr, lse_ptr, seqlens_ptr, table_ptr,
+    KV_H, KV_GROUP, SQ, CAPACITY, NUM_BLOCKS, NUM_SPLITS,
+    stride_qb, stride_qh, stride_qs, stride_qd,
+    stride_kb, stride_kh, stride_ks, stride_kd,
+    stride_vb, stride_vh, stride_vs, stride_vd,
+    stride_ob, stride_oh, stride_os, stride_od,
+    stride_len, stride_tb, stride_tn,
+    qk_scale,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    PAGE_SIZE: tl.constexpr,  # 0: K/V contiguous per sequence; else paged through table_ptr
+    HAS_SEQLENS: tl.constexpr,  # sequence lengths from seqlens_ptr (clamped to CAPACITY), else CAPACITY
+    CAUSAL: tl.constexpr,
+    SPLIT: tl.constexpr,  # write partial outputs and their lse (NUM_SPLITS > 1), else the output itself
+    UPCAST: tl.constexpr,
+):  # fmt: skip
+    rows = KV_GROUP * SQ
+    n_row_blocks = tl.cdiv(rows, BLOCK_M)
+    bkv = tl.program_id(0) // n_row_blocks
+    row_block = tl.program_id(0) - bkv * n_row_blocks
+    b = (bkv // KV_H).to(tl.int64)
+    kv_h = (bkv % KV_H).to(tl.int64)
+    split = tl.program_id(1)
+
+    if HAS_SEQLENS:
+        seq_k = tl.minimum(tl.maximum(tl.load(seqlens_ptr + b * stride_len), 0), CAPACITY)
+    else:
+        seq_k = CAPACITY
+    # This split's keys: an equal share of the sequence in whole BLOCK_N blocks.
+    split_len = tl.cdiv(tl.cdiv(seq_k, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    lo = split * split_len
+    hi = tl.minimum(lo + split_len, seq_k)
+
+    # Row r of the tile is query token r % SQ of head kv_h * KV_GROUP + r // SQ.
+    offs_r = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = offs_r < rows
+    qi = offs_r % SQ
+    h = kv_h * KV_GROUP + offs_r // SQ
+    offs_d = tl.arange(0, HEAD_DIM)
+    q_rows = b * stride_qb + h * stride_qh + qi * stride_qs
+    q = tl.load(q_ptr + q_rows[:, None] + offs_d[None, :] * stride_qd, mask=row_ok[:, None], other=0.0)
+    if UPCAST:  # interpreter only: its bf16 dot is wrong
+        q = q.to(tl.float32)
+    # Bottom-right causal: token i of SQ sees keys <= i + seq_k - SQ.
+    last_key = qi + seq_k - SQ
+
+    k_head = kv_h * stride_kh
+    v_head = kv_h * stride_vh
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    offs_n = tl.arange(0, BLOCK_N)
+    # Whole blocks of keys that every row sees (all keys below hi, or causal, those up to the first token's
+    # last key seq_k - SQ) need no mask; the rest of the split, at most two blocks, takes it.
+    if CAUSAL:
+        seen_by_all = seq_k - SQ + 1
+    else:
+        seen_by_all = seq_k
+    mid = lo + tl.maximum(tl.minimum(hi, seen_by_all) - lo, 0) // BLOCK_N * BLOCK_N
+    for phase in tl.static_range(2):
+        if phase == 0:
+            begin = lo
+            end = mid
+        else:
+            begin = mid
+            end = hi
+        for start in tl.range(begin, end, BLOCK_N):
+            keys = start + offs_n
+            key_ok = keys < hi
+            # The keys' rows: sequence b's own slice of a contiguous cache, or, paged, block key // PAGE_SIZE of
+            # the block table (clamped to [0, NUM_BLOCKS): no read leaves the cache) at row key % PAGE_SIZE.
+            if PAGE_SIZE == 0:
+                block = b
+                in_block = keys
+            elif PAGE_SIZE % BLOCK_N == 0:  # the tile lies in one block (splits start at whole BLOCK_N blocks)
+                block = tl.load(table_ptr + b * stride_tb + (start // PAGE_SIZE) * stride_tn).to(tl.int64)
+                block = tl.minimum(tl.maximum(block, 0), NUM_BLOCKS - 1)
+                in_block = start % PAGE_SIZE + offs_n
+            else:
+                block = tl.load(table_ptr + b * stride_tb + (keys // PAGE_SIZE) * stride_tn, mask=key_ok, other=0)
+                block = tl.minimum(tl.maximum(block.to(tl.int64), 0), NUM_BLOCKS - 1)
+                in_block = keys % PAGE_SIZE
+            in_block = in_block.to(tl.int64)
+            k_ptrs = k_ptr + (block * stride_kb + k_head + in_block * stride_ks)[:, None] + offs_d[None, :] * stride_kd
+            v_ptrs = v_ptr + (block * stride_vb + v_head + in_block * stride_vs)[:, None] + offs_d[None, :] * stride_vd
+            if phase == 0:
+                k = tl.load(k_ptrs)
+            else:
+                k = tl.load(k_ptrs, mask=key_ok[:, None], other=0.0)
+            if UPCAST:  # interpreter only: its bf16 dot is wrong
+                k = k.to(tl.float32)
+            qk = tl.dot(q, tl.trans(k)) * qk_scale
+            if phase == 0:
+                m_new = tl.maximum(m_i, tl.max(qk, 1))
+                m_safe = m_new
+            else:
+                keep = key_ok[None, :]
+                if CAUSAL:
+                    keep = keep & (keys[None, :] <= last_key[:, None])
+                qk = tl.where(keep, qk, float("-inf"))
+                m_new = tl.maximum(m_i, tl.max(qk, 1))
+                # A row that has seen no key yet keeps m = -inf; subtracting 0 then keeps p and alpha 0, not NaN.
+                m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+            p = tl.math.exp2(qk - m_safe[:, None])
+            alpha = tl.math.exp2(m_i - m_safe)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            if phase == 0:
+                v = tl.load(v_ptrs)
+            else:
+                v = tl.load(v_ptrs, mask=key_ok[:, None], other=0.0)
+            if UPCAST:
+                v = v.to(tl.float32)
+            acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+            m_i = m_new
+
+    seen = l_i > 0.0  # rows that saw no key (an empty split, a zero-length sequence) get 0 and lse -inf
+    l_safe = tl.where(seen, l_i, 1.0)
+    out = acc / l_safe[:, None]
+    if SPLIT:
+        # Partials are (B * H * SQ, NUM_SPLITS, HEAD_DIM), row-major by query row.
+        part = ((b * (KV_H * KV_GROUP) + h) * SQ + qi) * NUM_SPLITS + split
+        tl.store(out_ptr + part[:, None] * HEAD_DIM + offs_d[None, :], out, mask=row_ok[:, None])
+        tl.store(lse_ptr + part, tl.where(seen, m_i + tl.log2(l_safe), float("-inf")), mask=row_ok)
+    else:
+        o_rows = b * stride_ob + h * stride_oh + qi * stride_os
+        o_ptrs = out_ptr + o_rows[:, None] + offs_d[None, :] * stride_od
+        tl.store(o_ptrs, out.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
+
+
+@triton.jit
+def _combine_kernel(
+    part_ptr, lse_ptr, o_ptr, H, SQ, NUM_SPLITS,
+    stride_ob, stride_oh, stride_os, stride_od,
+    HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr, CHUNK: tl.constexpr,
+):  # fmt: skip
+    row = tl.program_id(0).to(tl.int64)  # (b * H + h) * SQ + i
+    bh = row // SQ
+    qi = row % SQ
+    b = bh // H
+    h = bh % H
+    offs_s = tl.arange(0, BLOCK_S)
+    lse = tl.load(lse_ptr + row * NUM_SPLITS + offs_s, mask=offs_s < NUM_SPLITS, other=float("-inf"))
+    m = tl.max(lse, 0)
+    m = tl.where(m == float("-inf"), 0.0, m)  # no split saw a key: every weight is 0, the output 0
+    total = tl.sum(tl.math.exp2(lse - m), 0)
+    offs_d = tl.arange(0, HEAD_DIM)
+    acc = tl.zeros([HEAD_DIM], dtype=tl.float32)
+    for s0 in tl.range(0, NUM_SPLITS, CHUNK):
+        offs_c = s0 + tl.arange(0, CHUNK)
+        ok = offs_c < NUM_SPLITS
+        w = tl.math.exp2(tl.load(lse_ptr + row * NUM_SPLITS + offs_c, mask=ok, other=float("-inf")) - m)
+        parts = tl.load(
+            part_ptr + (row * NUM_SPLITS + offs_c)[:, None] * HEAD_DIM + offs_d[None, :], mask=ok[:, None], other=0.0
+        )
+        acc += tl.sum(w[:, None] * parts, 0)
+    out = acc / tl.where(total > 0.0, total, 1.0)
+    o_ptrs = o_ptr + b * stride_ob + h * stride_oh + qi * stride_os + offs_d * stride_od
+    tl.store(o_ptrs, out.to(o_ptr.dtype.element_ty))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Launcher
+# ----------------------------------------------------------------------------------------------------------
+
+
+def split_kv_forward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool,
+    scale: float | None,
+    *,
+    seqlens: torch.Tensor | None = None,
+    block_table: torch.Tensor | None = None,
+    num_splits: int | None = None,
+    config: triton.Config | None = None,
+    cache_kind: str = "",
+) -> torch.Tensor:
+    """Launch without validation. q (B, H, SQ, D); k/v (B, KV_H, S, D), or with block_table (num_blocks,
+    KV_H, page, D); `seqlens` (B,) int32 or None (every sequence the full S, or the table's capacity).
+    `num_splits` and `config` override the split rule and the tile; `cache_kind` names the cache in the
+    launch record."""
+    b, h, sq, d = q.shape
+    kv_h = k.shape[1]
+    o = torch.empty((b, h, sq, d), dtype=q.dtype, device=q.device)
+    if b * h == 0:
+        return o
+    paged = block_table is not None
+    page = k.shape[2] if paged else 0
+    capacity = block_table.shape[1] * page if paged else k.shape[2]
+    group = h // kv_h
+    config = config or decode_config(d, group * sq)
+    bm, bn = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
+    programs = b * kv_h * triton.cdiv(group * sq, bm)
+    splits = num_splits or choose_num_splits(capacity, programs, num_sms(q.device))
+    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+
+    if splits > 1:
+        part = torch.empty((b * h * sq, splits, d), dtype=torch.float32, device=q.device)
+        lse = torch.empty((b * h * sq, splits), dtype=torch.float32, device=q.device)
+        dest, o_strides = part, (0, 0, 0, 0)
+    else:
+        part = lse = None
+        dest, o_strides = o, o.stride()
+    table = block_table if paged else q  # any tensor: unused unless paged
+    lens = seqlens if seqlens is not None else q
+    table_strides = block_table.stride() if paged else (0, 0)
+    _split_kv_kernel[(programs, splits)](
+        q, k, v, dest, lse if lse is not None else dest, lens, table,
+        kv_h, group, sq, capacity, k.shape[0], splits,
+        *q.stride(), *k.stride(), *v.stride(), *o_strides,
+        lens.stride(0) if seqlens is not None else 0, *table_strides,
+        scale * _LOG2E,
+        HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, PAGE_SIZE=page, HAS_SEQLENS=seqlens is not None, CAUSAL=causal,
+        SPLIT=splits > 1, UPCAST=INTERPRET and q.dtype == torch.bfloat16,
+        num_warps=config.num_warps, num_stages=config.num_stages,
+    )  # fmt: skip
+    if splits > 1:
+        block_s = next_pow2(splits)
+        _combine_kernel[(b * h * sq,)](
+            part, lse, o, h, sq, splits, *o.stride(), HEAD_DIM=d, BLOCK_S=block_s,
+            CHUNK=min(block_s, _COMBINE_CHUNK), num_warps=4,
+        )  # fmt: skip
+    kind = ("causal" if causal else "full") + f", split-kv, {splits} split{'s' if splits > 1 else ''}"
+    note_launch("attention", config, kind + (f", {cache_kind}" if cache_kind else ""))
+    return o
+
+
+def _check_scalars(fn: str, causal: object, scale: object, num_splits: object) -> None:
+    if not isinstance(causal, bool):
+        raise TypeError(f"{fn}: causal must be a bool, got {type(causal).__name__}")
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
+        raise TypeError(f"{fn}: scale must be a float or None, got {type(scale).__name__}")
+    if num_splits is not None:
+        if isinstance(num_splits, bool) or not isinstance(num_splits, int):
+            raise TypeError(f"{fn}: num_splits must be an int or None, got {type(num_splits).__name__}")
+        if not 1 <= num_splits <= MAX_SPLITS:
+            raise ValueError(f"{fn}: num_splits must be in [1, {MAX_SPLITS}], got {num_splits}")
+
+
+def _check_kvcache(
+    q: object,
+    k_cache: object,
+    v_cache: object,
+    cache_seqlens: object,
+    block_table: object,
+    causal: object,
+    scale: object,
+    num_splits: object,
+    validate: object,
+) -> None:
+    fn = "attention_with_kvcache"
+    check_tensor(fn, "q", q, dtypes=HALF_DTYPES, ndim=4, ndim_hint="(batch, heads, q_len, head_dim)")
+    paged = block_table is not None
+    hint = "(num_blocks, kv_heads, block_size, head_dim)" if paged else "(batch, kv_heads, max_seq, head_dim)"
+    for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
+        check_tensor(fn, name, t, dtypes=HALF_DTYPES, ndim=4, ndim_hint=hint)
+        if t.dtype != q.dtype:
+            raise TypeError(f"{fn}: {name} must have the dtype of q ({q.dtype}), got {t.dtype}")
+    if cache_seqlens is not None:
+        check_tensor(fn, "cache_seqlens", cache_seqlens, dtypes=(torch.int32,), ndim=1, ndim_hint="(batch,)")
+    if paged:
+        check_tensor(fn, "block_table", block_table, dtypes=(torch.int32,), ndim=2,
+                     ndim_hint="(batch, max_blocks_per_seq)")  # fmt: skip
+    check_same_device(fn, q=q, k_cache=k_cache, v_cache=v_cache, cache_seqlens=cache_seqlens, block_table=block_table)
+    _check_scalars(fn, causal, scale, num_splits)
+    if not isinstance(validate, bool):
+        raise TypeError(f"{fn}: validate must be a bool, got {type(validate).__name__}")
+
+    b, h, sq, d = q.shape
+    if d not in ATTENTION_HEAD_DIMS:
+        raise ValueError(f"{fn}: q's head_dim must be one of {ATTENTION_HEAD_DIMS}, got shape {tuple(q.shape)}")
+    if sq == 0:
+        raise ValueError(f"{fn}: q_len must be >= 1, got q shape {tuple(q.shape)}")
+    n0, kv_h, s, kd = k_cache.shape
+    if kd != d or s == 0 or kv_h == 0 or (n0 == 0 if paged else n0 != b):
+        rows = "num_blocks >= 1" if paged else f"batch {b}"
+        raise ValueError(
+            f"{fn}: k_cache must be {hint} with {rows}, kv_heads >= 1, a length >= 1 and head_dim {d} "
+            f"to match q {tuple(q.shape)}, got shape {tuple(k_cache.shape)}"
+        )
+    if tuple(v_cache.shape) != tuple(k_cache.shape):
+        raise ValueError(
+            f"{fn}: v_cache must have the shape of k_cache {tuple(k_cache.shape)}, got shape {tuple(v_cache.shape)}"
+        )
+    if h % kv_h:
+        raise ValueError(
+            f"{fn}: q's heads ({h}) must be a multiple of the cache's kv_heads ({kv_h}), got q shape "
+            f"{tuple(q.shape)}, k_cache shape {tuple(k_cache.shape)}"
+        )
+    if cache_seqlens is not None and cache_seqlens.shape[0] != b:
+        raise ValueError(f"{fn}: cache_seqlens must have shape ({b},), got shape {tuple(cache_seqlens.shape)}")
+    if paged and (block_table.shape[0] != b or block_table.shape[1] == 0):
+        raise ValueError(
+            f"{fn}: block_table must have shape ({b}, max_blocks_per_seq >= 1), got shape {tuple(block_table.shape)}"
+        )
+    capacity = block_table.shape[1] * s if paged else s
+    if causal and sq > capacity:
+        raise ValueError(
+            f"{fn}: causal=True needs q_len ({sq}) no longer than the cache's capacity ({capacity} keys), "
+            f"got q shape {tuple(q.shape)}"
+        )
+    if validate:
+        _validate_contents(fn, sq, s, n0, capacity, cache_seqlens, block_table, causal)
+
+
+def _validate_contents(
+    fn: str,
+    sq: int,
+    page: int,
+    num_blocks: int,
+    capacity: int,
+    cache_seqlens: torch.Tensor | None,
+    block_table: torch.Tensor | None,
+    causal: bool,
+) -> None:
+    """The checks that read cache_seqlens and block_table (a device-to-host copy and a sync)."""
+    if cache_seqlens is None:
+        lens = [capacity] * (block_table.shape[0] if block_table is not None else 0)
+    else:
+        lens = cache_seqlens.tolist()
+    least = sq if causal else 0
+    for i, n in enumerate(lens):
+        if not least <= n <= capacity:
+            rule = f"in [{least}, {capacity}] (causal: at least q_len)" if causal else f"in [0, {capacity}]"
+            raise ValueError(f"{fn}: cache_seqlens[{i}] must be {rule}, got {n}")
+    if block_table is None:
+        return
+    table = block_table.cpu()
+    for i, n in enumerate(lens):
+        used = table[i, : triton.cdiv(n, page)]
+        bad = ((used < 0) | (used >= num_blocks)).nonzero()
+        if len(bad):
+            j = int(bad[0, 0])
+            raise ValueError(
+                f"{fn}: block_table[{i}, {j}] must be a block of the cache, in [0, {num_blocks}), got {int(used[j])}"
+            )
+
+
+def attention_with_kvcache(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    cache_seqlens: torch.Tensor | None = None,
+    block_table: torch.Tensor | None = None,
+    causal: bool = False,
+    scale: float | None = None,
+    *,
+    num_splits: int | None = None,
+    validate: bool = False,
+) -> torch.Tensor:
+    """Attention of a few new query tokens over a KV cache (decode), split-KV; fp16/bf16, heads-first.
+
+    q: (batch, heads, q_len, head_dim). The cache, k_cache and v_cache of one shape and q's dtype, is either
+    - contiguous per sequence: (batch, kv_heads, max_seq, head_dim), block_table None; or
+    - paged: (num_blocks, kv_heads, block_size, head_dim) with block_table (batch, max_blocks_per_seq) int32,
+      whose entry [b, j] is the physical block holding keys j * block_size .. (j + 1) * block_size - 1 of
+      sequence b (any block_size, as vLLM's and flash-attn's paged caches).
+    heads must be a multiple of kv_heads (grouped-query attention: query head h reads K/V head
+    h // (heads // kv_heads); K/V are never repeated). cache_seqlens (batch,) int32: sequence b attends to
+    keys [0, cache_seqlens[b]); None means the whole capacity (max_seq, or max_blocks_per_seq * block_size).
+    causal=True is bottom-right aligned, as flash-attn's: query token i sees keys <= i + cache_seqlens[b] -
+    q_len (the new tokens are the last q_len keys of the cache). A query row that sees no key (a zero
+    length, or a causal row before the first key) gets zeros. scale defaults to 1/sqrt(head_dim).
+    Returns (batch, heads, q_len, head_dim), contiguous.
+
+    Mapping from flash-attn's `flash_attn_with_kvcache`, whose tensors are sequence-first: pass
+    `q.transpose(1, 2)`, `k_cache.transpose(1, 2)`, `v_cache.transpose(1, 2)` (zero-copy views: this function
+    reads through strides, any strides work), the same cache_seqlens and block_table, and take
+    `out.transpose(1, 2)`. Not supported: appending new k/v, rotary embeddings, cache_batch_idx, windows,
+    softcap, ALiBi.
+
+    Shapes, dtypes, devices and scalars are checked before anything is allocated. The contents of
+    cache_seqlens and block_table are read only with validate=True (a device-to-host copy and a sync: for
+    debugging, not for CUDA graphs); without it the kernel clamps lengths to the capacity and block numbers to
+    [0, num_blocks), so a bad entry gives a wrong result, never an out-of-bounds read. num_splits overrides
+    the split rule (`choose_num_splits`). The launch record (family "attention") names the split count.
+    """
+    _check_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, causal, scale, num_splits, validate)
+    if block_table is not None:
+        cache_kind = f"paged cache (block_size {k_cache.shape[2]})"
+    else:
+        cache_kind = "contiguous cache"
+    with on_device(q):
+        return split_kv_forward(
+            q, k_cache, v_cache, causal, scale, seqlens=cache_seqlens, block_table=block_table,
+            num_splits=num_splits, cache_kind=cache_kind,
+        )  # fmt: skip

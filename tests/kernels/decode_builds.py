@@ -1,0 +1,80 @@
+"""Compile the split-KV decode kernels ahead of time for sm_90 (no GPU) and report registers and spills as JSON.
+
+    python tests/kernels/decode_builds.py
+
+Run by test_decode.py in a fresh process (the interpreter, on in the test session, compiles nothing). The
+builds are the tiles `decode_config` gives at each head_dim for the smallest and the largest query group,
+across the cache kinds (contiguous, paged with blocks smaller than a tile, paged with whole tiles per block),
+and the combine kernel.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import tempfile
+
+import resource_report as rr
+import torch
+from triton import knobs
+
+dec = importlib.import_module("tierbench.kernels.decode")
+
+# (head_dim, query rows per group, block_size (0: contiguous), causal, split)
+BUILDS = [
+    (64, 1, 0, False, False),
+    (64, 64, 16, True, True),
+    (128, 4, 256, True, True),
+    (128, 64, 0, True, True),
+    (256, 1, 16, False, True),
+    (256, 64, 0, True, True),
+]
+
+
+def split_kv_build(head_dim: int, rows: int, page: int, causal: bool, split: bool) -> dict:
+    cfg = dec.decode_config(head_dim, rows)
+    q = torch.empty(1, rows, 1, head_dim, dtype=torch.bfloat16)  # one K/V head's group of `rows` heads
+    k = torch.empty(64, 1, page or 4096, head_dim, dtype=torch.bfloat16)
+    out = torch.empty(rows, 8, head_dim, dtype=torch.float32) if split else q
+    lse = torch.empty(rows, 8, dtype=torch.float32)
+    lens, table = torch.empty(1, dtype=torch.int32), torch.empty(1, 64, dtype=torch.int32)
+    out_strides = (0, 0, 0, 0) if split else out.stride()
+    args = (q, k, k, out, lse, lens, table, 1, rows, 1, 4096, 64, 8 if split else 1, *q.stride(), *k.stride(),
+            *k.stride(), *out_strides, 1, 64, 1, 0.1)  # fmt: skip
+    meta = dict(
+        HEAD_DIM=head_dim, **cfg.kwargs, PAGE_SIZE=page, HAS_SEQLENS=True, CAUSAL=causal, SPLIT=split,
+        UPCAST=False, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )  # fmt: skip
+    compiled = rr.compile_sm90(dec._split_kv_kernel, args, meta, f"split_kv_D{head_dim}_r{rows}_p{page}")
+    return {"registers": compiled.regs, "spill_bytes": sum(compiled.spill_bytes or (0,)), "config": str(cfg)}
+
+
+def combine_build(head_dim: int, splits: int) -> dict:
+    part = torch.empty(32, splits, head_dim, dtype=torch.float32)
+    lse = torch.empty(32, splits, dtype=torch.float32)
+    o = torch.empty(1, 8, 4, head_dim, dtype=torch.bfloat16)
+    block_s = dec.next_pow2(splits)
+    meta = dict(HEAD_DIM=head_dim, BLOCK_S=block_s, CHUNK=min(block_s, dec._COMBINE_CHUNK), num_warps=4)
+    compiled = rr.compile_sm90(dec._combine_kernel, (part, lse, o, 8, 4, splits, *o.stride()), meta, "combine")
+    return {"registers": compiled.regs, "spill_bytes": sum(compiled.spill_bytes or (0,))}
+
+
+def main() -> int:
+    report = {}
+    with tempfile.TemporaryDirectory() as cache:
+        knobs.cache.dir = cache  # a private, always-missed cache: every build goes through ptxas
+        knobs.compilation.always_compile = True
+        knobs.nvidia.dump_ptxas_log = True
+        for build in BUILDS:
+            d, rows, page, causal, split = build
+            report[f"split-kv D{d} rows={rows} block_size={page} causal={causal} split={split}"] = split_kv_build(
+                *build
+            )
+        report[f"combine D256 splits={dec.MAX_SPLITS}"] = combine_build(256, dec.MAX_SPLITS)
+    json.dump(report, sys.stdout, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
