@@ -2,6 +2,8 @@
 
 Per case: the best timed provider of each tier (the family's metric: TFLOP/s for compute-bound families,
 GB/s for norms), its ratio to the baseline provider, and the winner's fraction of the device's ceiling.
+A family measured in more than one pass also gets its passes side by side: per shape, the fastest timed
+provider of each pass and the backward's time over the forward's.
 """
 
 from __future__ import annotations
@@ -68,7 +70,42 @@ def render(records: list[Measurement], shown: Presentation, families: list[str] 
             + " | ".join(cells)
             + f" | {ratio} | {sol} | {failed} |"
         )
-    return "\n\n".join(f"### {family} ({mode})\n\n" + "\n".join(rows) for (family, mode), rows in tables.items()) + "\n"
+    sections = [f"### {family} ({mode})\n\n" + "\n".join(rows) for (family, mode), rows in tables.items()]
+    sections += _passes_side_by_side(records, families)
+    return "\n\n".join(sections) + "\n"
+
+
+MODES = ("fwd", "bwd", "fwd_bwd")
+
+
+def _passes_side_by_side(records: list[Measurement], families: list[str] | None) -> list[str]:
+    """Per family measured in several passes: one row per shape, the fastest timed provider of each pass."""
+    best: OrderedDict[str, OrderedDict[tuple, dict[str, Measurement]]] = OrderedDict()
+    for group in by_case(records).values():
+        first = group[0]
+        if families and first.family not in families:
+            continue
+        shape = (first.op, first.label, tuple(sorted((k, str(v)) for k, v in first.case.items() if k != "mode")))
+        timed = [r for r in group if r.status == "ok" and r.median_ms]
+        if timed:
+            fastest = min(timed, key=lambda r: r.median_ms)
+            best.setdefault(first.family, OrderedDict()).setdefault(shape, {})[first.mode] = fastest
+    out = []
+    for family, shapes in best.items():
+        modes = [m for m in MODES if any(m in per for per in shapes.values())]
+        if len(modes) < 2:
+            continue
+        rows = [
+            "| op | shape | dtype | " + " | ".join(f"{m} (ms)" for m in modes) + " | bwd / fwd |",
+            "|" + " --- |" * (len(modes) + 4),
+        ]
+        for (op, label, params), per in shapes.items():
+            cells = [f"{per[m].median_ms:.4g} ({_cell(per[m].provider)})" if m in per else "" for m in modes]
+            ratio = f"{per['bwd'].median_ms / per['fwd'].median_ms:.2f}x" if "bwd" in per and "fwd" in per else ""
+            dtype = dict(params).get("dtype", "")
+            rows.append(f"| {_cell(op)} | {_cell(label)} | {_cell(dtype)} | " + " | ".join(cells) + f" | {ratio} |")
+        out.append(f"### {family}: passes side by side (fastest timed provider)\n\n" + "\n".join(rows))
+    return out
 
 
 def resolve_run(given: str | Path, runs_dir: Path = Path("results/runs")) -> Path | None:

@@ -8,14 +8,14 @@ from cli_runner import tierbench_cli
 from tierbench.suite.plan import PlanError, cases_from_config, make_plan, resolve_device, select_providers
 
 
-@pytest.mark.parametrize("suite", ["smoke", "matmul", "norm", "attention", "all", "nightly"])
+@pytest.mark.parametrize("suite", ["smoke", "matmul", "norm", "attention", "all", "nightly", "training"])
 def test_every_suite_composes_and_plans(compose, catalog, suite):
     cfg = compose([f"suite={suite}"])
     cases = [case for case, _ in cases_from_config(cfg, catalog)]
     assert cases, suite
     families = {c.family for c in cases}
     every = {"matmul", "norm", "attention"}
-    expected = {"smoke": every, "all": every, "nightly": every}
+    expected = {"smoke": every, "all": every, "nightly": every, "training": every}
     assert families == expected.get(suite, {suite})
 
 
@@ -34,6 +34,45 @@ def test_all_suite_covers_the_shapes_kernel_engineers_ask_for(compose, catalog):
     assert {c.params["causal"] for c in att} == {True, False}
     assert {c.params["dtype"] for c in att} == {"fp16", "bf16"}
     assert len({c.case_id for c in cases}) == len(cases), "case ids must be unique"
+
+
+def test_smoke_suite_runs_every_op_in_every_pass(compose, catalog):
+    cases = [case for case, _ in cases_from_config(compose(["suite=smoke"]), catalog)]
+    ops = {op.name for family in catalog.families for op in family.ops}
+    assert {(c.op, c.mode) for c in cases} == {(op, mode) for op in ops for mode in ("fwd", "bwd", "fwd_bwd")}
+
+
+def test_the_forward_stays_the_default_pass_of_the_other_suites(compose, catalog):
+    for suite in ("matmul", "norm", "attention", "all"):
+        assert {c.mode for c, _ in cases_from_config(compose([f"suite={suite}"]), catalog)} == {"fwd"}, suite
+    cases = [c for c, _ in cases_from_config(compose(["suite=all", "norm.modes=[fwd,bwd]"]), catalog)]
+    assert {c.mode for c in cases if c.family == "norm"} == {"fwd", "bwd"}
+    assert {c.mode for c in cases if c.family != "norm"} == {"fwd"}
+
+
+def test_training_suite_runs_three_passes_at_the_training_shapes(compose, catalog):
+    cases = [case for case, _ in cases_from_config(compose(["suite=training"]), catalog)]
+    assert {c.mode for c in cases} == {"fwd", "bwd", "fwd_bwd"}
+    assert {c.params["dtype"] for c in cases} == {"bf16"}
+    matmul = {c.label for c in cases if c.op == "matmul"}
+    assert matmul == {f"llama3-{m}.{r} T=16384" for m in ("8b", "70b") for r in ("attn_out", "up", "down")}
+    assert {c.params["rows"] for c in cases if c.family == "norm"} == {16384}
+    att = [c for c in cases if c.op == "attention"]
+    assert {c.params["head_dim"] for c in att} == {64, 128} and {c.params["causal"] for c in att} == {True, False}
+    assert max(c.params["seq"] for c in att) == 16384
+    per_mode = {mode: sum(c.mode == mode for c in cases) for mode in ("fwd", "bwd", "fwd_bwd")}
+    assert len(set(per_mode.values())) == 1, per_mode  # every shape in every pass
+    assert len({c.case_id for c in cases}) == len(cases)
+
+
+def test_a_mode_that_does_not_exist_names_the_valid_ones(compose):
+    with pytest.raises(Exception) as caught:
+        compose(["norm.modes=[bwdd]"])
+    chain, exc = [], caught.value
+    while exc is not None:
+        chain.append(str(exc))
+        exc = exc.__cause__ or exc.__context__
+    assert "fwd, bwd, fwd_bwd" in " ".join(chain)
 
 
 def test_causal_override_selects_one_variant(compose, catalog):

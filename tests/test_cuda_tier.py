@@ -19,9 +19,11 @@ from tierbench.suite.providers import cuda_tier
 from tierbench.suite.providers.cuda_tier import (
     flash_attn_2_rule,
     flash_attn_3_rule,
+    flash_attn_4_backward_rule,
     flash_attn_4_rule,
     import_problem,
     package_version_of,
+    quack_backward_problem,
     quack_rule,
 )
 from tierbench.suite.runner import RunContext, measure_case
@@ -222,6 +224,28 @@ def test_flash_attn_rules(rule, cc, dtype, head_dim, expected):
 def test_quack_rule():
     assert quack_rule((9, 0), "bf16") is None and quack_rule((10, 0), "fp32") is None
     assert quack_rule((8, 0), "bf16") == "compute capability 8.0 too old: quack needs 9.0 or newer"
+
+
+def test_backward_rules_flash_attn_4_on_9_to_11_and_no_quack_layernorm_backward():
+    assert flash_attn_4_backward_rule((9, 0), 128) is None and flash_attn_4_backward_rule((10, 0), 64) is None
+    assert flash_attn_4_backward_rule((8, 0), 128) == (
+        "no backward on compute capability 8.0: flash-attn-4's backward runs on 9.x to 11.x "
+        "(its 8.x and 12.x kernels are forward only)"
+    )
+    assert flash_attn_4_backward_rule((12, 0), 64).startswith("no backward on compute capability 12.0")
+    assert quack_backward_problem("rms_norm", "0.6.1") is None
+    assert quack_backward_problem("layer_norm", "0.6.1") == (
+        "no backward: quack-kernels 0.6.1 has a LayerNorm forward only (quack.rmsnorm.layernorm_fwd), "
+        "no LayerNorm backward"
+    )
+
+
+def test_flash_attn_providers_declare_the_recomputing_backward():
+    bwd = Case("attention", "attention", {**_attention(causal=True).params, "mode": "bwd"}, "t", 32.0)
+    product = 2.0 * 1 * 2 * 32 * 32 * 16 / 2  # causal: the masked half is skipped
+    for name in ("flash-attn-2", "flash-attn-3", "flash-attn-4"):
+        provider = _by_name("attention")[name]
+        assert provider.executed_flops(bwd) == 5 * product == CATALOG.ops["attention"].work(bwd).flops
 
 
 # --- Through the runner -------------------------------------------------------------------------------------

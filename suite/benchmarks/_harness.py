@@ -207,10 +207,17 @@ def _in_family(case: Any, family: str) -> bool:
     return case.family not in builtin_family_names() if family == PLUGINS else case.family == family
 
 
+# What a case parameter is when a build's cases lack it: builds from before the passes measured the forward.
+PARAM_DEFAULTS = {"mode": "fwd"}
+
+
+def _holds(case: Any, where: Mapping[str, Any]) -> bool:
+    return all(case.params.get(k, PARAM_DEFAULTS.get(k)) == v for k, v in where.items())
+
+
 def _family_entries(family: str, where: Mapping[str, Any] | None = None) -> list[tuple[Any, str, Any]]:
     """The family's planned cases whose parameters hold the `where` values (PLUGINS: the plugins' families)."""
-    wanted = (where or {}).items()
-    return [e for e in _plan()[2] if _in_family(e[0], family) and all(e[0].params.get(k) == v for k, v in wanted)]
+    return [e for e in _plan()[2] if _in_family(e[0], family) and _holds(e[0], where or {})]
 
 
 def max_samples() -> int:

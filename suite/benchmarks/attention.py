@@ -1,9 +1,10 @@
 """asv: attention, one track method per provider (SDPA backends, compile, Triton, flash-attn).
 
-Benchmarks: attention.Attention.track_<provider>(case) (causal cases) and
-attention.AttentionNonCausal.track_<provider>(case), for the providers listed below that run here.
-Causal and non-causal cases are two classes: each history series keeps its own version, so the causal
-series, tracked since the first nightly, did not restart when the non-causal cases joined.
+Benchmarks: attention.Attention.track_<provider>(case) (causal cases), attention.AttentionNonCausal
+.track_<provider>(case) (both forward) and attention.AttentionBackward.track_<provider>(case) (the backward
+alone, causal and not), for the providers listed below that run here. Each class keeps a history series of
+its own version, so the causal series, tracked since the first nightly, did not restart when the
+non-causal cases joined, and neither forward class did when the backward did.
 """
 
 from ._harness import FamilyBenchmark, finish_class, measure_family
@@ -25,7 +26,7 @@ PROVIDERS = (
 class Attention(FamilyBenchmark):
     family = "attention"
     providers = PROVIDERS
-    where = {"causal": True}
+    where = {"causal": True, "mode": "fwd"}
 
     # Defined in each class: asv keys a setup_cache by its source line, one cache per class.
     def setup_cache(self):
@@ -35,7 +36,16 @@ class Attention(FamilyBenchmark):
 class AttentionNonCausal(FamilyBenchmark):
     family = "attention"
     providers = PROVIDERS
-    where = {"causal": False}
+    where = {"causal": False, "mode": "fwd"}
+
+    def setup_cache(self):
+        return measure_family(self.family, self.where)
+
+
+class AttentionBackward(FamilyBenchmark):
+    family = "attention"
+    providers = PROVIDERS
+    where = {"mode": "bwd"}
 
     def setup_cache(self):
         return measure_family(self.family, self.where)
@@ -43,3 +53,4 @@ class AttentionNonCausal(FamilyBenchmark):
 
 finish_class(Attention)
 finish_class(AttentionNonCausal)
+finish_class(AttentionBackward)

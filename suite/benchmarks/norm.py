@@ -1,18 +1,33 @@
 """asv: LayerNorm, RMSNorm and fused bias-GELU-LayerNorm, one track method per provider.
 
-Benchmarks: norm.Norm.track_<provider>(case), for the providers listed below that run here.
+Benchmarks: norm.Norm.track_<provider>(case) (the forward) and norm.NormBackward.track_<provider>(case)
+(the backward alone), for the providers listed below that run here. The backward is a class of its own,
+so the forward series, tracked since the first nightly, kept their cases and versions when it joined.
 """
 
 from ._harness import FamilyBenchmark, finish_class, measure_family
 
+PROVIDERS = ("eager", "compile", "compile-max-autotune", "triton", "quack")
+
 
 class Norm(FamilyBenchmark):
     family = "norm"
-    providers = ("eager", "compile", "compile-max-autotune", "triton", "quack")
+    providers = PROVIDERS
+    where = {"mode": "fwd"}
 
-    # Defined in each family's class: asv keys a setup_cache by its source line, one cache per family.
+    # Defined in each class: asv keys a setup_cache by its source line, one cache per class.
     def setup_cache(self):
-        return measure_family(self.family)
+        return measure_family(self.family, self.where)
+
+
+class NormBackward(FamilyBenchmark):
+    family = "norm"
+    providers = PROVIDERS
+    where = {"mode": "bwd"}
+
+    def setup_cache(self):
+        return measure_family(self.family, self.where)
 
 
 finish_class(Norm)
+finish_class(NormBackward)

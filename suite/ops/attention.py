@@ -147,6 +147,27 @@ def forward_flops(case: Case) -> float:
 # FlashAttention's count of the backward: five products against the forward's two (the four of the
 # textbook backward plus the recomputed q k^T), i.e. 2.5x the forward's FLOPs.
 BACKWARD_FLOPS_FACTOR = 2.5
+# Products of (seq x seq x head_dim) each pass executes: the forward's q k^T and P v; the textbook
+# backward's dV = P^T dO, dP = dO V^T, dQ = dS K and dK = dS^T Q; FlashAttention's adds the recomputed q k^T.
+FORWARD_PRODUCTS = 2
+TEXTBOOK_BACKWARD_PRODUCTS = 4
+RECOMPUTING_BACKWARD_PRODUCTS = 5
+
+
+def executed_flops(case: Case, backward_products: int, skips_masked: bool) -> float:
+    """The FLOPs a provider executes for this case's pass: its forward's two products and its backward's
+    `backward_products`, each 2·B·H·S²·D, halved when causal only where the kernel skips the masked tiles
+    (one that computes the whole score matrix and masks it afterwards does the full work)."""
+    p = case.params
+    product = 2.0 * p["batch"] * p["heads"] * p["seq"] * p["seq"] * p["head_dim"]
+    if p["causal"] and skips_masked:
+        product /= 2
+    products = {
+        "fwd": FORWARD_PRODUCTS,
+        "bwd": backward_products,
+        "fwd_bwd": FORWARD_PRODUCTS + backward_products,
+    }[case.mode]
+    return products * product
 
 
 def work(case: Case) -> WorkModel:

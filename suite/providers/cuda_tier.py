@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from ..ops.attention import RECOMPUTING_BACKWARD_PRODUCTS, executed_flops
 from ..ops.base import Case, Op
 from .base import Inputs, Prepared, Provider, Unavailable, needs_cuda
 
@@ -192,6 +193,17 @@ def flash_attn_4_rule(cc: CC, dtype: str, head_dim: int) -> str | None:
     return None
 
 
+def flash_attn_4_backward_rule(cc: CC, head_dim: int) -> str | None:
+    """flash_attn/cute/interface.py's _flash_attn_bwd (4.0 betas): the backward dispatch takes 9.x-11.x (the
+    SM90 and SM100 kernels); the SM80-MMA path that runs 8.x and 12.x forwards has no backward there."""
+    if not 9 <= cc[0] <= 11:
+        return (
+            f"no backward on compute capability {_cc(cc)}: flash-attn-4's backward runs on 9.x to 11.x "
+            f"(its 8.x and 12.x kernels are forward only)"
+        )
+    return None
+
+
 def quack_rule(cc: CC, dtype: str) -> str | None:
     """quack's README: H100 or B200/B300 (its 0.6 kernels also have SM8x/SM12x fallbacks, not advertised);
     x in fp16, bf16 or fp32."""
@@ -213,6 +225,8 @@ class FlashAttnPackage:
     version_module: str | None
     install: str  # how to install it, quoted in the reason
     rule: AttentionRule
+    # (compute capability, head_dim) -> why its backward cannot run there; None: wherever its forward runs.
+    backward_rule: Callable[[CC, int], str | None] | None = None
 
 
 FLASH_ATTN = (
@@ -246,6 +260,7 @@ FLASH_ATTN = (
         None,
         "pip install flash-attn-4 (flash-attn-4[cu13] on CUDA 13)",
         flash_attn_4_rule,
+        flash_attn_4_backward_rule,
     ),
 )
 
@@ -265,9 +280,20 @@ def _flash_why(pkg: FlashAttnPackage) -> Callable[[Case, torch.device], str | No
         cc = _on_gpu(device)
         if isinstance(cc, str):
             return cc
-        return pkg.rule(cc, case.params["dtype"], int(case.params["head_dim"]))
+        head_dim = int(case.params["head_dim"])
+        if reason := pkg.rule(cc, case.params["dtype"], head_dim):
+            return reason
+        if case.mode != "fwd" and pkg.backward_rule is not None:
+            return pkg.backward_rule(cc, head_dim)
+        return None
 
     return why
+
+
+def _flash_executed_flops(case: Case) -> float:
+    # All three generations save only the row log-sum-exp and recompute q k^T in the backward (five
+    # products, dQ accumulated across key blocks), skipping the tiles above a causal diagonal in both passes.
+    return executed_flops(case, RECOMPUTING_BACKWARD_PRODUCTS, skips_masked=True)
 
 
 def _flash_prepare(pkg: FlashAttnPackage) -> Callable[[Inputs, dict[str, Any], Case], Prepared]:
@@ -303,6 +329,9 @@ def _heads_first(out: torch.Tensor) -> torch.Tensor:
 QUACK_MODULE = "quack.rmsnorm"  # holds both rmsnorm and layernorm_fwd (`quack.rmsnorm` the attribute is the function)
 QUACK_INSTALL = "pip install quack-kernels (quack-kernels[cu13] on CUDA 13; flash-attn-4 brings it)"
 QUACK_FUNCTIONS = {"rms_norm": "rmsnorm", "layer_norm": "layernorm_fwd"}
+# rmsnorm is a torch.autograd.Function (RMSNormFunction, its backward a CuTe-DSL kernel); layernorm_fwd is
+# a forward kernel only: quack has no LayerNorm backward.
+QUACK_BACKWARD = {"rms_norm": True, "layer_norm": False}
 
 
 def _quack_function_problem(op: str) -> str | None:
@@ -317,11 +346,24 @@ def _quack_function_problem(op: str) -> str | None:
     return None
 
 
+def quack_backward_problem(op: str, version: str | None = None) -> str | None:
+    """Why quack cannot run this op's backward (None: it can)."""
+    if QUACK_BACKWARD[op]:
+        return None
+    version = version or package_version_of(("quack-kernels",), module="quack")
+    return (
+        f"no backward: quack-kernels {version} has a LayerNorm forward only "
+        f"({QUACK_MODULE}.{QUACK_FUNCTIONS[op]}), no LayerNorm backward"
+    )
+
+
 def _quack_why(op: str) -> Callable[[Case, torch.device], str | None]:
     def why(case: Case, device: torch.device) -> str | None:
         if reason := import_problem(QUACK_MODULE, QUACK_INSTALL):
             return reason
         if reason := _quack_function_problem(op):
+            return reason
+        if case.mode != "fwd" and (reason := quack_backward_problem(op)):
             return reason
         cc = _on_gpu(device)
         if isinstance(cc, str):
@@ -359,6 +401,7 @@ def providers(ops: list[Op]) -> list[Provider]:
             _flash_why(pkg),
             package=pkg.distributions[0],
             to_op_layout=_heads_first,
+            executed_flops=_flash_executed_flops,
             distributions=pkg.distributions,
             owner_of=pkg.owner_of,
             version_module=pkg.version_module,

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from ..ops import attention
 from ..ops.base import Case, Op
 from ..tiers import interpreted
 from .base import Inputs, Provider, missing_module
@@ -52,6 +53,18 @@ def _describe_launch(op: Op) -> Callable[[], str | None]:
     return describe
 
 
+# The attention backward (kernels/attention_backward.py) runs two passes rather than one with atomic dQ: its
+# dK/dV kernel recomputes q k^T and dO V^T for dV and dK, its dQ kernel recomputes both again for dQ, so
+# seven products against FlashAttention's five; causal tiles above the diagonal are skipped in both.
+ATTENTION_BACKWARD_PRODUCTS = 7
+
+
+def _executed_flops(op: Op) -> Callable[[Case], float | None]:
+    if op.name != "attention":
+        return lambda case: None
+    return lambda case: attention.executed_flops(case, ATTENTION_BACKWARD_PRODUCTS, skips_masked=True)
+
+
 def providers(ops: list[Op]) -> list[Provider]:
     return [
         Provider(
@@ -62,6 +75,7 @@ def providers(ops: list[Op]) -> list[Provider]:
             _why_unavailable(op),
             package="triton",
             describe_launch=_describe_launch(op),
+            executed_flops=_executed_flops(op),
         )
         for op in ops
         if op.kernel

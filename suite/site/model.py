@@ -76,9 +76,13 @@ def metric_of(r: Measurement, view: View) -> float | None:
     return value if isinstance(value, (int, float)) else None
 
 
-def group_key(r: Measurement, view: View) -> str:
+# The passes in the order a page shows them, each chart group's passes side by side.
+MODE_ORDER = ("fwd", "bwd", "fwd_bwd")
+
+
+def group_key(r: Measurement, view: View, with_mode: bool = True) -> str:
     """The chart (and matrix block) a case belongs to: its op and the parameters that split charts."""
-    split = tuple(view.split) + ("mode",)
+    split = tuple(view.split) + (("mode",) if with_mode else ())
     parts = [r.op]
     for k in split:
         if k in r.case:
@@ -88,10 +92,18 @@ def group_key(r: Measurement, view: View) -> str:
 
 
 def by_group(records: list[Measurement], view: View) -> OrderedDict[str, list[Measurement]]:
+    """Records per chart group, in first-seen order, the passes of one group next to each other."""
     out: OrderedDict[str, list[Measurement]] = OrderedDict()
+    first_seen: dict[str, int] = {}
+    place: dict[str, tuple[int, int]] = {}
     for r in records:
-        out.setdefault(group_key(r, view), []).append(r)
-    return out
+        key = group_key(r, view)
+        if key not in out:
+            family = first_seen.setdefault(group_key(r, view, with_mode=False), len(first_seen))
+            mode = MODE_ORDER.index(r.mode) if r.mode in MODE_ORDER else len(MODE_ORDER)
+            place[key] = (family, mode)
+        out.setdefault(key, []).append(r)
+    return OrderedDict(sorted(out.items(), key=lambda kv: place[kv[0]]))
 
 
 def timed(r: Measurement) -> bool:

@@ -22,7 +22,7 @@ from ..ceilings import Ceilings
 from ..presentation import Presentation, View
 from ..records import Measurement
 from ..summary import by_case, rank
-from . import charts, history, model
+from . import charts, history, model, recompute
 from .charts import Axis
 from .model import DeviceView, Row, Style
 from .runs import Run, slug
@@ -262,6 +262,10 @@ def family_page(
 ) -> str:
     fc = family_charts(records, family, view.view(family), view.shown, styles, view.ceilings, view.earlier_runs)
     siblings = [(f, f"{slug(f)}.html") for f in view.families() if f != family]
+    panel = recompute.panel(records, fc.styles, fc.hovers)
+    if panel is not None:
+        for mode in panel.modes:
+            mode["charts"] = [Markup(c) for c in mode["charts"]]
     return _render(
         "family.html.j2",
         title=f"{family} on {view.device.name}",
@@ -275,6 +279,7 @@ def family_page(
         roofline=fc.roofline,
         groups=fc.groups,
         problems=fc.problems,
+        recompute=panel,
         defs=Markup(charts.marker_defs(fc.styles)),
         page_css=Markup(charts.marker_css(fc.styles)),
         hovers=Markup(charts.hover_script(fc.hovers)),

@@ -27,7 +27,8 @@ def table(monkeypatch):
 
 def test_params_are_the_runnable_cases_of_each_provider(table):
     t = table(
-        "providers=[eager] norm.kinds=[layer_norm,rms_norm] norm.dtypes=[fp32] norm.rows=[512] norm.hidden=[1024]",
+        "providers=[eager] norm.kinds=[layer_norm,rms_norm] norm.dtypes=[fp32] norm.modes=[fwd] norm.rows=[512] "
+        "norm.hidden=[1024]",
         family="norm",
     )
     assert t.labels == {"eager": ["layer_norm 512x1024 fp32 fwd", "rms_norm 512x1024 fp32 fwd"]}
@@ -82,29 +83,43 @@ def test_method_names_and_thinning():
 def test_nightly_yaml_and_the_fallback_for_old_builds_give_the_same_cases(compose, catalog):
     from tierbench.suite.plan import cases_from_config
 
-    from_yaml = cases_from_config(compose(["suite=nightly"]), catalog)
-    from_overrides = cases_from_config(compose(list(_harness.NIGHTLY_OVERRIDES)), catalog)
-    assert [c.case_id for c, _ in from_yaml] == [c.case_id for c, _ in from_overrides]
-    assert len(from_yaml) == 11
+    from_yaml = [c for c, _ in cases_from_config(compose(["suite=nightly"]), catalog)]
+    from_overrides = [c for c, _ in cases_from_config(compose(list(_harness.NIGHTLY_OVERRIDES)), catalog)]
+    # Old builds know no passes: the fallback gives the forward cases; the yaml adds the norms' and
+    # attention's backward.
+    assert [c.case_id for c in from_yaml if c.mode == "fwd"] == [c.case_id for c in from_overrides]
+    assert len(from_overrides) == 11 and {c.mode for c in from_overrides} == {"fwd"}
+    backward = [c for c in from_yaml if c.mode == "bwd"]
+    assert len(backward) == 7 and {c.family for c in backward} == {"norm", "attention"}
+    assert len(from_yaml) == 18
 
 
 def test_the_committed_gpu_history_continues(compose, catalog, monkeypatch):
-    """The nightly's classes keep the asv versions (and names) of the committed H200 series."""
+    """The nightly's forward classes keep the asv versions (and names) of the committed H200 series: each
+    restricted to its cases (`where`, forward only) of the nightly suite, backward passes included."""
     import json
 
+    from tierbench.suite.benchmarks import attention, matmul, norm
     from tierbench.suite.plan import cases_from_config
 
     monkeypatch.delenv(_harness.MAX_SAMPLES_ENV, raising=False)
     committed = json.loads((REPO / "results" / "asv" / "benchmarks.json").read_text())
     cfg = compose(["suite=nightly", "timing=default"])
     cases = [c for c, _ in cases_from_config(cfg, catalog)]
-    classes = {
-        "matmul.Matmul": ("matmul", {}),
-        "norm.Norm": ("norm", {}),
-        "attention.Attention": ("attention", {"causal": True}),
-    }
-    for name, (family, where) in classes.items():
-        ids = [c.case_id for c in cases if c.family == family and all(c.params[k] == v for k, v in where.items())]
+    assert {c.mode for c in cases} == {"fwd", "bwd"}
+    classes = {"matmul.Matmul": matmul.Matmul, "norm.Norm": norm.Norm, "attention.Attention": attention.Attention}
+    for name, cls in classes.items():
+        assert cls.where.get("mode") == "fwd", name
+        ids = [c.case_id for c in cases if c.family == cls.family and _harness._holds(c, cls.where)]
         stored = {k: v["version"] for k, v in committed.items() if k.startswith(name + ".track_")}
         assert stored, name
         assert set(stored.values()) == {_harness.series_version(ids, cfg, "cuda")}, name
+    backward = [c for c in cases if _harness._holds(c, attention.AttentionBackward.where)]
+    assert backward and all(c.mode == "bwd" for c in backward)
+
+
+def test_a_case_of_a_build_without_passes_counts_as_forward():
+    from types import SimpleNamespace
+
+    old = SimpleNamespace(params={"m": 1, "dtype": "bf16"})
+    assert _harness._holds(old, {"mode": "fwd"}) and not _harness._holds(old, {"mode": "bwd"})

@@ -1,0 +1,96 @@
+"""The attention page's recomputation panel: from real CPU records, and its sentence from GPU-like ones."""
+
+from __future__ import annotations
+
+import re
+
+import torch
+from sitefakes import record, write_run
+
+# isort: split
+from tierbench.suite.catalog import build as build_catalog
+from tierbench.suite.ceilings import Ceilings
+from tierbench.suite.ops import attention
+from tierbench.suite.runner import RunContext, measure_case
+from tierbench.suite.site import build, recompute
+from tierbench.timing import CpuTimer, TimingSettings
+
+FAST = TimingSettings(warmup_ms=1, rep_ms=1, rounds=2, min_reps=2, max_reps=4, flush_l2=False)
+CPU_ENV = {"device_type": "cpu", "device_name": "x86_64", "threads": 2}
+
+
+def _cpu_records(tmp_path):
+    """sdpa-math and sdpa-flash measured on this CPU, every pass, two sequence lengths, causal and not."""
+    catalog = build_catalog(entry_points=False)
+    chosen = [p for p in catalog.providers() if p.name in ("sdpa-math", "sdpa-flash")]
+    ceilings = Ceilings(device_name="cpu", copy_gbps=10.0, matmul_tflops={"fp32": 0.1})
+    ctx = RunContext("cpu-run", tmp_path, torch.device("cpu"), CpuTimer(FAST), ceilings, CPU_ENV, suite="smoke")
+    out = []
+    for mode in ("fwd", "bwd", "fwd_bwd"):
+        for causal in (False, True):
+            for seq in (32, 64):
+                case = attention.make_case(1, 2, seq, 16, causal, "fp32", mode)
+                out += measure_case(case, chosen, ctx, catalog.ops["attention"])
+    return out
+
+
+def test_the_panel_renders_from_cpu_records_with_its_numbers(tree, tmp_path):
+    records = _cpu_records(tmp_path / "measure")
+    assert {r.status for r in records} == {"ok"}, [r.reason for r in records if r.status != "ok"]
+    write_run(tree["runs"], "cpu-run", records)
+    site = build.build(tree["runs"], tree["html"], tree["asv"], tree["ceilings"])
+    (page,) = [p for p in site.written if p.name == "attention.html"]
+    html = page.read_text()
+    assert "Recomputation: the textbook attention beside the flash-style kernels" in html
+    # Non-causal is the slice shown (its FLOPs compare plainly): five backward products against four.
+    assert "fp32 · head_dim=16 · non-causal" in html
+    speed = r"runs \d+\.\d\d× (faster|slower)"
+    memory = "peak memory is not measured on this device"
+    for mode, name, more in (("bwd", "backward alone", "25% more"), ("fwd_bwd", "forward and backward", "17% more")):
+        sentence = rf"{name}, S = 64 \(fp32 · head_dim=16 · non-causal\): sdpa-flash executes {more} FLOPs"
+        assert re.search(rf"{sentence} than sdpa-math, {speed}; {memory}\.", html), mode
+    assert re.search(r"forward, S = 64 \(.*?\): sdpa-flash executes the same FLOPs as sdpa-math", html)
+    assert html.count("executed FLOPs</text>") == 3 and html.count(": time</text>") == 3
+
+
+def test_the_sentence_states_the_trade_at_the_largest_common_length():
+    def att(provider, seq, ms, executed, mem, mode="bwd"):
+        case = {"batch": 1, "heads": 16, "seq": seq, "head_dim": 128, "causal": False, "dtype": "bf16", "mode": mode}
+        return record(
+            op="attention",
+            family="attention",
+            case=case,
+            case_id=f"attention/seq={seq},mode={mode}",
+            provider=provider,
+            tier="cuda" if provider.startswith("flash") else "vendor",
+            x=float(seq),
+            median_ms=ms,
+            flops=executed * 1.25 if provider == "sdpa-math" else executed,
+            executed_flops=executed,
+            peak_mem_bytes=mem,
+        )
+
+    records = [
+        att("sdpa-math", 8192, 40.0, 4e12, 8 << 30),
+        att("flash-attn-3", 8192, 10.0, 5e12, 1 << 30),
+        att("sdpa-math", 16384, 160.0, 16e12, 32 << 30),
+        att("sdpa-flash", 16384, 40.0, 20e12, 2 << 30),
+        att("flash-attn-3", 16384, 32.0, 20e12, 1 << 30),
+        att("flash-attn-3", 32768, 120.0, 80e12, 4 << 30),  # math did not run there: not compared
+    ]
+    trade = recompute.trade(records, "bwd")
+    assert (trade.seq, trade.flash) == (16384, "flash-attn-3")
+    assert trade.sentence("bf16 · head_dim=128 · non-causal") == (
+        "backward alone, S = 16384 (bf16 · head_dim=128 · non-causal): flash-attn-3 executes 25% more FLOPs "
+        "than sdpa-math, runs 5.00× faster; needs 32.0× less peak memory."
+    )
+    assert recompute.trade(records, "fwd") is None
+
+
+def test_no_panel_without_the_math_backend(tree):
+    case = {"batch": 1, "heads": 2, "seq": 64, "head_dim": 16, "causal": False, "dtype": "bf16", "mode": "bwd"}
+    only_flash = record(op="attention", family="attention", case=case, case_id="a", provider="sdpa-flash")
+    write_run(tree["runs"], "r1", [only_flash])
+    site = build.build(tree["runs"], tree["html"], tree["asv"], tree["ceilings"])
+    (page,) = [p for p in site.written if p.name == "attention.html"]
+    assert "Recomputation" not in page.read_text()
