@@ -159,7 +159,11 @@ def measure_case(case: Case, providers: list[Provider], ctx: RunContext, op: Op)
 
     checked: dict[str, tuple[Provider, Pass, dict[str, Any]]] = {}
     for provider in runnable:
-        outcome = _prepare_and_check(provider, op, case, inputs, options, refs, dy, ctx.device)
+        tier = ctx.tiers.get(provider.tier)
+        why_not_timed = tier.not_comparable(ctx.device.type) if tier else None
+        # Checked but never timed on a CPU (Triton's interpreter): one pass is the check, nothing compiles.
+        once = bool(why_not_timed) and ctx.device.type != "cuda"
+        outcome = _prepare_and_check(provider, op, case, inputs, options, refs, dy, ctx.device, once)
         if changed := _restore(inputs, pristine):
             _release(ctx.device)
             yield record(provider, "error", f"wrote into its inputs ({', '.join(changed)}); they were restored")
@@ -168,8 +172,6 @@ def measure_case(case: Case, providers: list[Provider], ctx: RunContext, op: Op)
             yield record(provider, outcome.status, outcome.reason, **outcome.facts)
             continue
         pass_, facts = outcome
-        tier = ctx.tiers.get(provider.tier)
-        why_not_timed = tier.not_comparable(ctx.device.type) if tier else None
         if why_not_timed:
             yield record(provider, "skipped", why_not_timed, **facts)
             continue
@@ -216,12 +218,14 @@ def _prepare_and_check(
     refs: dict[str, torch.Tensor],
     dy: torch.Tensor | None,
     device: torch.device,
+    once: bool = False,
 ):
     """Prepare and run the pass once (compilation, autotuning), then run it again and check that result.
 
     The second run is the one that resembles a timed call: its peak memory is the pass's footprint (an
     autotuner's benchmarking buffers of the first run are not; for the backward, the forward's saved
-    tensors are the baseline), and its outputs are what gets checked. Returns (pass, facts) or a Failure.
+    tensors are the baseline), and its outputs are what gets checked. `once`: a CPU pass that will not be
+    timed is run a single time and that run is checked. Returns (pass, facts) or a Failure.
     """
     on_gpu = device.type == "cuda"
     prepare_s = None
@@ -229,16 +233,18 @@ def _prepare_and_check(
         start = time.perf_counter()
         pass_ = Pass(op, case, provider, provider.prepare(inputs, options, case), inputs, dy)
         pass_.setup()
-        pass_.run()
+        first = pass_.run()
         if on_gpu:
             torch.cuda.synchronize(device)
         prepare_s = time.perf_counter() - start
         if on_gpu:
+            first = None
             _poison_free_memory(refs, case.dtype)
             torch.cuda.synchronize(device)
             torch.cuda.reset_peak_memory_stats(device)
             baseline = torch.cuda.memory_allocated(device)
-        outs = pass_.run()
+        outs = first if once else pass_.run()
+        first = None
         if on_gpu:
             torch.cuda.synchronize(device)
         peak = torch.cuda.max_memory_allocated(device) - baseline if on_gpu else None

@@ -161,3 +161,27 @@ def test_a_provider_raising_system_exit_gets_a_record_and_the_run_goes_on(tmp_pa
     records = {r.provider: r for r in measure_case(CASE, [_provider("exits", exits), _eager()], _ctx(tmp_path), OP)}
     assert records["exits"].status == "error" and records["exits"].reason.startswith("SystemExit")
     assert records["eager"].status == "ok"
+
+
+def test_a_provider_checked_but_not_timed_on_a_cpu_runs_its_pass_once(tmp_path, monkeypatch):
+    """Triton's interpreter: its one run is the check (no compile to keep out of a second one)."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    calls = {"triton": 0, "wrong": 0}
+
+    def counting(name, scale=1.0):
+        def prepare(i, o, c):
+            def call():
+                calls[name] += 1
+                return i["a"] @ i["b"] * scale
+
+            return call
+
+        return prepare
+
+    interpreted = Provider("triton", "triton", "matmul", counting("triton"))
+    wrong = Provider("wrong", "triton", "matmul", counting("wrong", 1.01))
+    records = {r.provider: r for r in measure_case(CASE, [interpreted, wrong], _ctx(tmp_path), OP)}
+    assert calls == {"triton": 1, "wrong": 1}
+    assert records["triton"].status == "skipped" and "correct, not timed" in records["triton"].reason
+    assert records["triton"].rel_error < 1e-6
+    assert records["wrong"].status == "incorrect"  # the single run is checked all the same

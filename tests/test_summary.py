@@ -88,3 +88,19 @@ def test_run_report_names_what_each_provider_launched(tmp_path):
     html = pages.run_page(load_run(tmp_path), None, SHOWN, standalone=True)
     assert "<th>launched</th>" in html and "<bdi>two-pass: CHUNK=4096, warps=16, stages=1</bdi>" in html
     assert "<th>op</th>" in html and "<nav>" not in html
+
+
+def test_markdown_summary_sets_a_familys_passes_side_by_side():
+    def rec(provider: str, mode: str, median: float) -> Measurement:
+        r = _rec(provider, "vendor", median)
+        r.case, r.case_id = {"dtype": "bf16", "seq": 4096, "mode": mode}, f"attention/mode={mode},s=4096"
+        return r
+
+    records = [rec("sdpa-math", "fwd", 4.0), rec("sdpa-flash", "fwd", 2.0), rec("sdpa-flash", "bwd", 5.0)]
+    records.append(rec("sdpa-math", "fwd_bwd", 9.0))
+    text = markdown.render(records, SHOWN)
+    assert "### attention (fwd)" in text and "### attention (bwd)" in text
+    assert "### attention: passes side by side (fastest timed provider)" in text
+    assert "| fwd (ms) | bwd (ms) | fwd_bwd (ms) | bwd / fwd |" in text
+    assert "| attention | S4096 | bf16 | 2 (sdpa-flash) | 5 (sdpa-flash) | 9 (sdpa-math) | 2.50x |" in text
+    assert "side by side" not in markdown.render(RECORDS, SHOWN)  # one pass: nothing to set beside it

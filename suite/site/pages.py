@@ -257,15 +257,20 @@ def family_charts(
     return FamilyCharts(groups, Markup(roof), problems, drawn, table)
 
 
+def _recompute_panel(records: list[Measurement], fc: FamilyCharts) -> recompute.Panel | None:
+    """The recomputation panel of these records (attention's), its charts ready for the template."""
+    panel = recompute.panel(records, fc.styles, fc.hovers)
+    for mode in panel.modes if panel else []:
+        mode["charts"] = [Markup(c) for c in mode["charts"]]
+    return panel
+
+
 def family_page(
     view: DeviceView, family: str, records: list[Measurement], styles: dict[str, Style], asv_site: bool
 ) -> str:
     fc = family_charts(records, family, view.view(family), view.shown, styles, view.ceilings, view.earlier_runs)
     siblings = [(f, f"{slug(f)}.html") for f in view.families() if f != family]
-    panel = recompute.panel(records, fc.styles, fc.hovers)
-    if panel is not None:
-        for mode in panel.modes:
-            mode["charts"] = [Markup(c) for c in mode["charts"]]
+    panel = _recompute_panel(records, fc)
     return _render(
         "family.html.j2",
         title=f"{family} on {view.device.name}",
@@ -331,7 +336,15 @@ def run_page(run: Run, ceilings: Ceilings | None, shown: Presentation, standalon
         recs = [r for r in records if r.family == family]
         v = shown.view(family, recs)
         fc = family_charts(recs, family, v, shown, styles, ceilings, hovers=hovers)
-        families.append({"name": family, "view": v, "charts": fc, "rows": _run_rows(recs, shown)})
+        families.append(
+            {
+                "name": family,
+                "view": v,
+                "charts": fc,
+                "recompute": _recompute_panel(recs, fc),
+                "rows": _run_rows(recs, shown),
+            }
+        )
     return _render(
         "run.html.j2",
         title=f"run {run.run_id}",

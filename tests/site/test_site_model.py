@@ -8,6 +8,7 @@ import pytest
 from sitefakes import CATALOG_META, record, write_run
 
 from tierbench.suite.presentation import Presentation
+from tierbench.suite.records import Measurement
 from tierbench.suite.runmeta import RunMeta
 
 # isort: split
@@ -158,3 +159,22 @@ def test_find_ceilings_matches_gpu_name_and_cpu_spelling(tree):
 def test_styles_give_every_provider_a_distinct_color_and_marker_pair():
     styles = model.styles_for([f"p{i}" for i in range(12)])
     assert len({(s.color, s.marker) for s in styles.values()}) == 12
+
+
+def test_chart_groups_put_the_passes_of_one_group_side_by_side():
+    from tierbench.suite.presentation import View
+
+    view = View("tflops", "TFLOP/s", "sequence length", ("dtype", "head_dim"))
+
+    def att(head_dim: int, mode: str) -> Measurement:
+        case = {"dtype": "bf16", "head_dim": head_dim, "seq": 512, "mode": mode}
+        return record(op="attention", family="attention", case=case, case_id=f"a/{head_dim}/{mode}")
+
+    order = [att(64, "fwd"), att(128, "fwd"), att(64, "bwd"), att(128, "fwd_bwd"), att(128, "bwd")]
+    assert list(model.by_group(order, view)) == [
+        "attention · bf16 · head_dim=64 · fwd",
+        "attention · bf16 · head_dim=64 · bwd",
+        "attention · bf16 · head_dim=128 · fwd",
+        "attention · bf16 · head_dim=128 · bwd",
+        "attention · bf16 · head_dim=128 · fwd_bwd",
+    ]

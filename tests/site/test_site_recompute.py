@@ -51,6 +51,8 @@ def test_the_panel_renders_from_cpu_records_with_its_numbers(tree, tmp_path):
         assert re.search(rf"{sentence} than sdpa-math, {speed}; {memory}\.", html), mode
     assert re.search(r"forward, S = 64 \(.*?\): sdpa-flash executes the same FLOPs as sdpa-math", html)
     assert html.count("executed FLOPs</text>") == 3 and html.count(": time</text>") == 3
+    (report,) = [p for p in site.written if p.name == "report.html"]  # the run's own page has it too
+    assert "sdpa-flash executes 25% more FLOPs than sdpa-math" in report.read_text()
 
 
 def test_the_sentence_states_the_trade_at_the_largest_common_length():
