@@ -147,23 +147,54 @@ def _epilogue(acc, bias_ptr, off_n, N, BLOCK_N: tl.constexpr, HAS_BIAS: tl.const
 
 
 @triton.jit
-def _store_tile(
-    desc,
-    tile,
+def _finish_tile(
+    c_desc,
+    z_desc,
+    acc,
+    bias_ptr,
     off_m,
     off_n,
+    N,
+    dtype: tl.constexpr,
+    WIDTH: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ACTIVATION: tl.constexpr,
+    STORE_PRE: tl.constexpr,
+):
+    pre, out = _epilogue(acc, bias_ptr, off_n, N, WIDTH, HAS_BIAS, ACTIVATION)
+    if STORE_PRE:
+        z_desc.store([off_m, off_n], pre.to(dtype))
+    c_desc.store([off_m, off_n], out.to(dtype))
+
+
+@triton.jit
+def tma_epilogue(
+    c_desc,
+    z_desc,
+    acc,
+    bias_ptr,
+    off_m,
+    off_n,
+    N,
     dtype: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     EPI_SUBTILE: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ACTIVATION: tl.constexpr,
+    STORE_PRE: tl.constexpr,
 ):
+    """Epilogue and TMA stores of an fp32 tile: whole, or (EPI_SUBTILE) as two half-width tiles, each taken
+    through bias, activation and its stores in turn, so that the epilogue holds half the registers."""
     if EPI_SUBTILE:
-        tile = tl.permute(tl.reshape(tile, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
-        tile0, tile1 = tl.split(tile)
-        desc.store([off_m, off_n], tile0.to(dtype))
-        desc.store([off_m, off_n + BLOCK_N // 2], tile1.to(dtype))
+        acc = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+        acc0, acc1 = tl.split(acc)
+        _finish_tile(c_desc, z_desc, acc0, bias_ptr, off_m, off_n, N, dtype, BLOCK_N // 2, HAS_BIAS, ACTIVATION,
+                     STORE_PRE)  # fmt: skip
+        _finish_tile(c_desc, z_desc, acc1, bias_ptr, off_m, off_n + BLOCK_N // 2, N, dtype, BLOCK_N // 2, HAS_BIAS,
+                     ACTIVATION, STORE_PRE)  # fmt: skip
     else:
-        desc.store([off_m, off_n], tile.to(dtype))
+        _finish_tile(c_desc, z_desc, acc, bias_ptr, off_m, off_n, N, dtype, BLOCK_N, HAS_BIAS, ACTIVATION, STORE_PRE)
 
 
 @triton.jit
@@ -210,7 +241,8 @@ def _matmul_tma_kernel(
         c_desc = tl.make_tensor_descriptor(c_ptr, [M, N], [stride_cm, 1], [BLOCK_M, BLOCK_N // 2])
     else:
         c_desc = tl.make_tensor_descriptor(c_ptr, [M, N], [stride_cm, 1], [BLOCK_M, BLOCK_N])
-    if STORE_PRE:  # the pre-activation, kept for the backward (same shape and strides as c)
+    z_desc = c_desc  # stands in, unused, unless the pre-activation is stored for the backward
+    if STORE_PRE:
         if EPI_SUBTILE:
             z_desc = tl.make_tensor_descriptor(z_ptr, [M, N], [stride_cm, 1], [BLOCK_M, BLOCK_N // 2])
         else:
@@ -241,10 +273,8 @@ def _matmul_tma_kernel(
                 b = b.to(tl.float32)
             acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
 
-        pre, out = _epilogue(acc, bias_ptr, off_n, N, BLOCK_N, HAS_BIAS, ACTIVATION)
-        if STORE_PRE:
-            _store_tile(z_desc, pre, off_m, off_n, dtype, BLOCK_M, BLOCK_N, EPI_SUBTILE)
-        _store_tile(c_desc, out, off_m, off_n, dtype, BLOCK_M, BLOCK_N, EPI_SUBTILE)
+        tma_epilogue(c_desc, z_desc, acc, bias_ptr, off_m, off_n, N, dtype, BLOCK_M, BLOCK_N, EPI_SUBTILE, HAS_BIAS,
+                     ACTIVATION, STORE_PRE)  # fmt: skip
 
 
 @triton.jit
@@ -300,11 +330,11 @@ def _matmul_ptr_kernel(
         b_ptrs += BLOCK_K * stride_bk
 
     pre, out = _epilogue(acc, bias_ptr, pid_n * BLOCK_N, N, BLOCK_N, HAS_BIAS, ACTIVATION)
-    c_offs = offs_m.to(tl.int64)[:, None] * stride_cm + offs_n.to(tl.int64)[None, :] * stride_cn
-    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     if STORE_PRE:
-        tl.store(z_ptr + c_offs, pre.to(dtype), mask=mask)
-    tl.store(c_ptr + c_offs, out.to(dtype), mask=mask)
+        z_ptrs = z_ptr + offs_m.to(tl.int64)[:, None] * stride_cm + offs_n.to(tl.int64)[None, :] * stride_cn
+        tl.store(z_ptrs, pre.to(dtype), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+    c_ptrs = c_ptr + offs_m.to(tl.int64)[:, None] * stride_cm + offs_n.to(tl.int64)[None, :] * stride_cn
+    tl.store(c_ptrs, out.to(dtype), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
 # Layouts and epilogue are constexprs: each combination is tuned (and compiled) apart.

@@ -33,7 +33,7 @@ import triton
 import triton.language as tl
 
 from ._common import INTERPRET, check_same_device, check_tensor, ensure_allocator, note_launch, num_sms, on_device
-from .matmul import _SMEM_LIMIT, _cfg, _grouped_tile, _store_tile
+from .matmul import _SMEM_LIMIT, _cfg, _grouped_tile, tma_epilogue
 
 FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -68,13 +68,21 @@ def _smem_bytes(cfg: triton.Config, out_esize: int) -> int:
     return pipeline + kw["BLOCK_M"] * epi_n * out_esize
 
 
+# Tile area (BLOCK_M * BLOCK_N) above which precise accumulation, which keeps a second fp32 accumulator for
+# the tensor cores' partial sums, spilled registers in sm_90 compiles (the 128x256 tiles).
+_MAX_PRECISE_TILE = 128 * 128
+
+
 def prune_fp8_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
-    """Drop configs that overflow shared memory or whose tiles dwarf the problem (keeping at least one)."""
+    """Drop configs that overflow shared memory, spill with precise accumulation, or whose tiles dwarf the
+    problem (keeping at least one)."""
     if len(configs) <= 1:
         return configs
     out_esize = named_args["c_ptr"].element_size()
     m, n = named_args["M"], named_args["N"]
     fitting = [c for c in configs if _smem_bytes(c, out_esize) <= _SMEM_LIMIT] or configs
+    if not kwargs.get("FAST_ACCUM", False):
+        fitting = [c for c in fitting if c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= _MAX_PRECISE_TILE] or fitting
     kept = [
         c
         for c in fitting
@@ -158,7 +166,8 @@ def _matmul_fp8_kernel(
         if COL_SCALES:
             offs_n = off_n + tl.arange(0, BLOCK_N)
             acc = acc * tl.load(scale_b_ptr + offs_n * stride_sb, mask=offs_n < N, other=0.0)[None, :]
-        _store_tile(c_desc, acc * scale, off_m, off_n, dtype, BLOCK_M, BLOCK_N, EPI_SUBTILE)
+        tma_epilogue(c_desc, c_desc, acc * scale, None, off_m, off_n, N, dtype, BLOCK_M, BLOCK_N, EPI_SUBTILE, False, 0,
+                     False)  # fmt: skip
 
 
 _matmul_fp8_tuned = triton.autotune(

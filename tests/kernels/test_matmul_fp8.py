@@ -192,3 +192,25 @@ def test_matmul_fp8_gpu_full_size(m, n, k, out_dtype, fast_accum):
         assert err <= fp8_tolerance(out_dtype), f"fast accum {m}x{n}x{k}: {err:.2e}"
     else:
         check_fp8(out, a, b, scale_a, scale_b, out_dtype, f"{m}x{n}x{k} {out_dtype}")
+
+
+def test_prune_fp8_configs():
+    """Shared memory counts the output's element size; precise accumulation drops the 128x256 tiles."""
+    cfg = f8._cfg
+    big, big4, mid, small = (
+        cfg(128, 256, 128, 8, 3),
+        cfg(128, 256, 128, 8, 4, subtile=True),
+        cfg(128, 128, 128, 8, 4),
+        cfg(64, 64, 128, 4, 4),
+    )
+    configs = [big, big4, mid, small]
+
+    def kept(out_dtype, m=4096, n=4096, **flags):
+        args = {"c_ptr": torch.empty(1, dtype=out_dtype), "M": m, "N": n}
+        return f8.prune_fp8_configs(configs, args, **flags)
+
+    assert kept(torch.bfloat16, FAST_ACCUM=True) == configs
+    # An fp32 output tile staged for TMA: 128 or 64 KiB more, past 227 KiB with the 128x256 pipelines.
+    assert kept(torch.float32, FAST_ACCUM=True) == [mid, small]
+    assert kept(torch.bfloat16, FAST_ACCUM=False) == [mid, small]
+    assert kept(torch.bfloat16, m=48, n=40, FAST_ACCUM=True) == [small]  # tiles no larger than the problem
