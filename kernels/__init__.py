@@ -1,4 +1,9 @@
-"""In-house Triton kernels of tierbench (forward passes): matmul, norms, fused bias-GELU-LN, attention."""
+"""In-house Triton kernels of tierbench: matmul, norms, fused bias-GELU-LN, attention.
+
+The norms, the fused op and attention are also differentiable through torch.autograd (their backward
+kernels are in norm_backward.py and attention_backward.py): the forward saves what the backward needs only
+where an input requires grad. matmul is forward only.
+"""
 
 from .attention import attention
 from .matmul import matmul

@@ -13,8 +13,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-_MINUS_HALF_LOG2E = -0.7213475204444817  # -log2(e) / 2: phi(x) = 2^(x^2 * this) / sqrt(2 pi)
-_INV_SQRT_2PI = 0.3989422804014327
+_MINUS_HALF_LOG2E = tl.constexpr(-0.7213475204444817)  # -log2(e) / 2: phi(x) = 2^(x^2 * this) / sqrt(2 pi)
+_INV_SQRT_2PI = tl.constexpr(0.3989422804014327)
 
 
 @triton.jit

@@ -20,6 +20,12 @@ interpreter, runs the kernel below.
 causal=True is SDPA's is_causal (top-left: query i sees keys <= i, S_q == S_k), run in two stages:
 blocks left of the diagonal with no mask at all, then the diagonal blocks with the mask; blocks right
 of the diagonal are skipped. Causal programs run the heaviest query blocks first.
+
+`attention` is differentiable. Where an input requires grad (and grad mode is on) it runs through
+`_AttentionFunction`: the forward runs the Triton kernel below, also on Hopper (the Gluon kernels store no
+log-sum-exp), with STORE_LSE on, saves q, k, v, O and the (B, H, S_q) fp32 log-sum-exp, and the backward
+is `attention_backward` (FlashAttention-2). Otherwise nothing is stored or saved and the kernels launched
+are the same as without a backward.
 """
 
 from __future__ import annotations

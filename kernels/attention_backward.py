@@ -30,13 +30,15 @@ import triton.language as tl
 from ._common import INTERPRET, note_launch, round_to
 
 _LOG2E = 1.4426950408889634
+_LOG2E_IN_KERNEL = tl.constexpr(_LOG2E)
 
 # ----------------------------------------------------------------------------------------------------------
 # Configs
 # ----------------------------------------------------------------------------------------------------------
 
-# Registers per thread the fp32 accumulators may take (dK and dV, or dQ), and shared memory per program.
-_MAX_ACC_REGS = 128
+# fp32 registers per thread that the accumulators (dK and dV, or dQ) and the two score tiles (P, dS) may
+# take (beyond it ptxas spilled on sm_90), and shared memory per program.
+_MAX_TILE_REGS = 160
 _MAX_SMEM = 200 * 1024
 _PREPROCESS_BLOCK = 16 if INTERPRET else 64
 
@@ -55,6 +57,7 @@ def dkdv_configs() -> list[triton.Config]:
         bwd_config(32, 64, 4, 3),
         bwd_config(64, 64, 4, 2),
         bwd_config(16, 64, 4, 4),
+        bwd_config(16, 32, 4, 2),  # what fits head_dim 256
     ]
 
 
@@ -67,6 +70,7 @@ def dq_configs() -> list[triton.Config]:
         bwd_config(128, 64, 8, 2),
         bwd_config(64, 32, 4, 3),
         bwd_config(64, 64, 4, 2),
+        bwd_config(32, 32, 4, 2),  # what fits head_dim 256
     ]
 
 
@@ -80,8 +84,8 @@ def _prune(configs: list[triton.Config], head_dim: int, resident: str, seq: int)
     for cfg in configs:
         r, s = cfg.kwargs[resident], cfg.kwargs[streamed]
         smem = (2 * r + 2 * s * cfg.num_stages) * head_dim * 2  # resident tiles + streamed ones per stage
-        regs = accumulators * r * head_dim // (32 * cfg.num_warps)
-        if smem > _MAX_SMEM or regs > _MAX_ACC_REGS or r % s or r > max(64, triton.next_power_of_2(seq)):
+        regs = (accumulators * r * head_dim + 2 * r * s) // (32 * cfg.num_warps)
+        if smem > _MAX_SMEM or regs > _MAX_TILE_REGS or r % s or r > max(64, triton.next_power_of_2(seq)):
             continue
         kept.append(cfg)
     return kept or [min(configs, key=lambda c: c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])]
@@ -187,7 +191,7 @@ def _dkdv_inner(
         offs_m = start_m + tl.arange(0, BLOCK_M)
         q = _load_rows(q_base, offs_m, SQ, stride_qs, HEAD_DIM, UPCAST)
         do = _load_rows(do_base, offs_m, SQ, stride_dos, HEAD_DIM, UPCAST)
-        lse = tl.load(lse_base + offs_m, mask=offs_m < SQ, other=0.0) * _LOG2E
+        lse = tl.load(lse_base + offs_m, mask=offs_m < SQ, other=0.0) * _LOG2E_IN_KERNEL
         delta = tl.load(delta_base + offs_m, mask=offs_m < SQ, other=0.0)
         p_t = tl.math.exp2(tl.dot(k, tl.trans(q)) * qk_scale - lse[None, :])
         if MASK:
@@ -366,7 +370,7 @@ def _dq_kernel(
     q = _load_rows(q_base, offs_m, SQ, stride_qs, HEAD_DIM, UPCAST)
     do = _load_rows(_head_base(DO, b, h, stride_dob, stride_doh), offs_m, SQ, stride_dos, HEAD_DIM, UPCAST)
     row0 = bh.to(tl.int64) * SQ
-    lse = tl.load(LSE + row0 + offs_m, mask=offs_m < SQ, other=0.0) * _LOG2E
+    lse = tl.load(LSE + row0 + offs_m, mask=offs_m < SQ, other=0.0) * _LOG2E_IN_KERNEL
     delta = tl.load(Delta + row0 + offs_m, mask=offs_m < SQ, other=0.0)
     k_base = _head_base(K, b, h_kv, stride_kb, stride_kh)
     v_base = _head_base(V, b, h_kv, stride_vb, stride_vh)

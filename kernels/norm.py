@@ -11,7 +11,13 @@ the autotuner chooses between per (width, op, band of rows per SM):
 Statistics are fp32. LayerNorm's moments are sums of deviations from the row's first value, both taken in
 one reduction; that shift keeps E[d^2] - E[d]^2 from cancelling unless the first value sits thousands of
 standard deviations from the mean. The fused GELU is exact-erf GELU to within 3.6e-6 (7.8e-7 for
-float32) in ~10 instructions per element; `GELU_IMPL=0` keeps libdevice's erff as the reference variant.
+float32) in ~10 instructions per element (`_norm_math`); `GELU_IMPL=0` keeps libdevice's erff as the
+reference variant.
+
+The three functions are differentiable. Where an input requires grad (and grad mode is on) they run
+through `_NormFunction`: the same kernel with STORE_STATS on also stores each row's fp32 rstd (and mean,
+LayerNorm), and the backward (`norm_backward`) starts from those. Otherwise the forward stores and saves
+nothing, and its kernels are the same builds as without a backward.
 """
 
 from __future__ import annotations

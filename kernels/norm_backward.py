@@ -10,15 +10,15 @@ matches the stored statistics), dx = dh * GELU'(x + bias), and the GELU bias's g
 over rows.
 
 Two kinds of launches, by width (BLOCK_N = next power of two of the hidden size):
-- whole rows (BLOCK_N <= MAX_WHOLE_ROW_BLOCK): one persistent kernel; each program walks tiles of ROWS
-  rows, reads x, dy and the vectors once, writes dx once, and adds its rows' dweight/dbias terms to fp32
-  accumulators in registers, written once per program as a row of partial sums.
+- whole rows (BLOCK_N <= 8192, 4096 for the fused op): one persistent kernel; each program walks tiles of
+  ROWS rows, reads x, dy and the vectors once, writes dx once, and adds its rows' dweight/dbias terms to
+  fp32 accumulators in registers, written once per program as a row of partial sums.
 - two passes (wider rows, or a forced CHUNK config): a row-sums kernel takes mean(g) and mean(g * xhat) per
   row in CHUNK-wide pieces, then a chunk kernel over (column chunk, group of rows) writes dx and one row of
   partial sums per group. x and dy are read twice, dx written once.
-A second small kernel adds the partial sums over programs (no atomics: the result is the same from run to
-run for one config). The whole-row, row-sums and chunk kernels each have a `TurnTuner` over a few
-candidates (one config under the interpreter); their configs are not yet measured on a GPU.
+A third small kernel adds the partial sums over programs (no atomics: the gradients are the same from run
+to run for one config). The whole-row, row-sums and chunk kernels each have a `TurnTuner` over a few
+candidates (one config under the interpreter); the candidates are not yet measured on a GPU.
 """
 
 from __future__ import annotations
@@ -39,13 +39,24 @@ from ._tuning import ROWS_PER_SM_BANDS, TurnTuner, rows_per_sm_band
 
 # Widest row (a power of two) of the whole-row backward. Each thread holds its columns' fp32 accumulators
 # (up to three vectors) across all its rows besides the row itself, so rows wider than this take two passes.
+# The fused op holds the most (GELU' too, and a third accumulator): compiled for sm_90, its whole-row
+# programs spilled registers at 8192.
 MAX_WHOLE_ROW_BLOCK = 8192
+MAX_WHOLE_ROW_BLOCK_GELU = 4096
+
+
+def max_whole_row_block(has_gelu: bool) -> int:
+    return MAX_WHOLE_ROW_BLOCK_GELU if has_gelu else MAX_WHOLE_ROW_BLOCK
+
 
 # Most warps resident per SM on sm_90: bounds blocks per SM x warps of the persistent candidates.
 _MAX_WARPS_PER_SM = 64
 
-# Fewest rows per group of the chunk kernel: its partial sums stay a small fraction of dx's bytes.
-_MIN_GROUP_ROWS = 8
+# Each program writes one row of fp32 partial sums per gradient vector (up to three), which the reduction
+# reads again: 24 bytes a column against 6 per row and column of x, dy and dx (16-bit). So a program takes
+# at least this many rows where there are enough to keep every SM busy anyway (the partial sums then cost
+# at most 4 / 32 of the row traffic), and groups of the chunk kernel take at least this many rows.
+_MIN_ROWS_PER_PROGRAM = 32
 
 
 def whole_row_config(rows: int = 1, ctas: int = 1, warps: int = 4) -> triton.Config:
@@ -59,11 +70,10 @@ def chunk_config(chunk: int, warps: int = 4) -> triton.Config:
 
 
 def whole_row_configs() -> list[triton.Config]:
+    """Rows per tile x warps x programs per SM (see _whole_row_grid: fewer where rows are few)."""
     if INTERPRET:
         return [whole_row_config(rows=2, ctas=1)]
-    return [
-        whole_row_config(rows=r, ctas=c, warps=w) for r in (1, 2, 4) for c in (1, 2, 4, 8) for w in (2, 4, 8, 16, 32)
-    ]
+    return [whole_row_config(rows=r, ctas=c, warps=w) for r in (1, 4) for w in (4, 8, 16, 32) for c in (1, 2, 4)]
 
 
 def prune_whole_row_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
@@ -168,12 +178,13 @@ def _whole_row_bwd_kernel(
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < N
+    # The vectors once per program (plain widening: a thread may hold a single bf16 of them).
     if HAS_W:
-        w = _to_f32(tl.load(W + cols, mask=col_ok, other=0.0), INLINE_PTX)[None, :]
+        w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
     else:
         w = 1.0
     if HAS_GELU:
-        xb = _to_f32(tl.load(XB + cols, mask=col_ok, other=0.0), INLINE_PTX)[None, :]
+        xb = tl.load(XB + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
     else:
         xb = 0.0
     acc_dw = tl.zeros([BLOCK_N], dtype=tl.float32)
@@ -301,8 +312,8 @@ def _chunk_bwd_kernel(
     group = tl.program_id(0) // n_chunks
     cols = (tl.program_id(0) - group * n_chunks) * CHUNK + tl.arange(0, CHUNK)
     ok = cols < N
-    w = _to_f32(tl.load(W + cols, mask=ok, other=0.0), INLINE_PTX) if HAS_W else 1.0
-    xb = _to_f32(tl.load(XB + cols, mask=ok, other=0.0), INLINE_PTX) if HAS_GELU else 0.0
+    w = tl.load(W + cols, mask=ok, other=0.0).to(tl.float32) if HAS_W else 1.0
+    xb = tl.load(XB + cols, mask=ok, other=0.0).to(tl.float32) if HAS_GELU else 0.0
     acc_dw = tl.zeros([CHUNK], dtype=tl.float32)
     acc_db = tl.zeros([CHUNK], dtype=tl.float32)
     acc_dxb = tl.zeros([CHUNK], dtype=tl.float32)
@@ -375,12 +386,15 @@ def _most_programs(n_rows: int, block_n: int, sms: int) -> int:
 
 
 def _whole_row_grid(meta: dict, n_rows: int, sms: int) -> int:
-    return min(triton.cdiv(n_rows, meta["ROWS"]), sms * meta["CTAS"])
+    """CTAS programs per SM, but no more than one per tile, nor (beyond one per SM) than would leave a
+    program fewer than _MIN_ROWS_PER_PROGRAM rows."""
+    enough_rows = max(sms, triton.cdiv(n_rows, _MIN_ROWS_PER_PROGRAM))
+    return min(triton.cdiv(n_rows, meta["ROWS"]), sms * meta["CTAS"], enough_rows)
 
 
 def _row_groups(n_rows: int, sms: int) -> int:
-    """Groups of rows of the chunk kernel: about two per SM, of at least _MIN_GROUP_ROWS rows."""
-    return max(1, min(triton.cdiv(n_rows, _MIN_GROUP_ROWS), 2 * sms))
+    """Groups of rows of the chunk kernel: at most two per SM, of at least _MIN_ROWS_PER_PROGRAM rows."""
+    return max(1, min(triton.cdiv(n_rows, _MIN_ROWS_PER_PROGRAM), 2 * sms))
 
 
 def _rows_of(t: torch.Tensor, n: int) -> torch.Tensor:
@@ -426,7 +440,7 @@ def norm_backward(
     dx2 = dx.view(-1, n)
     block_n = next_pow2(n)
     sms = num_sms(x.device)
-    two_pass = block_n > MAX_WHOLE_ROW_BLOCK if config is None else "CHUNK" in config.kwargs
+    two_pass = block_n > max_whole_row_block(gelu_bias is not None) if config is None else "CHUNK" in config.kwargs
     flags = {
         "IS_RMS": is_rms,
         "HAS_W": weight is not None,
@@ -476,8 +490,9 @@ def _whole_row(x2, dy2, dx2, vectors, stats, ptrs, flags, need, config, sms) -> 
         tuner[grid](*args, **flags, **need)
         config = tuner.best_config
     else:
-        if flags["BLOCK_N"] > MAX_WHOLE_ROW_BLOCK:
-            raise ValueError(f"rows of {n} do not fit the whole-row backward (at most {MAX_WHOLE_ROW_BLOCK})")
+        widest = max_whole_row_block(flags["HAS_GELU"])
+        if flags["BLOCK_N"] > widest:
+            raise ValueError(f"rows of {n} do not fit the whole-row backward (at most {widest})")
         _whole_row_bwd_kernel[grid(config.kwargs)](*args, **flags, **need, **config.all_kwargs())
     return [(config, "whole-row")]
 

@@ -30,7 +30,7 @@ OPS = {
         "gwb",  # GELU bias, weight, LayerNorm bias
     ),
 }
-# Forced backward configs: whole rows one per tile with two programs per "SM" (the interpreter's 4), and two
+# Forced backward configs: whole rows one per tile (the interpreter's four programs walk 13 rows), and two
 # passes in 128-wide chunks (hidden 333: three chunks, the last one ragged).
 VARIANTS = {"auto": None, "rows1": nb.whole_row_config(rows=1, ctas=2), "two_pass": nb.chunk_config(128)}
 
@@ -150,10 +150,11 @@ def test_fp32_vectors_with_half_inputs(op, device):
     _check_op(op, x, vectors, dy, f"{op} fp32 vectors")
 
 
-def test_wide_rows_take_the_two_pass_backward(device):
-    hidden = nb.MAX_WHOLE_ROW_BLOCK + 8  # past the whole-row backward; the row sums then the chunks
-    x, vectors, dy = _inputs("layer_norm", (3,), hidden, torch.bfloat16, device, seed=4)
-    _check_op("layer_norm", x, vectors, dy, f"hidden {hidden}")
+@pytest.mark.parametrize("op", ["layer_norm", "bias_gelu_layer_norm"])
+def test_wide_rows_take_the_two_pass_backward(op, device):
+    hidden = nb.max_whole_row_block(op == "bias_gelu_layer_norm") + 8  # past the whole-row backward
+    x, vectors, dy = _inputs(op, (2,), hidden, torch.bfloat16, device, seed=4)
+    _check_op(op, x, vectors, dy, f"{op} hidden {hidden}")
     assert "two-pass row sums: CHUNK=" in last_launch("norm-bwd") and "; two-pass chunks: CHUNK=" in last_launch(
         "norm-bwd"
     )
@@ -297,7 +298,7 @@ def test_gelu_derivative_error_and_tails(impl, precise, bound, device):
 
 
 def test_backward_pruning_rules():
-    gpu_whole_rows = [nb.whole_row_config(r, c, w) for r in (1, 2, 4) for c in (1, 2, 4, 8) for w in (2, 4, 8, 16, 32)]
+    gpu_whole_rows = [nb.whole_row_config(r, c, w) for r in (1, 2, 4) for c in (1, 2, 4) for w in (2, 4, 8, 16, 32)]
     for block_n in (128, 1024, 4096, 8192):
         kept = nb.prune_whole_row_configs(gpu_whole_rows, {"n_rows": 16384}, BLOCK_N=block_n)
         assert kept, block_n
@@ -333,7 +334,8 @@ def test_forced_backward_configs_that_do_not_fit_are_refused(device):
 def test_norm_backward_gpu_full_size(op, rows, hidden, dtype):
     x, vectors, dy = _inputs(op, (rows,), hidden, dtype, "cuda", seed=12)
     _check_op(op, x, vectors, dy, f"{op} {rows}x{hidden} {dtype}")
-    kind = "whole-row" if triton.next_power_of_2(hidden) <= nb.MAX_WHOLE_ROW_BLOCK else "two-pass row sums"
+    whole_rows = triton.next_power_of_2(hidden) <= nb.max_whole_row_block(op == "bias_gelu_layer_norm")
+    kind = "whole-row" if whole_rows else "two-pass row sums"
     assert last_launch("norm-bwd").startswith(kind)
 
 
@@ -343,11 +345,11 @@ def test_norm_backward_gpu_full_size(op, rows, hidden, dtype):
 def test_every_backward_candidate_gpu(hidden):
     """Each candidate the tuners may pick, forced, on the fused op (the most registers) and RMSNorm."""
     block_n = triton.next_power_of_2(hidden)
-    if block_n <= nb.MAX_WHOLE_ROW_BLOCK:
-        configs = nb.prune_whole_row_configs(nb.whole_row_configs(), {"n_rows": 1000}, BLOCK_N=block_n)
-    else:
-        configs = nb.prune_chunk_configs(nb.chunk_configs(), {}, BLOCK_N=block_n)
     for op in ("bias_gelu_layer_norm", "rms_norm"):
+        if block_n <= nb.max_whole_row_block(op == "bias_gelu_layer_norm"):
+            configs = nb.prune_whole_row_configs(nb.whole_row_configs(), {"n_rows": 1000}, BLOCK_N=block_n)
+        else:
+            configs = nb.prune_chunk_configs(nb.chunk_configs(), {}, BLOCK_N=block_n)
         x, vectors, dy = _inputs(op, (1000,), hidden, torch.bfloat16, "cuda", seed=13)
         for cfg in configs:
             _check_op(op, x, vectors, dy, f"{op} {hidden} {cfg}", cfg)
