@@ -261,12 +261,14 @@ def test_two_pass_forward_stores_the_same_statistics(device):
 
 
 @triton.jit
-def _gelu_grad_elementwise(X, Y, DY, n, GELU_IMPL: tl.constexpr, PRECISE: tl.constexpr, INLINE_PTX: tl.constexpr):
+def _gelu_grad_elementwise(X, Y, DY, FWD, n, GELU_IMPL: tl.constexpr, PRECISE: tl.constexpr,
+                           INLINE_PTX: tl.constexpr):  # fmt: skip
     offs = tl.program_id(0) * 1024 + tl.arange(0, 1024)
     x = tl.load(X + offs, mask=offs < n)
     y, dy = nmath._gelu_and_grad(x, GELU_IMPL, PRECISE, INLINE_PTX)
     tl.store(Y + offs, y, mask=offs < n)
     tl.store(DY + offs, dy, mask=offs < n)
+    tl.store(FWD + offs, nmath._gelu_erf(x, GELU_IMPL, PRECISE, INLINE_PTX), mask=offs < n)  # the forward's
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered in multiply:RuntimeWarning")  # x = +-1e30, on purpose
@@ -276,19 +278,16 @@ def test_gelu_derivative_error_and_tails(impl, precise, bound, device):
     the GELU beside it bit for bit the forward's."""
     x = torch.cat([torch.linspace(-12, 12, 4001), torch.tensor([-1e30, -1e4, -40.0, 40.0, 1e4, 1e30, 0.0])])
     x = x.to(device=device, dtype=torch.float32)
-    y, dy = torch.empty_like(x), torch.empty_like(x)
+    y, dy, forward = torch.empty_like(x), torch.empty_like(x), torch.empty_like(x)
     grid = (triton.cdiv(x.numel(), 1024),)
-    _gelu_grad_elementwise[grid](x, y, dy, x.numel(), GELU_IMPL=impl, PRECISE=precise, INLINE_PTX=device.type == "cuda")
+    ptx = device.type == "cuda"
+    _gelu_grad_elementwise[grid](x, y, dy, forward, x.numel(), GELU_IMPL=impl, PRECISE=precise, INLINE_PTX=ptx)
     xd = x.double().cpu().requires_grad_()
     (exact,) = torch.autograd.grad(F.gelu(xd).sum(), [xd])
     err = (dy.double().cpu() - exact).abs()
     assert torch.isfinite(dy).all()
     assert err.max().item() <= bound, f"max abs error {err.max().item():.2e} at x={x[err.argmax()].item()}"
     assert (dy[x >= 40] == 1).all() and (dy[x <= -40] == 0).all()  # saturated tails
-    forward = torch.empty_like(x)
-    from test_norm import _gelu_elementwise  # the forward's GELU, as test_norm runs it
-
-    _gelu_elementwise[grid](x, forward, x.numel(), GELU_IMPL=impl, PRECISE=precise, INLINE_PTX=device.type == "cuda")
     assert torch.equal(y, forward)
 
 
