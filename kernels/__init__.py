@@ -1,5 +1,10 @@
-"""In-house Triton kernels of tierbench: matmul, norms, fused bias-GELU-LN, attention (grouped-query,
-bottom-right causal), and split-KV decode attention over contiguous or paged KV caches.
+"""In-house Triton kernels of tierbench: matmul, matmul with a fused bias + GELU epilogue, FP8 matmul, norms,
+fused bias-GELU-LN, attention (grouped-query, bottom-right causal), and split-KV decode attention over
+contiguous or paged KV caches.
+
+matmul, the epilogue, the norms, the fused op and attention are differentiable through torch.autograd (their
+backward kernels: matmul.py's transposed-operand products, epilogue.py, norm_backward.py,
+attention_backward.py): the forward saves what the backward needs only where an input requires grad.
 
 Every public kernel takes its op's signature (the tensors in order, then keyword options), so the triton
 tier calls it as it calls the others; `DTYPES` says which input dtypes each accepts.
@@ -9,7 +14,9 @@ import torch
 
 from .attention import attention
 from .decode import attention_with_kvcache
+from .epilogue import matmul_bias_gelu
 from .matmul import matmul
+from .matmul_fp8 import matmul_fp8
 from .norm import bias_gelu_layer_norm, layer_norm, rms_norm
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
@@ -20,6 +27,8 @@ DTYPES: dict[str, tuple[torch.dtype, ...]] = {
     "bias_gelu_layer_norm": _FLOATS,
     "layer_norm": _FLOATS,
     "matmul": _FLOATS,
+    "matmul_bias_gelu": _FLOATS,
+    "matmul_fp8": (torch.float8_e4m3fn, torch.float8_e5m2),
     "rms_norm": _FLOATS,
 }
 
@@ -30,5 +39,7 @@ __all__ = [
     "bias_gelu_layer_norm",
     "layer_norm",
     "matmul",
+    "matmul_bias_gelu",
+    "matmul_fp8",
     "rms_norm",
 ]

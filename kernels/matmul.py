@@ -1,14 +1,20 @@
-"""Matrix product C = A @ B for 2-D fp16 / bf16 / fp32 inputs, any M, N, K.
+"""Matrix product C = A @ B for 2-D fp16 / bf16 / fp32 inputs, any M, N, K, with an optional epilogue.
 
-Two kernels:
+Two kernels, both specialised by constexprs for an epilogue applied to the fp32 tile in registers before
+the one store (a bias of shape (N,), then GELU, exact or tanh; optionally the pre-activation stored too,
+for a backward): `epilogue.matmul_bias_gelu` launches them so; plain `matmul` with the epilogue off.
 - `_matmul_tma_kernel` (Hopper fast path): persistent grid of one program per SM, output tiles walked in
   grouped order (GROUP_M row-tiles share B column panels in L2), A/B/C moved by TMA through device-side
   tensor descriptors (out-of-bounds reads zero-filled, stores clipped, so ragged edges need no masks),
   software-pipelined K loop, fp32 accumulation, epilogue split in two half-width stores to cut the
-  registers and shared memory held by the output tile.
-- `_matmul_ptr_kernel`: plain pointer-based tiled kernel for inputs TMA cannot describe (strides not
-  16-byte aligned, e.g. K or N odd, or non-row-major operands) and for GPUs older than Hopper.
+  registers and shared memory held by the output tile. Each operand may be row-major or column-major
+  (A_COL_MAJOR / B_COL_MAJOR): a column-major operand is described as the row-major tensor it is the
+  transpose of, and its tiles transposed in registers, so transposed views need no copy.
+- `_matmul_ptr_kernel`: plain pointer-based tiled kernel for inputs TMA cannot describe (no unit stride,
+  or strides not 16-byte aligned, e.g. K or N odd) and for GPUs older than Hopper.
 
+`matmul` is differentiable (a `torch.autograd.Function`): dA = dC B^T and dB = A^T dC run the same kernels
+on transposed views (family "matmul-bwd" in `last_launch`, its kind naming the gradient).
 fp32 inputs use TF32 tensor cores only when torch allows it (`torch.get_float32_matmul_precision()`).
 """
 
@@ -17,7 +23,10 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from torch.autograd.function import once_differentiable
 
+from . import _activations as activations
+from ._activations import activate
 from ._common import (
     FLOAT_DTYPES,
     INTERPRET,
@@ -129,15 +138,77 @@ def _grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
+def _epilogue(acc, bias_ptr, off_n, N, BLOCK_N: tl.constexpr, HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr):
+    # Bias and activation on the fp32 tile, in registers: returns (pre-activation, output).
+    if HAS_BIAS:
+        offs_n = off_n + tl.arange(0, BLOCK_N)
+        acc = acc + tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
+    return acc, activate(acc, ACTIVATION)
+
+
+@triton.jit
+def _finish_tile(
+    c_desc,
+    z_desc,
+    acc,
+    bias_ptr,
+    off_m,
+    off_n,
+    N,
+    dtype: tl.constexpr,
+    WIDTH: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ACTIVATION: tl.constexpr,
+    STORE_PRE: tl.constexpr,
+):
+    pre, out = _epilogue(acc, bias_ptr, off_n, N, WIDTH, HAS_BIAS, ACTIVATION)
+    if STORE_PRE:
+        z_desc.store([off_m, off_n], pre.to(dtype))
+    c_desc.store([off_m, off_n], out.to(dtype))
+
+
+@triton.jit
+def tma_epilogue(
+    c_desc,
+    z_desc,
+    acc,
+    bias_ptr,
+    off_m,
+    off_n,
+    N,
+    dtype: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    EPI_SUBTILE: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ACTIVATION: tl.constexpr,
+    STORE_PRE: tl.constexpr,
+):
+    """Epilogue and TMA stores of an fp32 tile: whole, or (EPI_SUBTILE) as two half-width tiles, each taken
+    through bias, activation and its stores in turn, so that the epilogue holds half the registers."""
+    if EPI_SUBTILE:
+        acc = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+        acc0, acc1 = tl.split(acc)
+        _finish_tile(c_desc, z_desc, acc0, bias_ptr, off_m, off_n, N, dtype, BLOCK_N // 2, HAS_BIAS, ACTIVATION,
+                     STORE_PRE)  # fmt: skip
+        _finish_tile(c_desc, z_desc, acc1, bias_ptr, off_m, off_n + BLOCK_N // 2, N, dtype, BLOCK_N // 2, HAS_BIAS,
+                     ACTIVATION, STORE_PRE)  # fmt: skip
+    else:
+        _finish_tile(c_desc, z_desc, acc, bias_ptr, off_m, off_n, N, dtype, BLOCK_N, HAS_BIAS, ACTIVATION, STORE_PRE)
+
+
+@triton.jit
 def _matmul_tma_kernel(
     a_ptr,
     b_ptr,
     c_ptr,
+    z_ptr,
+    bias_ptr,
     M,
     N,
     K,
-    stride_am,
-    stride_bk,
+    stride_a,
+    stride_b,
     stride_cm,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -147,16 +218,35 @@ def _matmul_tma_kernel(
     WARP_SPECIALIZE: tl.constexpr,
     FLATTEN: tl.constexpr,
     NUM_SMS: tl.constexpr,
+    A_COL_MAJOR: tl.constexpr,
+    B_COL_MAJOR: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ACTIVATION: tl.constexpr,
+    STORE_PRE: tl.constexpr,
     UPCAST: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
 ):
     dtype = c_ptr.dtype.element_ty
-    a_desc = tl.make_tensor_descriptor(a_ptr, [M, K], [stride_am, 1], [BLOCK_M, BLOCK_K])
-    b_desc = tl.make_tensor_descriptor(b_ptr, [K, N], [stride_bk, 1], [BLOCK_K, BLOCK_N])
+    # A column-major operand is described as its row-major transpose (the storage it is a view of) and its
+    # tiles are transposed after the load: a view in registers, a K-major operand for the dot.
+    if A_COL_MAJOR:
+        a_desc = tl.make_tensor_descriptor(a_ptr, [K, M], [stride_a, 1], [BLOCK_K, BLOCK_M])
+    else:
+        a_desc = tl.make_tensor_descriptor(a_ptr, [M, K], [stride_a, 1], [BLOCK_M, BLOCK_K])
+    if B_COL_MAJOR:
+        b_desc = tl.make_tensor_descriptor(b_ptr, [N, K], [stride_b, 1], [BLOCK_N, BLOCK_K])
+    else:
+        b_desc = tl.make_tensor_descriptor(b_ptr, [K, N], [stride_b, 1], [BLOCK_K, BLOCK_N])
     if EPI_SUBTILE:
         c_desc = tl.make_tensor_descriptor(c_ptr, [M, N], [stride_cm, 1], [BLOCK_M, BLOCK_N // 2])
     else:
         c_desc = tl.make_tensor_descriptor(c_ptr, [M, N], [stride_cm, 1], [BLOCK_M, BLOCK_N])
+    z_desc = c_desc  # stands in, unused, unless the pre-activation is stored for the backward
+    if STORE_PRE:
+        if EPI_SUBTILE:
+            z_desc = tl.make_tensor_descriptor(z_ptr, [M, N], [stride_cm, 1], [BLOCK_M, BLOCK_N // 2])
+        else:
+            z_desc = tl.make_tensor_descriptor(z_ptr, [M, N], [stride_cm, 1], [BLOCK_M, BLOCK_N])
 
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -170,20 +260,21 @@ def _matmul_tma_kernel(
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for ki in range(k_tiles):
             off_k = ki * BLOCK_K
-            a = a_desc.load([off_m, off_k])
-            b = b_desc.load([off_k, off_n])
+            if A_COL_MAJOR:
+                a = a_desc.load([off_k, off_m]).T
+            else:
+                a = a_desc.load([off_m, off_k])
+            if B_COL_MAJOR:
+                b = b_desc.load([off_n, off_k]).T
+            else:
+                b = b_desc.load([off_k, off_n])
             if UPCAST:  # interpreter only: its bf16 dot is wrong
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
             acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
 
-        if EPI_SUBTILE:
-            acc = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
-            acc0, acc1 = tl.split(acc)
-            c_desc.store([off_m, off_n], acc0.to(dtype))
-            c_desc.store([off_m, off_n + BLOCK_N // 2], acc1.to(dtype))
-        else:
-            c_desc.store([off_m, off_n], acc.to(dtype))
+        tma_epilogue(c_desc, z_desc, acc, bias_ptr, off_m, off_n, N, dtype, BLOCK_M, BLOCK_N, EPI_SUBTILE, HAS_BIAS,
+                     ACTIVATION, STORE_PRE)  # fmt: skip
 
 
 @triton.jit
@@ -191,6 +282,8 @@ def _matmul_ptr_kernel(
     a_ptr,
     b_ptr,
     c_ptr,
+    z_ptr,
+    bias_ptr,
     M,
     N,
     K,
@@ -207,6 +300,9 @@ def _matmul_ptr_kernel(
     EPI_SUBTILE: tl.constexpr,  # unused here; shares the config schema of the TMA kernel
     WARP_SPECIALIZE: tl.constexpr,
     FLATTEN: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ACTIVATION: tl.constexpr,
+    STORE_PRE: tl.constexpr,
     UPCAST: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
 ):
@@ -233,19 +329,24 @@ def _matmul_ptr_kernel(
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
 
+    pre, out = _epilogue(acc, bias_ptr, pid_n * BLOCK_N, N, BLOCK_N, HAS_BIAS, ACTIVATION)
+    if STORE_PRE:
+        z_ptrs = z_ptr + offs_m.to(tl.int64)[:, None] * stride_cm + offs_n.to(tl.int64)[None, :] * stride_cn
+        tl.store(z_ptrs, pre.to(dtype), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
     c_ptrs = c_ptr + offs_m.to(tl.int64)[:, None] * stride_cm + offs_n.to(tl.int64)[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(dtype), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+    tl.store(c_ptrs, out.to(dtype), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
+# Layouts and epilogue are constexprs: each combination is tuned (and compiled) apart.
 _matmul_tma_tuned = triton.autotune(
     configs=matmul_tma_configs(),
-    key=["M", "N", "K"],
+    key=["M", "N", "K", "A_COL_MAJOR", "B_COL_MAJOR", "HAS_BIAS", "ACTIVATION", "STORE_PRE"],
     prune_configs_by={"early_config_prune": prune_matmul_configs},
 )(_matmul_tma_kernel)
 
 _matmul_ptr_tuned = triton.autotune(
     configs=matmul_ptr_configs(),
-    key=["M", "N", "K"],
+    key=["M", "N", "K", "HAS_BIAS", "ACTIVATION", "STORE_PRE"],
     prune_configs_by={"early_config_prune": prune_matmul_configs},
 )(_matmul_ptr_kernel)
 
@@ -255,25 +356,109 @@ _matmul_ptr_tuned = triton.autotune(
 # ----------------------------------------------------------------------------------------------------------
 
 
+def tma_layout(t: torch.Tensor) -> str | None:
+    """How a TMA descriptor can read 2-D `t`: "row" (unit column stride), "col" (unit row stride, e.g. the
+    transpose of a contiguous tensor), or None (no unit stride, a stride not a positive multiple of 16 bytes,
+    or a base not 16-byte aligned)."""
+    if t.data_ptr() % 16:
+        return None
+    esize = t.element_size()
+    for layout, inner, outer in (("row", 1, 0), ("col", 0, 1)):
+        if t.stride(inner) == 1 and t.stride(outer) > 0 and (t.stride(outer) * esize) % 16 == 0:
+            return layout
+    return None
+
+
 def _tma_supported(a: torch.Tensor, b: torch.Tensor, c_stride_bytes: int) -> bool:
     if not INTERPRET and torch.cuda.get_device_capability(a.device)[0] < 9:
         return False
-    for t in (a, b):
-        if t.stride(1) != 1 or (t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16:
-            return False
-    return c_stride_bytes % 16 == 0
+    return tma_layout(a) is not None and tma_layout(b) is not None and c_stride_bytes % 16 == 0
 
 
-def _check_matmul(a: torch.Tensor, b: torch.Tensor) -> None:
-    check_tensor("matmul", "a", a, dtypes=FLOAT_DTYPES, ndim=2, ndim_hint="(M, K)")
-    check_tensor("matmul", "b", b, dtypes=FLOAT_DTYPES, ndim=2, ndim_hint="(K, N)")
+def _check_matmul(a: torch.Tensor, b: torch.Tensor, fn: str = "matmul") -> None:
+    check_tensor(fn, "a", a, dtypes=FLOAT_DTYPES, ndim=2, ndim_hint="(M, K)")
+    check_tensor(fn, "b", b, dtypes=FLOAT_DTYPES, ndim=2, ndim_hint="(K, N)")
     if a.dtype != b.dtype:
-        raise TypeError(f"matmul: b must have the dtype of a ({a.dtype}), got {b.dtype}")
-    check_same_device("matmul", a=a, b=b)
+        raise TypeError(f"{fn}: b must have the dtype of a ({a.dtype}), got {b.dtype}")
+    check_same_device(fn, a=a, b=b)
     if a.shape[1] != b.shape[0]:
         raise ValueError(
-            f"matmul: b must have shape (K, N) with K = a.shape[1] = {a.shape[1]}, got shape {tuple(b.shape)}"
+            f"{fn}: b must have shape (K, N) with K = a.shape[1] = {a.shape[1]}, got shape {tuple(b.shape)}"
         )
+
+
+def launch_matmul(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    c: torch.Tensor,
+    *,
+    z: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    activation: int = activations.NONE,
+    path: str | None = None,
+    config: triton.Config | None = None,
+    family: str = "matmul",
+    kind: str = "",
+) -> None:
+    """c = activation(a @ b + bias), and z = a @ b + bias when z is given; no validation.
+
+    c (and z) are (M, N) with a unit column stride. `path` forces "tma" or "ptr"; `config` bypasses the
+    autotuner; `family` and `kind` name the launch for `last_launch` (kind is appended to the path).
+    """
+    M, K = a.shape
+    N = b.shape[1]
+    if M == 0 or N == 0:
+        return
+    plain = z is None and bias is None and activation == activations.NONE
+    if K == 0 and plain:
+        c.zero_()
+        return
+    if path is None:
+        # An empty K goes to the pointer kernel: a TMA descriptor cannot have an empty dim.
+        path = "tma" if K > 0 and _tma_supported(a, b, c.stride(0) * c.element_size()) else "ptr"
+    precision = "tf32" if a.dtype == torch.float32 and torch.get_float32_matmul_precision() != "highest" else "ieee"
+    flags = {
+        "HAS_BIAS": bias is not None,
+        "ACTIVATION": activation,
+        "STORE_PRE": z is not None,
+        "UPCAST": INTERPRET and a.dtype == torch.bfloat16,
+        "INPUT_PRECISION": precision,
+    }
+    if path == "tma":
+        a_layout, b_layout = tma_layout(a), tma_layout(b)
+        if a_layout is None or b_layout is None:
+            raise ValueError(
+                f"matmul: path 'tma' needs operands TMA can read, got strides {a.stride()} and {b.stride()}"
+            )
+        ensure_allocator()
+        sms = num_sms(a.device)
+
+        def grid(meta):
+            return (min(sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
+
+        a_col, b_col = a_layout == "col", b_layout == "col"
+        flags.update(NUM_SMS=sms, A_COL_MAJOR=a_col, B_COL_MAJOR=b_col)
+        stride_a, stride_b = a.stride(1 if a_col else 0), b.stride(1 if b_col else 0)
+        args = (a, b, c, z, bias, M, N, K, stride_a, stride_b, c.stride(0))
+        if config is None:
+            _matmul_tma_tuned[grid](*args, **flags)
+            config = _matmul_tma_tuned.best_config
+        else:
+            _matmul_tma_kernel[grid(config.kwargs)](*args, **flags, **config.all_kwargs())
+    elif path == "ptr":
+
+        def grid(meta):
+            return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+
+        args = (a, b, c, z, bias, M, N, K, *a.stride(), *b.stride(), *c.stride())
+        if config is None:
+            _matmul_ptr_tuned[grid](*args, **flags)
+            config = _matmul_ptr_tuned.best_config
+        else:
+            _matmul_ptr_kernel[grid(config.kwargs)](*args, **flags, **config.all_kwargs())
+    else:
+        raise ValueError(f"matmul: path must be 'tma', 'ptr' or None, got {path!r}")
+    note_launch(family, config, f"{path} {kind}" if kind else path)
 
 
 def _matmul_forward(
@@ -282,51 +467,50 @@ def _matmul_forward(
     *,
     path: str | None = None,
     config: triton.Config | None = None,
+    family: str = "matmul",
+    kind: str = "",
 ) -> torch.Tensor:
-    """Launch without validation. `path` forces "tma" or "ptr"; `config` bypasses the autotuner."""
-    M, K = a.shape
-    N = b.shape[1]
-    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
-    if M == 0 or N == 0:
-        return c
-    if K == 0:
-        return c.zero_()
-    if path is None:
-        path = "tma" if _tma_supported(a, b, c.stride(0) * c.element_size()) else "ptr"
-    precision = "tf32" if a.dtype == torch.float32 and torch.get_float32_matmul_precision() != "highest" else "ieee"
-    common = {"UPCAST": INTERPRET and a.dtype == torch.bfloat16, "INPUT_PRECISION": precision}
-    if path == "tma":
-        ensure_allocator()
-        sms = num_sms(a.device)
-
-        def grid(meta):
-            return (min(sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
-
-        args = (a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0))
-        if config is None:
-            _matmul_tma_tuned[grid](*args, NUM_SMS=sms, **common)
-            config = _matmul_tma_tuned.best_config
-        else:
-            _matmul_tma_kernel[grid(config.kwargs)](*args, NUM_SMS=sms, **common, **config.all_kwargs())
-    elif path == "ptr":
-
-        def grid(meta):
-            return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-
-        args = (a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride())
-        if config is None:
-            _matmul_ptr_tuned[grid](*args, **common)
-            config = _matmul_ptr_tuned.best_config
-        else:
-            _matmul_ptr_kernel[grid(config.kwargs)](*args, **common, **config.all_kwargs())
-    else:
-        raise ValueError(f"matmul: path must be 'tma', 'ptr' or None, got {path!r}")
-    note_launch("matmul", config, path)
+    """a @ b without validation. `path` forces "tma" or "ptr"; `config` bypasses the autotuner."""
+    c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
+    launch_matmul(a, b, c, path=path, config=config, family=family, kind=kind)
     return c
 
 
+def matmul_input_grads(
+    dc: torch.Tensor, a: torch.Tensor | None, b: torch.Tensor | None, need_a: bool, need_b: bool
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """dA = dC B^T and dB = A^T dC, each only if needed, by the forward kernels reading transposed views."""
+    with on_device(dc):
+        da = _matmul_forward(dc, b.T, family="matmul-bwd", kind="dA") if need_a else None
+        db = _matmul_forward(a.T, dc, family="matmul-bwd", kind="dB") if need_b else None
+    return da, db
+
+
+class _Matmul(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        need_a, need_b = ctx.needs_input_grad
+        # Each gradient keeps only what it reads: dA needs b, dB needs a.
+        ctx.save_for_backward(a if need_b else None, b if need_a else None)
+        return _matmul_forward(a, b)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dc: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        a, b = ctx.saved_tensors
+        return matmul_input_grads(dc, a, b, *ctx.needs_input_grad)
+
+
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Return a @ b for 2-D a (M, K) and b (K, N) of one dtype (fp16, bf16, fp32); fp32 accumulation."""
+    """Return a @ b for 2-D a (M, K) and b (K, N) of one dtype (fp16, bf16, fp32); fp32 accumulation.
+
+    Either operand may be row-major or column-major (a transposed view) on the TMA path; any strides on the
+    pointer path. Differentiable: with grad enabled and an input requiring grad, the backward computes
+    dA = dC B^T and dB = A^T dC with the same kernels reading transposed views (no copies), saving only the
+    operand each gradient reads; otherwise nothing is saved and no autograd node is made.
+    """
     _check_matmul(a, b)
     with on_device(a):
+        if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+            return _Matmul.apply(a, b)
         return _matmul_forward(a, b)

@@ -38,6 +38,7 @@ from triton.runtime.jit import create_function_from_signature
 norm = importlib.import_module("tierbench.kernels.norm")
 attn = importlib.import_module("tierbench.kernels.attention")
 mm = importlib.import_module("tierbench.kernels.matmul")
+f8 = importlib.import_module("tierbench.kernels.matmul_fp8")
 
 TARGET = GPUTarget("cuda", 90, 32)
 
@@ -203,6 +204,8 @@ def mem_widths(counts: collections.Counter, prefix: str) -> str:
 # ----------------------------------------------------------------------------------------------------------
 
 _BF16 = torch.empty(64, dtype=torch.bfloat16)  # only its dtype and 16-byte alignment reach the binder
+_FP8 = torch.empty(64, dtype=torch.float8_e4m3fn)
+_F32 = torch.empty(64, dtype=torch.float32)
 
 
 def norm_cases() -> list[tuple[str, dict, int, object]]:
@@ -334,28 +337,54 @@ def report_attention(disasm: list[str] | None, sass_dir: Path | None) -> list[st
     return rows
 
 
-def report_matmul(disasm: list[str] | None, sass_dir: Path | None) -> list[str]:
-    fn = mm._matmul_tma_kernel
-    cfg = mm.matmul_tma_configs()[0]  # 128x256x64, 8 warps, 3 stages: the main 16-bit config
-    m = n = k = 4096
-    args = (_BF16, _BF16, _BF16, m, n, k, k, n, n)
-    kw = {"NUM_SMS": SMS, "UPCAST": False, "INPUT_PRECISION": "ieee", **cfg.all_kwargs()}
+def _matmul_row(fn, args: tuple, kw: dict, cfg: triton.Config, what: str, disasm, sass_dir) -> str:
     kv = cfg.kwargs
     label = f"{kv['BLOCK_M']}x{kv['BLOCK_N']}x{kv['BLOCK_K']} w{cfg.num_warps} s{cfg.num_stages}"
-    c = compile_sm90(fn, args, kw, f"matmul_tma_{label.replace(' ', '_')}")
+    label += " sub" if kv["EPI_SUBTILE"] else ""
+    c = compile_sm90(fn, args, {**kw, **cfg.all_kwargs()}, f"{what}_{label}".replace(" ", "_").replace(",", ""))
     spill = "?" if c.spill_bytes is None else str(sum(c.spill_bytes))
-    line = (
-        f"{'matmul_tma':<14} {label:<24} {c.regs or '?':>4} {spill:>5} {c.smem:>6} "
-        f"{ctas_per_sm(c, cfg.num_warps * 32):>6}"
-    )
+    line = f"{what:<28} {label:<24} {c.regs or '?':>4} {spill:>5} {c.smem:>6} {ctas_per_sm(c, cfg.num_warps * 32):>6}"
     if disasm:
         text, c.sass = disassemble(disasm, c.cubin)
         if sass_dir:
             (sass_dir / f"{c.name}.sass").write_text(text)
         counts = op_counts(c.sass)
-        mma = ", ".join(f"{op} x{n}" for op, n in sorted(counts.items()) if op.startswith(("HGMMA", "HMMA")))
+        mma = ", ".join(f"{op} x{n}" for op, n in sorted(counts.items()) if op.startswith(("HGMMA", "HMMA", "QGMMA")))
         line += f" {mma or 'none'}  LDL/STL {count(counts, 'LDL', 'STL')}"
-    return [f"{'kernel':<14} {'config':<24} {'regs':>4} {'spill':>5} {'smem':>6} {'CTA/SM':>6} MMA", line]
+    return line
+
+
+def report_matmul(disasm: list[str] | None, sass_dir: Path | None) -> list[str]:
+    """The TMA kernel plain (the forward), reading a column-major operand (the backward's dA = dC B^T and
+    dB = A^T dC), with the bias + GELU epilogue (and the pre-activation stored, as under autograd); the FP8
+    kernel with precise and fast accumulation."""
+    configs = mm.matmul_tma_configs()
+    main, sub = configs[0], configs[1]  # 128x256x64, 8 warps, 3 stages: whole and half-width epilogue stores
+    m = n = k = 4096
+    off = {"A_COL_MAJOR": False, "B_COL_MAJOR": False, "HAS_BIAS": False, "ACTIVATION": 0, "STORE_PRE": False}
+    base = {"NUM_SMS": SMS, "UPCAST": False, "INPUT_PRECISION": "ieee", **off}
+    plain = (_BF16, _BF16, _BF16, None, None, m, n, k, k, n, n)
+    fused = (_BF16, _BF16, _BF16, _BF16, _BF16, m, n, k, k, n, n)
+    cases = [
+        ("matmul_tma", main, plain, {}),
+        ("matmul_tma, B col-major", main, plain, {"B_COL_MAJOR": True}),
+        ("matmul_tma, A col-major", main, plain, {"A_COL_MAJOR": True}),
+        ("matmul_tma, bias+gelu", main, plain[:4] + (_BF16,) + plain[5:], {"HAS_BIAS": True, "ACTIVATION": 1}),
+        ("matmul_tma, bias+gelu", sub, plain[:4] + (_BF16,) + plain[5:], {"HAS_BIAS": True, "ACTIVATION": 1}),
+        ("matmul_tma, bias+gelu, z", sub, fused, {"HAS_BIAS": True, "ACTIVATION": 1, "STORE_PRE": True}),
+        ("matmul_tma, bias+gelu-tanh", sub, plain[:4] + (_BF16,) + plain[5:], {"HAS_BIAS": True, "ACTIVATION": 2}),
+    ]
+    rows = [f"{'kernel':<28} {'config':<24} {'regs':>4} {'spill':>5} {'smem':>6} {'CTA/SM':>6} MMA"]
+    rows += [
+        _matmul_row(mm._matmul_tma_kernel, args, {**base, **kw}, c, w, disasm, sass_dir) for w, c, args, kw in cases
+    ]
+    fp8_args = (_FP8, _FP8, _BF16, _F32, _F32, m, n, k, k, k, n, 1, 1)
+    fp8_cfg = next(c for c in f8.matmul_fp8_configs() if c.kwargs["BLOCK_N"] == 128)  # 128x128x128, 8 warps
+    for fast in (False, True):
+        kw = {"NUM_SMS": SMS, "ROW_SCALES": True, "COL_SCALES": True, "FAST_ACCUM": fast, "UPCAST": False}
+        what = "matmul_fp8" + (", fast accum" if fast else "")
+        rows.append(_matmul_row(f8._matmul_fp8_kernel, fp8_args, kw, fp8_cfg, what, disasm, sass_dir))
+    return rows
 
 
 def main() -> int:
@@ -387,7 +416,7 @@ def main() -> int:
         sections = (
             ("bias_gelu_layer_norm, whole-row kernel, bf16, 16384 rows", report_norm),
             (f"attention forward, bf16, B*H*S = {ATTN_TOKENS}*{ATTN_MODEL_DIM}/D, S = {ATTN_SEQ}", report_attention),
-            ("matmul, persistent TMA kernel, bf16 4096^3", report_matmul),
+            ("matmul: persistent TMA kernels, bf16 (fp8 inputs for matmul_fp8), 4096^3", report_matmul),
         )
         for title, fn in sections:
             print(f"\n## {title}")
