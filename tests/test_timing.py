@@ -29,6 +29,16 @@ def test_cpu_timer_measures_known_durations_interleaved():
     assert len(blocks) >= 3
 
 
+def test_on_a_cpu_the_cache_flush_counts_against_a_rounds_budget():
+    """A call far shorter than the 64 MiB flush before it: repetitions are sized by call and flush
+    together, so a round takes about its budget instead of max_reps flushes."""
+    settings = TimingSettings(warmup_ms=5, rep_ms=20, rounds=2, min_reps=1, max_reps=500, flush_l2=True)
+    start = time.perf_counter()
+    samples = CpuTimer(settings).measure({"tiny": lambda: None})["tiny"]
+    assert 2 <= len(samples) < 100  # sized by the call alone it would be 2 x 500
+    assert time.perf_counter() - start < 5.0
+
+
 def test_a_failing_provider_is_reported_and_others_continue():
     def boom():
         raise RuntimeError("kernel launch failed")
