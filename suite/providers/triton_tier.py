@@ -29,6 +29,15 @@ def _why_unavailable(op: Op) -> Callable[[Case, torch.device], str | None]:
         if dtypes is not None and case.dtype not in dtypes:
             names = " and ".join(str(d).removeprefix("torch.") for d in dtypes)
             return f"dtype {case.params['dtype']} unsupported: the triton {op.kernel} kernel takes {names}"
+        needs = getattr(_kernels(), "COMPUTE_CAPABILITY", {}).get(op.kernel)
+        if needs is not None and device.type == "cuda":
+            (major, minor), what = needs
+            cc = torch.cuda.get_device_capability(device)
+            if cc < (major, minor):
+                return (
+                    f"compute capability {cc[0]}.{cc[1]} too old: the triton {op.kernel} kernel needs "
+                    f"{major}.{minor} or newer ({what})"
+                )
         return None
 
     return why
