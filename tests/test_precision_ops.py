@@ -273,6 +273,8 @@ def test_epilogue_providers_are_checked_in_every_mode(tmp_path, providers, mode)
     triton = records["triton"]  # under the interpreter: checked, never timed
     assert triton.status == "skipped" and "correct, not timed" in triton.reason, triton.reason
     assert triton.rel_error <= triton.tolerance
+    # The epilogue kernel's own launch log: it keeps the pre-activation when a backward follows.
+    assert "warps=" in triton.launch and ("keep-z" in triton.launch) == (mode != "fwd"), triton.launch
 
 
 def test_an_fp8_input_written_into_is_caught_byte_for_byte():

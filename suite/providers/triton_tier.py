@@ -52,11 +52,15 @@ def _prepare(op: Op):
     return prepare
 
 
+# tierbench.kernels keeps one launch log per kernel family: the op family's name, except for these kernels.
+_LAUNCH_LOG = {"matmul_bias_gelu": "matmul-epilogue", "matmul_fp8": "matmul-fp8"}
+
+
 def _describe_launch(op: Op) -> Callable[[], str | None]:
     def describe() -> str | None:
         from tierbench.kernels._common import last_launch
 
-        return last_launch(op.family)  # tierbench.kernels keeps one launch log per op family
+        return last_launch(_LAUNCH_LOG.get(op.kernel or "", op.family))
 
     return describe
 
