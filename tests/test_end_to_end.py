@@ -53,7 +53,7 @@ def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
     tiers_timed = {r.tier for r in records if r.status == "ok"}
     assert tiers_timed == {"vendor", "compiler"}
     triton = [r for r in records if r.tier == "triton" and r.op != "matmul_fp8"]
-    assert len(triton) == 9 and all("correct, not timed" in r.reason and r.rel_error is not None for r in triton)
+    assert len(triton) == 11 and all("correct, not timed" in r.reason and r.rel_error is not None for r in triton)
     assert all(r.launch and "warps=" in r.launch for r in triton), [r.launch for r in triton]
     cuda = [r for r in records if r.tier == "cuda"]
     assert cuda and all(r.status == "skipped" and r.reason for r in cuda)
