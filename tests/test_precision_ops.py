@@ -284,3 +284,53 @@ def test_an_fp8_input_written_into_is_caught_byte_for_byte():
     a.view(torch.uint8)[0, 0] ^= 1
     assert not runner._same(a, pristine)
     assert runner._restore({"a": a}, {"a": pristine}) == ["a"] and runner._same(a, pristine)
+
+
+# -- on a GPU, at full size -----------------------------------------------------------------------------------
+
+GPU_SHAPES = [(4096, 4096, 4096, "4096^3"), (16384, 14336, 4096, "llama3-8b.up T=16384")]
+
+
+def _gpu_records(case, op, tmp_path, names=None):
+    from tierbench.suite.catalog import build
+    from tierbench.timing import CudaEventTimer
+
+    device = torch.device("cuda")
+    catalog = build(entry_points=False)
+    chosen = [p for p in catalog.providers() if p.op == op.name]
+    chosen = [p for p in chosen if names is None or p.name in names]
+    ceilings = Ceilings("gpu", 4000.0, {"bf16": 700.0, "fp8_e4m3": 1400.0})
+    ctx = RunContext("t", tmp_path, device, CudaEventTimer(FAST, device), ceilings, {})
+    return {r.provider: r for r in measure_case(case, chosen, ctx, op)}
+
+
+def _runs_or_says_why(records, must_run):
+    for name, r in records.items():
+        assert r.status in ("ok", "skipped"), (name, r.status, r.reason)
+        assert r.status == "ok" or r.reason, name
+    for name in must_run:
+        assert records[name].status == "ok", (name, records[name].reason)
+        assert records[name].rel_error <= records[name].tolerance
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("scaling", ["per_tensor", "per_row"])
+@pytest.mark.parametrize("m,n,k,label", GPU_SHAPES)
+def test_fp8_providers_on_a_gpu_at_full_size(m, n, k, label, scaling, tmp_path):
+    records = _gpu_records(fp8.make_case(m, n, k, scaling, shape=label), fp8.OP, tmp_path)
+    hopper = torch.cuda.get_device_capability() >= (9, 0)
+    _runs_or_says_why(records, ["eager", "compile"] + (["triton"] if hopper else []))
+    assert records["eager"].sol is not None and records["eager"].bound == "compute"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["fwd", "bwd", "fwd_bwd"])
+@pytest.mark.parametrize("activation", ["gelu", "gelu_tanh"])
+@pytest.mark.parametrize("m,n,k,label", GPU_SHAPES)
+def test_epilogue_providers_on_a_gpu_at_full_size(m, n, k, label, activation, mode, tmp_path):
+    case = epilogue.make_case(m, n, k, activation, "bf16", mode, label)
+    records = _gpu_records(case, epilogue.OP, tmp_path)
+    tanh_fwd = activation == "gelu_tanh" and mode == "fwd"
+    must_run = ["eager", "compile", "triton"] + (["cublaslt-epilogue"] if tanh_fwd else [])
+    _runs_or_says_why(records, must_run)
+    assert (records["cublaslt-epilogue"].status == "ok") == tanh_fwd
