@@ -37,16 +37,23 @@ def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
     by_key = {(r.op, r.case_id, r.provider): r for r in records}
     assert len(by_key) == len(records), "one record per (case, provider)"
     ops = {r.op for r in records}
-    assert ops == {"matmul", "layer_norm", "rms_norm", "bias_gelu_layer_norm", "attention"}
+    assert ops == {"matmul", "matmul_bias_gelu", "matmul_fp8", "layer_norm", "rms_norm", "bias_gelu_layer_norm",
+                   "attention"}  # fmt: skip
     for r in records:
         assert r.status in ("ok", "skipped"), (r.provider, r.op, r.status, r.reason)
         if r.status == "ok":
             assert r.median_ms > 0 and r.samples_ms and r.sol > 0 and r.rel_error <= r.tolerance
         assert r.env["git_commit"] is None or len(r.env["git_commit"]) == 40
+    fp8 = [r for r in records if r.op == "matmul_fp8"]
+    assert {r.tier for r in fp8} == {"vendor", "compiler", "triton", "cuda"}
+    assert all(r.status == "skipped" and r.reason.startswith("FP8 matmul needs FP8 tensor cores") for r in fp8)
+    epilogue = [r for r in records if r.op == "matmul_bias_gelu" and r.tier in ("vendor", "compiler")]
+    assert {r.provider for r in epilogue if r.status == "ok"} == {"eager", "compile"}
+    assert {r.mode for r in epilogue if r.status == "ok"} == {"fwd", "bwd", "fwd_bwd"}
     tiers_timed = {r.tier for r in records if r.status == "ok"}
     assert tiers_timed == {"vendor", "compiler"}
-    triton = [r for r in records if r.tier == "triton"]
-    assert len(triton) == 6 and all("correct, not timed" in r.reason and r.rel_error is not None for r in triton)
+    triton = [r for r in records if r.tier == "triton" and r.op != "matmul_fp8"]
+    assert len(triton) == 11 and all("correct, not timed" in r.reason and r.rel_error is not None for r in triton)
     assert all(r.launch and "warps=" in r.launch for r in triton), [r.launch for r in triton]
     cuda = [r for r in records if r.tier == "cuda"]
     assert cuda and all(r.status == "skipped" and r.reason for r in cuda)

@@ -24,6 +24,7 @@ from ..records import Measurement
 from ..summary import by_case, rank
 from . import charts, history, model
 from .charts import Axis
+from .epilogue import epilogue_costs
 from .model import DeviceView, Row, Style
 from .runs import Run, slug
 
@@ -268,6 +269,7 @@ def family_page(
 ) -> str:
     fc = family_charts(records, family, view.view(family), view.shown, styles, view.ceilings, view.earlier_runs)
     siblings = [(f, f"{slug(f)}.html") for f in view.families() if f != family]
+    epilogue = epilogue_costs(records)
     return _render(
         "family.html.j2",
         title=f"{family} on {view.device.name}",
@@ -281,6 +283,8 @@ def family_page(
         roofline=fc.roofline,
         groups=fc.groups,
         problems=fc.problems,
+        epilogue=epilogue,
+        epilogue_tiers=view.shown.tier_names(c.epilogue for row in epilogue for c in row.costs.values()),
         defs=Markup(charts.marker_defs(fc.styles)),
         page_css=Markup(charts.marker_css(fc.styles)),
         hovers=Markup(charts.hover_script(fc.hovers)),
