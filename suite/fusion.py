@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from .presentation import Presentation
 from .records import Measurement
 
+RATIO = "{:.1f}"  # traffic over the minimum bytes, to a tenth: 1.0 is a single pass over memory
+
 
 def traffic_ratio(r: Measurement) -> float | None:
     """Measured bytes over the op's minimum bytes, where both are known."""
@@ -24,9 +26,10 @@ def traffic_ratio(r: Measurement) -> float | None:
 
 
 def launch_word(r: Measurement, n: int) -> str:
-    """ "kernel(s)" on a GPU, where a launch is one; "launch(es)" elsewhere."""
-    word = "kernel" if r.env.get("device_type") == "cuda" else "launch"
-    return f"{n} {word}{'' if n == 1 else ('es' if word == 'launch' else 's')}"
+    """n kernels on a GPU (a launch is one there), n launches elsewhere."""
+    if r.env.get("device_type") == "cuda":
+        return f"{n} kernel{'' if n == 1 else 's'}"
+    return f"{n} launch{'' if n == 1 else 'es'}"
 
 
 def _span(values: list[float], fmt: str) -> str:
@@ -70,7 +73,7 @@ def launch_rows(records: Iterable[Measurement], shown: Presentation) -> list[Lau
                 provider,
                 recs[0].tier,
                 _span(counts, "{:.0f}") if counts else "",
-                _span(ratios, "{:.2g}") + "×" if ratios else "",
+                _span(ratios, RATIO) + "×" if ratios else "",
                 len(counts),
                 next((why for why in unread if why), ""),
             )
@@ -79,9 +82,10 @@ def launch_rows(records: Iterable[Measurement], shown: Presentation) -> list[Lau
     return sorted(rows, key=lambda row: (order[row.group], shown.tier_rank(row.tier), row.provider))
 
 
-def _part(r: Measurement) -> str:
+def _part(r: Measurement, minimum: str = "") -> str:
     ratio = traffic_ratio(r)
-    return f"{r.provider}: {launch_word(r, int(r.launches or 0))}" + (f", {ratio:.2g}×" if ratio is not None else "")
+    traffic = f", {RATIO.format(ratio)}×{minimum}" if ratio is not None else ""
+    return f"{r.provider}: {launch_word(r, int(r.launches or 0))}{traffic}"
 
 
 def fusion_line(records: Iterable[Measurement], shown: Presentation) -> str | None:
@@ -105,10 +109,7 @@ def fusion_line(records: Iterable[Measurement], shown: Presentation) -> str | No
     if best is None:
         return None
     base, fewer = best
-    first = _part(base)
-    ratio = traffic_ratio(base)
-    if ratio is not None:
-        first = first.removesuffix(f", {ratio:.2g}×") + f", {ratio:.2g}× the minimum bytes"
+    first = _part(base, " the minimum bytes")
     where = f"{base.op} {base.label} {base.case.get('dtype', '')} {base.mode}".replace("  ", " ")
     return f"{where}: " + "; ".join([first, *(_part(r) for r in fewer)])
 

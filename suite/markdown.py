@@ -13,7 +13,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from . import runmeta
-from .fusion import fusion_lines, traffic_ratio
+from .fusion import RATIO, fusion_lines, traffic_ratio
 from .presentation import Presentation
 from .records import Measurement, read_records
 from .summary import by_case
@@ -67,7 +67,9 @@ def render(records: list[Measurement], shown: Presentation, families: list[str] 
         )
         profiled = sorted(group, key=lambda r: (shown.tier_rank(r.tier), r.provider))
         launches = ", ".join(f"{_cell(r.provider)} {r.launches}" for r in profiled if r.launches is not None)
-        traffic = ", ".join(f"{_cell(r.provider)} {x:.2g}x" for r in profiled if (x := traffic_ratio(r)) is not None)
+        traffic = ", ".join(
+            f"{_cell(r.provider)} {RATIO.format(x)}x" for r in profiled if (x := traffic_ratio(r)) is not None
+        )
         tables[key].append(
             f"| {_cell(first.op)} | {_cell(first.label)} | {_cell(str(first.case.get('dtype', '')))} | "
             + " | ".join(cells)

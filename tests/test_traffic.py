@@ -98,3 +98,13 @@ def test_records_say_why_traffic_was_not_measured(tmp_path, monkeypatch, ncu_on_
     assert record.status == "ok" and record.launches == 1 and record.traffic_bytes is None
     expected = "needs a CUDA GPU (running on cpu)" if ncu_on_path else "ncu (Nsight Compute) is not on PATH"
     assert record.traffic_reason == expected
+
+
+def test_metrics_takes_traffic_and_a_wrong_name_names_the_valid_choices(compose):
+    from tierbench.suite.ops.base import choice_name
+
+    assert compose([]).metrics == []
+    assert [choice_name(m) for m in compose(["metrics=[traffic]"]).metrics] == ["traffic"]
+    with pytest.raises(Exception, match=r"metrics=\[trafic\]") as caught:
+        compose(["metrics=[trafic]"])
+    assert "Invalid value 'trafic', expected one of [traffic]" in str(caught.value.__cause__)
