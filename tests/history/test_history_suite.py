@@ -16,11 +16,13 @@ def table(monkeypatch):
     def build(overrides: str, family: str = "matmul") -> _harness.FamilyTable:
         monkeypatch.setenv(_harness.SUITE_ENV, "smoke")
         monkeypatch.setenv(_harness.OVERRIDES_ENV, overrides)
+        _harness.catalog.cache_clear()
         _harness.compose_config.cache_clear()
         _harness._plan.cache_clear()
         return _harness.compute_table(family)
 
     yield build
+    _harness.catalog.cache_clear()
     _harness.compose_config.cache_clear()
     _harness._plan.cache_clear()
 
@@ -68,6 +70,13 @@ def test_a_class_restricted_to_causal_cases_keeps_the_version_of_the_causal_only
     assert non_causal.family == "attention-causal-False" and non_causal.version != causal.version
     assert all("causal" not in label for label in non_causal.labels["sdpa-math"])
     assert sorted(causal.labels["sdpa-math"] + non_causal.labels["sdpa-math"]) == sorted(both.labels["sdpa-math"])
+
+
+def test_a_plugins_families_get_series_of_their_own_class(table, monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "examples" / "plugin"))
+    t = table("plugins=[bench_plugin] providers=[eager,my-swiglu] norm.enabled=false", family=_harness.PLUGINS)
+    # The user's Triton kernel is checked, never timed, under the interpreter: no series of it here.
+    assert t.labels == {"eager": ["swiglu 256x512 bf16 fwd"]} and t.family == "plugins"
 
 
 def test_method_names_and_thinning():
