@@ -69,8 +69,8 @@ def ncu_command(ncu: str, log: Path, child: list[str], extra: tuple[str, ...] = 
 
 
 def _bytes(value: str, unit: str) -> float | None:
-    """A metric value in bytes ("1,048,576" byte, "1.05" Mbyte), or None for n/a or an unknown unit."""
-    prefix = unit.strip().lower().removesuffix("bytes").removesuffix("byte")
+    """A metric value in bytes ("1,048,576" byte, "1.05" Mbyte, "2" KB), or None for n/a or an unknown unit."""
+    prefix = unit.strip().lower().removesuffix("bytes").removesuffix("byte").removesuffix("b")
     try:
         number = float(value.replace(",", "").strip())
     except ValueError:

@@ -27,10 +27,12 @@ def test_the_details_page_csv_sums_read_and_write_over_the_kernels_of_the_range(
 
 def test_prefixed_units_scale_and_unreadable_values_give_a_reason():
     head = '"ID","Kernel Name","Section Name","Metric Name","Metric Unit","Metric Value"\n'
-    scaled = (
-        head + '"0","k","s","dram__bytes_read.sum","Mbyte","1.5"\n"0","k","s","dram__bytes_write.sum","Kbyte","2"\n'
-    )
-    assert traffic.parse_ncu_csv(scaled) == (1.5e6 + 2e3, "")
+    scaled = head + '"0","k","s","dram__bytes_read.sum","Mbyte","1.5"\n'
+    scaled += '"0","k","s","dram__bytes_write.sum","Kbyte","2"\n'
+    scaled += '"1","k2","s","dram__bytes_write.sum","B","7"\n'
+    assert traffic.parse_ncu_csv(scaled) == (1.5e6 + 2e3 + 7, "")
+    odd, why = traffic.parse_ncu_csv(head + '"0","k","s","dram__bytes_read.sum","sector","3"\n')
+    assert odd is None and "'3' sector" in why
     missing, why = traffic.parse_ncu_csv(head + '"0","k","s","dram__bytes_read.sum","byte","n/a"\n')
     assert missing is None and "dram__bytes_read.sum" in why and "'n/a'" in why
     assert traffic.parse_ncu_csv("==PROF== Connected to process 1\n")[0] is None
