@@ -29,6 +29,14 @@ class CompileMode(Enum):
     max_autotune = "max-autotune"
 
 
+class Metric(Enum):
+    """Measurements beyond the timed ones, asked for with `metrics=[...]` (the kernels each call launches
+    are always counted: one profiled call, outside timing)."""
+
+    # Device-memory bytes per call from Nsight Compute's DRAM counters: replays kernels, so slow; GPU only.
+    traffic = "traffic"
+
+
 @dataclass
 class CompilerConf:
     modes: list[CompileMode] = field(default_factory=lambda: [CompileMode.default])
@@ -49,6 +57,7 @@ class RunBase:
     plugins: list[str] = field(default_factory=list)
     timing: TimingSettings = field(default_factory=TimingSettings)
     compiler: CompilerConf = field(default_factory=CompilerConf)
+    metrics: list[Metric] = field(default_factory=list)
     seed: int = 0
     results_dir: str = "results/runs"
     # Folder for measured device ceilings, cached per device.

@@ -15,6 +15,7 @@ import torch
 
 from tierbench.timing import CpuTimer, CudaEventTimer
 
+from . import profiling, traffic
 from .ceilings import Ceilings
 from .checking import check_all
 from .envinfo import telemetry
@@ -44,6 +45,8 @@ class RunContext:
     done: set[tuple[str, str]] = field(default_factory=set)
     # Package version per provider, looked up once per run: distribution metadata scans are slow.
     versions: dict[str, str | None] = field(default_factory=dict)
+    # Measurements beyond the timed ones (config `metrics`): "traffic" runs ncu per checked provider.
+    metrics: tuple[str, ...] = ()
 
     def version_of(self, provider: Provider) -> str | None:
         if provider.name not in self.versions:
@@ -75,6 +78,7 @@ def run_plan(
 ) -> list[Measurement]:
     """Measure every (case, provider) of the plan not already in ctx.done; returns the new records."""
     writer = RecordWriter(ctx.run_dir)
+    launch_log = profiling.LaunchLog(ctx.run_dir)
     new: list[Measurement] = []
     todo = [(pc, [p for p in pc.providers if (pc.case.case_id, p.name) not in ctx.done]) for pc in plan]
     todo = [(pc, providers) for pc, providers in todo if providers]
@@ -90,8 +94,11 @@ def run_plan(
             case.mode,
             ", ".join(p.name for p in providers),
         )
-        for record in measure_case(case, providers, ctx, pc.op):
+        profiles: dict[tuple[str, str], profiling.Profile] = {}
+        for record in measure_case(case, providers, ctx, pc.op, profiles):
             writer.append(record)
+            if record.key in profiles:
+                launch_log.append(record.run_id, record.case_id, record.provider, profiles.pop(record.key))
             ctx.done.add(record.key)
             new.append(record)
             if on_record:
@@ -100,11 +107,19 @@ def run_plan(
     return new
 
 
-def measure_case(case: Case, providers: list[Provider], ctx: RunContext, op: Op) -> Iterator[Measurement]:
-    """Check every provider against one reference, then time the correct ones together, interleaved."""
+def measure_case(
+    case: Case,
+    providers: list[Provider],
+    ctx: RunContext,
+    op: Op,
+    profiles: dict[tuple[str, str], profiling.Profile] | None = None,
+) -> Iterator[Measurement]:
+    """Check every provider against one reference, profile each correct one's pass once, then time the
+    correct ones together, interleaved. `profiles` receives what each profiled call launched."""
     work = op.work(case)
 
     def record(provider: Provider, status: str, reason: str = "", **fields: Any) -> Measurement:
+        fields.setdefault("launches_reason", profiling.NOT_PROFILED)
         tier = ctx.tiers.get(provider.tier)
         return Measurement(
             run_id=ctx.run_id,
@@ -159,7 +174,11 @@ def measure_case(case: Case, providers: list[Provider], ctx: RunContext, op: Op)
 
     checked: dict[str, tuple[Provider, Pass, dict[str, Any]]] = {}
     for provider in runnable:
-        outcome = _prepare_and_check(provider, op, case, inputs, options, refs, dy, ctx.device)
+        tier = ctx.tiers.get(provider.tier)
+        why_not_timed = tier.not_comparable(ctx.device.type) if tier else None
+        outcome = _prepare_and_check(
+            provider, op, case, inputs, options, refs, dy, ctx.device, profile_check=bool(why_not_timed)
+        )
         if changed := _restore(inputs, pristine):
             _release(ctx.device)
             yield record(provider, "error", f"wrote into its inputs ({', '.join(changed)}); they were restored")
@@ -167,9 +186,8 @@ def measure_case(case: Case, providers: list[Provider], ctx: RunContext, op: Op)
         if isinstance(outcome, Failure):
             yield record(provider, outcome.status, outcome.reason, **outcome.facts)
             continue
-        pass_, facts = outcome
-        tier = ctx.tiers.get(provider.tier)
-        why_not_timed = tier.not_comparable(ctx.device.type) if tier else None
+        pass_, facts, profile = outcome
+        facts.update(_profile(pass_, provider, case, ctx, profiles, profile))
         if why_not_timed:
             yield record(provider, "skipped", why_not_timed, **facts)
             continue
@@ -194,6 +212,26 @@ def measure_case(case: Case, providers: list[Provider], ctx: RunContext, op: Op)
             **summarize(result, work.flops, work.min_bytes, case.params["dtype"], ctx.ceilings),
             **facts,
         )
+
+
+def _profile(
+    pass_: Pass,
+    provider: Provider,
+    case: Case,
+    ctx: RunContext,
+    profiles: dict[tuple[str, str], profiling.Profile] | None,
+    profile: profiling.Profile | None = None,
+) -> dict[str, Any]:
+    """One more call of a checked pass, outside timing (unless its checked run was profiled already): what
+    it launched, and with metrics=[traffic] the device-memory bytes it moved, measured by ncu."""
+    if profile is None:
+        profile = profiling.profile_pass(pass_, ctx.device)
+    if profiles is not None:
+        profiles[(case.case_id, provider.name)] = profile
+    fields = profile.fields()
+    if "traffic" in ctx.metrics:
+        fields.update(traffic.measure(ctx.run_dir, case.case_id, provider.name, ctx.device))
+    return fields
 
 
 def _restore(inputs: dict[str, torch.Tensor], pristine: dict[str, torch.Tensor]) -> list[str]:
@@ -223,15 +261,18 @@ def _prepare_and_check(
     refs: dict[str, torch.Tensor],
     dy: torch.Tensor | None,
     device: torch.device,
+    profile_check: bool = False,
 ):
     """Prepare and run the pass once (compilation, autotuning), then run it again and check that result.
 
     The second run is the one that resembles a timed call: its peak memory is the pass's footprint (an
     autotuner's benchmarking buffers of the first run are not; for the backward, the forward's saved
-    tensors are the baseline), and its outputs are what gets checked. Returns (pass, facts) or a Failure.
+    tensors are the baseline), and its outputs are what gets checked. With `profile_check` (a pass never
+    timed here) that run is also the profiled one. Returns (pass, facts, profile or None) or a Failure.
     """
     on_gpu = device.type == "cuda"
     prepare_s = None
+    profile = None
     try:
         start = time.perf_counter()
         pass_ = Pass(op, case, provider, provider.prepare(inputs, options, case), inputs, dy)
@@ -245,7 +286,10 @@ def _prepare_and_check(
             torch.cuda.synchronize(device)
             torch.cuda.reset_peak_memory_stats(device)
             baseline = torch.cuda.memory_allocated(device)
-        outs = pass_.run()
+        if profile_check:
+            outs, profile = profiling.profiled_run(pass_, device)
+        else:
+            outs = pass_.run()
         if on_gpu:
             torch.cuda.synchronize(device)
         peak = torch.cuda.max_memory_allocated(device) - baseline if on_gpu else None
@@ -269,7 +313,7 @@ def _prepare_and_check(
     }
     if not verdict.ok:
         return _failure("incorrect", verdict.reason, **facts)
-    return pass_, facts
+    return pass_, facts, profile
 
 
 def _launch_of(provider: Provider) -> str | None:

@@ -21,6 +21,7 @@ from . import runmeta
 from .catalog import Catalog
 from .ceilings import Ceilings, load_or_measure, save_for_run
 from .envinfo import environment
+from .ops.base import choice_name
 from .plan import PlanError, PlannedCase, make_plan, timing_settings
 from .records import CONFIG_FILE, Measurement, RecordWriter, create_run_dir, read_records
 from .runner import RunContext, measure_case, run_plan
@@ -46,6 +47,7 @@ class Measurer:
         suite: str = "",
         tiers: dict[str, Tier] | None = None,
         remeasure_ceilings: bool = False,
+        metrics: tuple[str, ...] = (),
     ) -> Measurer:
         ceilings = load_or_measure(device, ceilings_dir, remeasure_ceilings)
         log.info(
@@ -64,6 +66,7 @@ class Measurer:
             env=environment(device),
             seed=seed,
             suite=suite,
+            metrics=tuple(metrics),
         )
         if tiers is not None:
             ctx.tiers = dict(tiers)
@@ -158,6 +161,7 @@ class RunSession:
             suite=str(self.cfg.suite),
             tiers=self.catalog.tiers,
             remeasure_ceilings=bool(self.cfg.remeasure_ceilings),
+            metrics=tuple(choice_name(m) for m in self.cfg.get("metrics") or ()),
         )
         self.ceilings = measurer.ceilings
         save_for_run(self.ceilings, self.run_dir)

@@ -55,6 +55,13 @@ def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
     triton = [r for r in records if r.tier == "triton" and r.op != "matmul_fp8"]
     assert len(triton) == 11 and all("correct, not timed" in r.reason and r.rel_error is not None for r in triton)
     assert all(r.launch and "warps=" in r.launch for r in triton), [r.launch for r in triton]
+    # Every record counts what its call launched or says why not; the lists are in the side file.
+    assert all((r.launches is None) == bool(r.launches_reason) for r in records)
+    assert all(r.launches for r in records if r.rel_error is not None and r.tier != "compiler")
+    fused = {r.provider: r.launches for r in records if r.op == "bias_gelu_layer_norm"}
+    assert fused["eager"] == 3 and fused["triton"] == 1
+    logged = [json.loads(line) for line in (run_dir / "launches.jsonl").read_text().splitlines()]
+    assert {(e["case_id"], e["provider"]) for e in logged} == {r.key for r in records if r.rel_error is not None}
     cuda = [r for r in records if r.tier == "cuda"]
     assert cuda and all(r.status == "skipped" and r.reason for r in cuda)
     html = (run_dir / "report.html").read_text()
@@ -89,7 +96,7 @@ def test_interrupted_run_keeps_its_records_and_resume_finishes_it(tmp_path):
     assert proc.returncode == 130, err[-2000:]
     assert "resume=first" in err
     before = read_records(runs / "first")
-    assert 2 <= len(before) < 12
+    assert 2 <= len(before) < 14
     # A kill in mid-write leaves half a line: resume must cut it, not crash or keep it.
     with records_file.open("a") as f:
         f.write('{"run_id": "first", "op": "matm')
@@ -100,7 +107,8 @@ def test_interrupted_run_keeps_its_records_and_resume_finishes_it(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     after = read_records(runs / "first")
     keys = [r.key for r in after]
-    assert len(keys) == len(set(keys)) == 12  # 4 single-provider cases + 2 attention cases x 4 SDPA backends
+    # 6 single-provider cases (matmul's three passes, three norms) + 2 attention cases x 4 SDPA backends
+    assert len(keys) == len(set(keys)) == 14
     assert [r.to_json() for r in after[: len(before)]] == [r.to_json() for r in before], "old records intact"
     for line in records_file.read_text().splitlines():
         json.loads(line)

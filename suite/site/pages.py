@@ -17,6 +17,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup
 
+from .. import fusion
 from .. import tiers as tier_records
 from ..ceilings import Ceilings
 from ..presentation import Presentation, View
@@ -285,6 +286,8 @@ def family_page(
         problems=fc.problems,
         epilogue=epilogue,
         epilogue_tiers=view.shown.tier_names(c.epilogue for row in epilogue for c in row.costs.values()),
+        launches=fusion.launch_rows(records, view.shown),
+        fusion=fusion.fusion_lines(records, view.shown),
         defs=Markup(charts.marker_defs(fc.styles)),
         page_css=Markup(charts.marker_css(fc.styles)),
         hovers=Markup(charts.hover_script(fc.hovers)),
@@ -321,6 +324,7 @@ def _run_rows(records: list[Measurement], shown: Presentation) -> list[dict[str,
                     "spread": f"{model.fmt(q.get('p10'), 4)}–{model.fmt(q.get('p90'), 4)}" if q else "",
                     "speedup": f"{item.speedup:.2f}×" if getattr(item, "speedup", None) else "",
                     "mem": model.fmt(r.peak_mem_bytes / 2**20, 4) if r.peak_mem_bytes is not None else "",
+                    "traffic": f"{ratio:.3g}×" if (ratio := fusion.traffic_ratio(r)) is not None else "",
                 }
             )
     return rows
@@ -336,7 +340,15 @@ def run_page(run: Run, ceilings: Ceilings | None, shown: Presentation, standalon
         recs = [r for r in records if r.family == family]
         v = shown.view(family, recs)
         fc = family_charts(recs, family, v, shown, styles, ceilings, hovers=hovers)
-        families.append({"name": family, "view": v, "charts": fc, "rows": _run_rows(recs, shown)})
+        families.append(
+            {
+                "name": family,
+                "view": v,
+                "charts": fc,
+                "rows": _run_rows(recs, shown),
+                "fusion": fusion.fusion_lines(recs, shown),
+            }
+        )
     return _render(
         "run.html.j2",
         title=f"run {run.run_id}",
