@@ -59,6 +59,10 @@ class Measurement:
     element_error: float | None = None  # max |out - ref| / (rms(ref) + |ref|) over the outputs checked
     errors: dict[str, float] = field(default_factory=dict)  # norm-wise error per output ("out", "dx", ...)
     executed_flops: float | None = None  # what the provider executes where it differs from `flops`
+    sweep: str | None = None  # the sweep this record's run is a shard of (suite/sweep.py)
+    shard: str | None = None  # "index/count" within the sweep
+    # The sweep's other shards running on this host while the case was measured (shard, run, device).
+    neighbours: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -129,6 +133,9 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "element_error": _OPT_NUM,
     "errors": (dict,),
     "executed_flops": _OPT_NUM,
+    "sweep": _OPT_STR,
+    "shard": _OPT_STR,
+    "neighbours": (list,),
 }
 
 

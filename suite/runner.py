@@ -44,6 +44,18 @@ class RunContext:
     done: set[tuple[str, str]] = field(default_factory=set)
     # Package version per provider, looked up once per run: distribution metadata scans are slow.
     versions: dict[str, str | None] = field(default_factory=dict)
+    # A shard of a sweep: the sweep, "index/count", and who runs beside it now (suite/shard_job.py).
+    sweep: str | None = None
+    shard: str | None = None
+    neighbours: Callable[[], list[dict[str, Any]]] | None = None
+
+    def beside(self, seen: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """The shards running beside this one now, added to those `seen` earlier in the case."""
+        out = list(seen or [])
+        for n in self.neighbours() if self.neighbours else []:
+            if n not in out:
+                out.append(n)
+        return out
 
     def version_of(self, provider: Provider) -> str | None:
         if provider.name not in self.versions:
@@ -103,6 +115,7 @@ def run_plan(
 def measure_case(case: Case, providers: list[Provider], ctx: RunContext, op: Op) -> Iterator[Measurement]:
     """Check every provider against one reference, then time the correct ones together, interleaved."""
     work = op.work(case)
+    seen = ctx.beside()
 
     def record(provider: Provider, status: str, reason: str = "", **fields: Any) -> Measurement:
         tier = ctx.tiers.get(provider.tier)
@@ -124,6 +137,9 @@ def measure_case(case: Case, providers: list[Provider], ctx: RunContext, op: Op)
             env=ctx.env,
             suite=ctx.suite,
             own_code=bool(tier and tier.own_code),
+            sweep=ctx.sweep,
+            shard=ctx.shard,
+            neighbours=seen,
             **fields,
         )
 
@@ -179,6 +195,7 @@ def measure_case(case: Case, providers: list[Provider], ctx: RunContext, op: Op)
         return
 
     samples = ctx.timer.measure({name: p.timed() for name, (_, p, _) in checked.items()})
+    seen = ctx.beside(seen)
     state = telemetry(ctx.device)
     for name, (provider, _, facts) in checked.items():
         result = samples[name]
