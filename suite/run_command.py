@@ -161,7 +161,10 @@ def main(argv: list[str]) -> int:
     worst = 0
     for one in launches:
         log.info("sweep %s: launch %d over %d shards", one.sweep, one.launch, one.count)
-        code = _hydra(one.argv, catalog)
+        try:
+            code = _hydra(one.argv, catalog)
+        except SystemExit as exc:  # Hydra reported a job that failed or died, and exits
+            code = exc.code if isinstance(exc.code, int) else 1
         shards_code, lines = launch.outcome(one)
         code = 130 if code == 130 else max(code, shards_code)
         print(f"sweep {one.sweep} (launch {one.launch}):\n{lines}", file=sys.stderr if code else sys.stdout)
