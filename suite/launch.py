@@ -26,6 +26,8 @@ from .plan import PlanError
 from .shard_job import parse_devices
 
 MULTIRUN_FLAGS = ("--multirun", "-m")
+VALUED_FLAGS = ("--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd", "--cfg", "-c", "--package", "-p")
+INSPECTING = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc")
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,20 @@ class Launch:
     launch: int
     count: int
     argv: list[str]
+
+
+def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
+    """Hydra's flags (with the value of those that take one) apart from the overrides."""
+    flags, overrides = [], []
+    args = iter(argv)
+    for arg in args:
+        if arg.startswith("-"):
+            flags.append(arg)
+            if arg in VALUED_FLAGS:
+                flags.append(next(args, ""))
+        else:
+            overrides.append(arg)
+    return flags, overrides
 
 
 def _key(arg: str) -> str:
@@ -84,10 +100,11 @@ def points(overrides: list[str], multirun: bool) -> list[list[str]]:
 def plan(argv: list[str]) -> list[Launch] | None:
     """The Hydra invocations a sharded command becomes, or None for a command that is not one (a plain
     run, a plain resume, or a --multirun that sets shard.* itself). Creates the sweep folders."""
-    flags = [a for a in argv if a.startswith("-")]
-    overrides = [a for a in argv if not a.startswith("-")]
+    flags, overrides = split_argv(argv)
     if any(_key(a).startswith("shard.") or _key(a) == "shard" for a in overrides):
         return None
+    if any(f.split("=", 1)[0] in INSPECTING for f in flags):
+        return None  # Hydra shows the config or its help: nothing runs
     devices, resume = _value(overrides, "devices"), _value(overrides, "resume")
     results = str(_value(overrides, "results_dir") or "results/runs")
     device = str(_value(overrides, "device") or "auto")

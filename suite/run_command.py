@@ -171,11 +171,23 @@ def main(argv: list[str]) -> int:
         if code:
             print(f"tierbench run: finish the sweep with: tierbench run resume={one.sweep}", file=sys.stderr)
         else:
+            if _override_value(argv, "table") is not False:
+                print(_sweep_table(one.sweep, _override_value(argv, "results_dir") or "results/runs"), flush=True)
             print(f"one logical run: tierbench summary {one.sweep}")
         worst = max(worst, code)
         if code == 130:
             break
     return worst
+
+
+def _sweep_table(sweep_id: str, results_dir: object) -> str:
+    """The terminal table of a sweep's shards as one run."""
+    from . import runmeta, sweep, table
+    from .records import read_records
+
+    folders = sweep.run_dirs(str(results_dir), sweep_id)
+    records = sorted((r for folder in folders for r in read_records(folder)), key=lambda r: r.time)
+    return table.render(records, runmeta.read(folders[0]) if folders else None)
 
 
 def _hydra(argv: list[str], catalog) -> int:

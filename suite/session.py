@@ -187,7 +187,7 @@ class RunSession:
 
         records = read_records(self.run_dir)
         runmeta.write(self.run_dir, self._meta(finished=time.time()))
-        if self.cfg.table:
+        if self.cfg.table and self.shard is None:  # a sweep's table is printed once, by its command
             from . import table
 
             print(table.render(records, runmeta.read(self.run_dir)), flush=True)

@@ -247,3 +247,11 @@ def test_the_shipped_slurm_config_composes(compose):
     launcher = cfg.hydra.launcher
     assert launcher._target_.endswith("SlurmLauncher")
     assert (launcher.partition, launcher.gpus_per_task, launcher.timeout_min) == ("gpu", 1, 30)
+
+
+def test_hydra_flags_keep_their_values_and_inspecting_runs_nothing(tmp_path):
+    runs = tmp_path / "runs"
+    (one,) = launch.plan(["--config-dir", str(tmp_path), "devices=1", "device=cpu", f"results_dir={runs}"])
+    assert one.argv[:3] == ["--config-dir", str(tmp_path), "--multirun"]
+    assert launch.plan(["devices=2", "device=cpu", "--cfg", "job", f"results_dir={runs}"]) is None
+    assert len(list((runs.parent / "sweeps").iterdir())) == 1
