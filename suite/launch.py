@@ -16,7 +16,10 @@ launches the sweep's missing work as its next launch, over devices= (default: as
 
 from __future__ import annotations
 
+import logging
 import re
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,8 @@ from typing import Any
 from . import sweep
 from .plan import PlanError
 from .shard_job import parse_devices
+
+log = logging.getLogger("tierbench")
 
 MULTIRUN_FLAGS = ("--multirun", "-m")
 VALUED_FLAGS = ("--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd", "--cfg", "-c", "--package", "-p")
@@ -106,6 +111,8 @@ def plan(argv: list[str]) -> list[Launch] | None:
     if any(f.split("=", 1)[0] in INSPECTING for f in flags):
         return None  # Hydra shows the config or its help: nothing runs
     devices, resume = _value(overrides, "devices"), _value(overrides, "resume")
+    if devices is not None and _value(overrides, "run_id"):
+        raise PlanError("run_id names one run; a sweep's shard runs are named after the sweep: drop run_id")
     results = str(_value(overrides, "results_dir") or "results/runs")
     device = str(_value(overrides, "device") or "auto")
     found = sweep.find(results, str(resume)) if resume else None
@@ -183,3 +190,38 @@ def outcome(one: Launch) -> tuple[int, str]:
         said = f": {b.error}" if b.error else ""
         lines.append(f"  shard {b.label}: exit {b.code} on {where}, run {b.run_id or '-'}{said}")
     return worst, "\n".join(lines)
+
+
+def run_all(launches: list[Launch], invoke: Callable[[list[str]], int], results_dir: str, table: bool) -> int:
+    """Run each launch through Hydra (`invoke`), then say how each shard ended; the worst exit code."""
+    worst = 0
+    for one in launches:
+        log.info("sweep %s: launch %d over %d shards", one.sweep, one.launch, one.count)
+        try:
+            code = invoke(one.argv)
+        except SystemExit as exc:  # Hydra reported a job that failed or died, and exits
+            code = exc.code if isinstance(exc.code, int) else 1
+        shards_code, lines = outcome(one)
+        code = 130 if code == 130 else max(code, shards_code)
+        print(f"sweep {one.sweep} (launch {one.launch}):\n{lines}", file=sys.stderr if code else sys.stdout)
+        if code:
+            print(f"tierbench run: finish the sweep with: tierbench run resume={one.sweep}", file=sys.stderr)
+        else:
+            if table:
+                print(sweep_table(one.sweep, results_dir), flush=True)
+            print(f"one logical run: tierbench summary {one.sweep}")
+        worst = max(worst, code)
+        if code == 130:
+            break
+    return worst
+
+
+def sweep_table(sweep_id: str, results_dir: str) -> str:
+    """The terminal table of a sweep's shard runs as one run."""
+    from . import runmeta
+    from . import table as tables
+    from .records import read_records
+
+    folders = sweep.run_dirs(results_dir, sweep_id)
+    records = sorted((r for folder in folders for r in read_records(folder)), key=lambda r: r.time)
+    return tables.render(records, runmeta.read(folders[0]) if folders else None)

@@ -93,16 +93,7 @@ def execute_shard(cfg: DictConfig, catalog) -> int:
         job = ShardJob.start(cfg)
     except (PlanError, sweep.SweepError) as exc:
         print(f"tierbench run: shard {cfg.shard.index}/{cfg.shard.count}: {exc}", file=sys.stderr)
-        if cfg.shard.sweep and sweep.valid_id(str(cfg.shard.sweep)):
-            folder = sweep.sweep_dir(cfg.results_dir, str(cfg.shard.sweep))
-            sweep.record_failure(
-                folder,
-                int(cfg.shard.launch),
-                int(cfg.shard.index),
-                int(cfg.shard.count),
-                str(cfg.shard.sweep),
-                str(exc),
-            )
+        sweep.record_failure(cfg.results_dir, cfg.shard, str(exc))
         return 2
     code, error = 1, "stopped by an exception"
     try:
@@ -158,36 +149,9 @@ def main(argv: list[str]) -> int:
         return 2
     if launches is None:
         return _hydra(argv, catalog)
-    worst = 0
-    for one in launches:
-        log.info("sweep %s: launch %d over %d shards", one.sweep, one.launch, one.count)
-        try:
-            code = _hydra(one.argv, catalog)
-        except SystemExit as exc:  # Hydra reported a job that failed or died, and exits
-            code = exc.code if isinstance(exc.code, int) else 1
-        shards_code, lines = launch.outcome(one)
-        code = 130 if code == 130 else max(code, shards_code)
-        print(f"sweep {one.sweep} (launch {one.launch}):\n{lines}", file=sys.stderr if code else sys.stdout)
-        if code:
-            print(f"tierbench run: finish the sweep with: tierbench run resume={one.sweep}", file=sys.stderr)
-        else:
-            if _override_value(argv, "table") is not False:
-                print(_sweep_table(one.sweep, _override_value(argv, "results_dir") or "results/runs"), flush=True)
-            print(f"one logical run: tierbench summary {one.sweep}")
-        worst = max(worst, code)
-        if code == 130:
-            break
-    return worst
-
-
-def _sweep_table(sweep_id: str, results_dir: object) -> str:
-    """The terminal table of a sweep's shards as one run."""
-    from . import runmeta, sweep, table
-    from .records import read_records
-
-    folders = sweep.run_dirs(str(results_dir), sweep_id)
-    records = sorted((r for folder in folders for r in read_records(folder)), key=lambda r: r.time)
-    return table.render(records, runmeta.read(folders[0]) if folders else None)
+    results = _override_value(argv, "results_dir") or "results/runs"
+    table = _override_value(argv, "table") is not False
+    return launch.run_all(launches, lambda args: _hydra(args, catalog), str(results), table)
 
 
 def _hydra(argv: list[str], catalog) -> int:

@@ -284,10 +284,13 @@ class Heartbeat:
         self.update(finished=time.time(), code=code, error=error)
 
 
-def record_failure(folder: Path, launch: int, index: int, count: int, sweep: str, error: str) -> None:
-    """A shard that could not start still says so, for the command that launched it."""
-    beat = Beat(sweep, launch, index, count, finished=time.time(), code=2, error=error)
-    _write_json(beat_file(folder, launch, index), asdict(beat))
+def record_failure(results_dir: str | Path, shard: Any, error: str) -> None:
+    """A shard that could not start still says so, for the command that launched it (shard: its config keys)."""
+    if not shard.sweep or not valid_id(str(shard.sweep)):
+        return
+    launch, index, count = int(shard.launch), int(shard.index), int(shard.count)
+    beat = Beat(str(shard.sweep), launch, index, count, finished=time.time(), code=2, error=error)
+    _write_json(beat_file(sweep_dir(results_dir, str(shard.sweep)), launch, index), asdict(beat))
 
 
 # -- device claims ----------------------------------------------------------------------------------------

@@ -38,8 +38,11 @@ def test_each_shard_takes_a_gpu_of_its_own(tmp_path):
     assert len({uuid for _, uuid in placements}) == len(placements), "no two shards on one GPU"
     assert all(uuid and uuid.startswith("GPU-") for _, uuid in placements)
     timed = [r for r in records if r.status == "ok"]
-    assert timed and all("busy_gpus" in r.telemetry and "other_processes" in r.telemetry for r in timed)
-    assert all(r.telemetry["other_processes"] == [] for r in timed)
+    assert timed
+    from tierbench.suite.envinfo import _nvml
+
+    if _nvml() is not None:  # nvidia-ml-py (the gpu extra) installed: what else ran on the host's GPUs
+        assert all("busy_gpus" in r.telemetry and r.telemetry["other_processes"] == [] for r in timed)
 
 
 @pytest.mark.gpu

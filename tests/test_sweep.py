@@ -255,3 +255,9 @@ def test_hydra_flags_keep_their_values_and_inspecting_runs_nothing(tmp_path):
     assert one.argv[:3] == ["--config-dir", str(tmp_path), "--multirun"]
     assert launch.plan(["devices=2", "device=cpu", "--cfg", "job", f"results_dir={runs}"]) is None
     assert len(list((runs.parent / "sweeps").iterdir())) == 1
+
+
+def test_a_sweep_refuses_a_run_id_before_anything_is_made(tmp_path):
+    with pytest.raises(PlanError, match=r"drop run_id"):
+        launch.plan(["devices=2", "device=cpu", "run_id=mine", f"results_dir={tmp_path}/runs"])
+    assert not (tmp_path / "sweeps").exists()
