@@ -107,7 +107,7 @@ def test_the_slurm_settings_run_through_submitits_local_executor(tmp_path, compo
 
 @pytest.mark.slow
 def test_a_killed_shard_resumes_only_what_is_missing_on_another_number_of_jobs(tmp_path, compose, catalog):
-    slow = [*CUT, "timing.rounds=300", "timing.flush_l2=false"]  # seconds per case: time to kill one
+    slow = [*CUT, "timing.rounds=150", "timing.flush_l2=false"]  # a second or two per case: time to kill one
     exe = Path(sys.executable).parent / "tierbench"
     args = [str(exe), "run", "devices=2", "device=cpu", *slow, *_paths(tmp_path)]
     proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
