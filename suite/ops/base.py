@@ -87,6 +87,15 @@ class WorkModel:
     min_bytes: float
 
 
+def per_pass(case: Case, fwd: WorkModel, bwd: WorkModel) -> WorkModel:
+    """The work of the case's pass: the forward's, the backward's, or both (fwd_bwd: each at its minimum)."""
+    if case.mode == "fwd":
+        return fwd
+    if case.mode == "bwd":
+        return bwd
+    return WorkModel(fwd.flops + bwd.flops, fwd.min_bytes + bwd.min_bytes)
+
+
 @dataclass(frozen=True)
 class Op:
     """One operation with one signature: `fn(*[inputs[n] for n in tensors], **options(case))`.

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from .base import Case, DType, Family, Mode, Op, View, WorkModel, choice_name, element_size, positive, randn
+from .base import Case, DType, Family, Mode, Op, View, WorkModel, choice_name, element_size, per_pass, positive, randn
 
 # (role, rows of B, columns of B) of a transformer's projections, in units of (hidden, ffn).
 _PROJECTIONS = (("attn_out", "hidden", "hidden"), ("up", "hidden", "ffn"), ("down", "ffn", "hidden"))
@@ -94,11 +94,7 @@ def work(case: Case) -> WorkModel:
     size = element_size(case)
     fwd = WorkModel(2.0 * m * n * k, float((m * k + k * n + m * n) * size))
     bwd = WorkModel(4.0 * m * n * k, float((2 * (m * k + k * n) + m * n) * size))
-    if case.mode == "fwd":
-        return fwd
-    if case.mode == "bwd":
-        return bwd
-    return WorkModel(fwd.flops + bwd.flops, fwd.min_bytes + bwd.min_bytes)
+    return per_pass(case, fwd, bwd)
 
 
 OP = Op(
