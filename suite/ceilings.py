@@ -135,16 +135,24 @@ def measure(device: torch.device) -> Ceilings:
     return Ceilings(device_name(device), copy_gbps, rates, method)
 
 
+def cached(device: torch.device, folder: str | Path) -> Ceilings | None:
+    """The ceilings cached for this device, or None where none are (or the file is damaged or stale)."""
+    path = Path(folder) / f"{slug(device_name(device))}.json"
+    try:
+        data = json.loads(path.read_text())
+        if data.get("version") == CEILINGS_VERSION:
+            return Ceilings(**data)
+    except (OSError, json.JSONDecodeError, TypeError, AttributeError):
+        pass  # a damaged cache is measured again
+    return None
+
+
 def load_or_measure(device: torch.device, folder: str | Path, remeasure: bool = False) -> Ceilings:
     """The cached ceilings of this device, measured now if absent, stale or asked for."""
     path = Path(folder) / f"{slug(device_name(device))}.json"
-    if path.exists() and not remeasure:
-        try:
-            data = json.loads(path.read_text())
-            if data.get("version") == CEILINGS_VERSION:
-                return Ceilings(**data)
-        except (json.JSONDecodeError, TypeError):
-            pass  # a damaged cache is measured again
+    found = None if remeasure else cached(device, folder)
+    if found is not None:
+        return found
     ceilings = measure(device)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # two runs may measure at once

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, make_dataclass
 from enum import Enum
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
@@ -45,6 +46,18 @@ class CompilerConf:
 
 
 @dataclass
+class ShardConf:
+    """Which part of a sweep this job measures (composed by `devices=`; or by hand in a --multirun)."""
+
+    index: int = 0
+    count: int = 1
+    # The id every shard of one sweep shares (their runs form one logical run).
+    sweep: str | None = None
+    # 0 for the sweep's first launch; each resume of the sweep is the next launch.
+    launch: int = 0
+
+
+@dataclass
 class RunBase:
     suite: str = "???"
     device: Device = Device.auto
@@ -70,6 +83,10 @@ class RunBase:
     # Write report.html and print the terminal table at the end of the run.
     html: bool = True
     table: bool = True
+    # Spread the suite over devices, one job per device (suite/launch.py): all (every visible GPU), a number
+    # of jobs (GPUs 0..n-1, or CPU jobs with device=cpu) or a list of GPU indices; null: one job.
+    devices: Any = None
+    shard: ShardConf = field(default_factory=ShardConf)
 
 
 def run_schema(families: list[Family]) -> type:

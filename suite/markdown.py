@@ -1,5 +1,7 @@
 """`tierbench summary RUN`: a run as Markdown tables, one per op family and mode (for docs and PR comments).
 
+RUN is a run folder, a run id, or a sweep id: a sweep's shard runs are summarised as one run.
+
 Per case: the best timed provider of each tier (the family's metric: TFLOP/s for compute-bound families,
 GB/s for norms), its ratio to the baseline provider, the winner's fraction of the device's ceiling, what
 each provider's call launched and, where measured, its device-memory traffic over the op's minimum bytes.
@@ -12,7 +14,7 @@ import sys
 from collections import OrderedDict
 from pathlib import Path
 
-from . import runmeta
+from . import runmeta, sweep
 from .fusion import RATIO, fusion_lines, traffic_ratio
 from .presentation import Presentation
 from .records import Measurement, read_records
@@ -83,25 +85,19 @@ def render(records: list[Measurement], shown: Presentation, families: list[str] 
     return "\n\n".join(sections) + "\n"
 
 
-def resolve_run(given: str | Path, runs_dir: Path = Path("results/runs")) -> Path | None:
-    """A run folder named by its path or by its id under the runs folder; None when neither exists."""
-    path = Path(given)
-    if path.is_dir():
-        return path
-    candidate = runs_dir / str(given)
-    return candidate if "/" not in str(given) and candidate.is_dir() else None
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="tierbench summary", description=__doc__.splitlines()[0])
-    parser.add_argument("run", help="run folder (results/runs/<id>) or run id")
+    parser.add_argument("run", help="run folder (results/runs/<id>), run id, or sweep id (its shards as one run)")
     parser.add_argument("--runs", type=Path, default=Path("results/runs"), help="where run ids are looked up")
     parser.add_argument("--family", action="append", help="only these families")
     args = parser.parse_args(argv)
-    folder = resolve_run(args.run, args.runs)
-    records = read_records(folder) if folder else []
+    folders = sweep.resolve_runs(args.run, args.runs)
+    records = [r for folder in folders for r in read_records(folder)]
     if not records:
-        print(f"tierbench summary: {args.run} holds no records (is it a run folder or run id?)", file=sys.stderr)
+        print(
+            f"tierbench summary: {args.run} holds no records (is it a run folder, run id or sweep id?)", file=sys.stderr
+        )
         return 2
-    print(render(records, Presentation.of([runmeta.read(folder)]), args.family), end="")
+    records.sort(key=lambda r: r.time)
+    print(render(records, Presentation.of([runmeta.read(folder) for folder in folders]), args.family), end="")
     return 0

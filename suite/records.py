@@ -63,6 +63,10 @@ class Measurement:
     launches_reason: str = ""  # why `launches` is null
     traffic_bytes: float | None = None  # device-memory bytes read + written per call (ncu's DRAM counters)
     traffic_reason: str = ""  # why `traffic_bytes` is null where it was asked for (metrics=[traffic])
+    sweep: str | None = None  # the sweep this record's run is a shard of (suite/sweep.py)
+    shard: str | None = None  # "index/count" within the sweep
+    # The sweep's other shards running on this host while the case was measured (shard, run, device).
+    neighbours: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -137,6 +141,9 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "launches_reason": (str,),
     "traffic_bytes": _OPT_NUM,
     "traffic_reason": (str,),
+    "sweep": _OPT_STR,
+    "shard": _OPT_STR,
+    "neighbours": (list,),
 }
 
 

@@ -47,6 +47,18 @@ class RunContext:
     versions: dict[str, str | None] = field(default_factory=dict)
     # Measurements beyond the timed ones (config `metrics`): "traffic" runs ncu per checked provider.
     metrics: tuple[str, ...] = ()
+    # A shard of a sweep: the sweep, "index/count", and who runs beside it now (suite/shard_job.py).
+    sweep: str | None = None
+    shard: str | None = None
+    neighbours: Callable[[], list[dict[str, Any]]] | None = None
+
+    def beside(self, seen: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """The shards running beside this one now, added to those `seen` earlier in the case."""
+        out = list(seen or [])
+        for n in self.neighbours() if self.neighbours else []:
+            if n not in out:
+                out.append(n)
+        return out
 
     def version_of(self, provider: Provider) -> str | None:
         if provider.name not in self.versions:
@@ -117,6 +129,7 @@ def measure_case(
     """Check every provider against one reference, profile each correct one's pass once, then time the
     correct ones together, interleaved. `profiles` receives what each profiled call launched."""
     work = op.work(case)
+    seen = ctx.beside()
 
     def record(provider: Provider, status: str, reason: str = "", **fields: Any) -> Measurement:
         fields.setdefault("launches_reason", profiling.NOT_PROFILED)
@@ -139,6 +152,9 @@ def measure_case(
             env=ctx.env,
             suite=ctx.suite,
             own_code=bool(tier and tier.own_code),
+            sweep=ctx.sweep,
+            shard=ctx.shard,
+            neighbours=seen,
             **fields,
         )
 
@@ -197,6 +213,7 @@ def measure_case(
         return
 
     samples = ctx.timer.measure({name: p.timed() for name, (_, p, _) in checked.items()})
+    seen = ctx.beside(seen)
     state = telemetry(ctx.device)
     for name, (provider, _, facts) in checked.items():
         result = samples[name]

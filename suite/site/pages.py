@@ -301,6 +301,8 @@ def family_page(
 def _run_meta(run: Run, ceilings: Ceilings | None) -> list[tuple[str, str]]:
     env = run.env
     meta = [("run", run.run_id), ("suite", run.suite or "–"), ("device", run.device.name)]
+    if run.shards:
+        meta.append(("sweep of", f"{len(run.shards)} shard runs: {', '.join(run.shards)}"))
     meta += [(k, str(env[k])) for k in ("driver", "cuda", "torch", "triton", "git_commit") if env.get(k)]
     if ceilings:
         meta.append(("copy ceiling", f"{ceilings.copy_gbps:.4g} GB/s"))
