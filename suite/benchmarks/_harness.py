@@ -211,13 +211,17 @@ def _in_family(case: Any, family: str) -> bool:
 PARAM_DEFAULTS = {"mode": "fwd"}
 
 
-def _holds(case: Any, where: Mapping[str, Any]) -> bool:
-    return all(case.params.get(k, PARAM_DEFAULTS.get(k)) == v for k, v in where.items())
+def selects(case: Any, where: Mapping[str, Any] | None) -> bool:
+    """Whether a case holds the `where` values: its parameters (a parameter its build lacks at its default),
+    and `op` its op's name."""
+    return all(
+        (case.op if k == "op" else case.params.get(k, PARAM_DEFAULTS.get(k))) == v for k, v in (where or {}).items()
+    )
 
 
 def _family_entries(family: str, where: Mapping[str, Any] | None = None) -> list[tuple[Any, str, Any]]:
-    """The family's planned cases whose parameters hold the `where` values (PLUGINS: the plugins' families)."""
-    return [e for e in _plan()[2] if _in_family(e[0], family) and _holds(e[0], where or {})]
+    """The family's planned cases that hold the `where` values (PLUGINS: the plugins' families)."""
+    return [e for e in _plan()[2] if _in_family(e[0], family) and selects(e[0], where)]
 
 
 def max_samples() -> int:
@@ -354,7 +358,8 @@ class FamilyBenchmark:
     family = ""
     # The built-in providers this class tracks, one `track_<provider>` each (plugins' providers join anyway).
     providers: tuple[str, ...] = ()
-    where: dict[str, Any] = {}  # only the family's cases whose parameters hold these values (all when empty)
+    # Only the family's cases whose parameters (and `op`, the op's name) hold these values; all when empty.
+    where: dict[str, Any] = {}
     unit = "seconds"
     param_names = ["case"]
     timeout = TIMEOUT_S

@@ -17,6 +17,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup
 
+from .. import fusion
 from .. import tiers as tier_records
 from ..ceilings import Ceilings
 from ..presentation import Presentation, View
@@ -24,6 +25,7 @@ from ..records import Measurement
 from ..summary import by_case, rank
 from . import charts, history, model, recompute
 from .charts import Axis
+from .epilogue import epilogue_costs
 from .model import DeviceView, Row, Style
 from .runs import Run, slug
 
@@ -276,6 +278,7 @@ def family_page(
 ) -> str:
     fc = family_charts(records, family, view.view(family), view.shown, styles, view.ceilings, view.earlier_runs)
     siblings = [(f, f"{slug(f)}.html") for f in view.families() if f != family]
+    epilogue = epilogue_costs(records)
     panel = _recompute_panel(records, fc)
     return _render(
         "family.html.j2",
@@ -290,6 +293,10 @@ def family_page(
         roofline=fc.roofline,
         groups=fc.groups,
         problems=fc.problems,
+        epilogue=epilogue,
+        epilogue_tiers=view.shown.tier_names(c.epilogue for row in epilogue for c in row.costs.values()),
+        launches=fusion.launch_rows(records, view.shown),
+        fusion=fusion.fusion_lines(records, view.shown),
         recompute=panel,
         defs=Markup(charts.marker_defs(fc.styles)),
         page_css=Markup(charts.marker_css(fc.styles)),
@@ -304,6 +311,8 @@ def family_page(
 def _run_meta(run: Run, ceilings: Ceilings | None) -> list[tuple[str, str]]:
     env = run.env
     meta = [("run", run.run_id), ("suite", run.suite or "–"), ("device", run.device.name)]
+    if run.shards:
+        meta.append(("sweep of", f"{len(run.shards)} shard runs: {', '.join(run.shards)}"))
     meta += [(k, str(env[k])) for k in ("driver", "cuda", "torch", "triton", "git_commit") if env.get(k)]
     if ceilings:
         meta.append(("copy ceiling", f"{ceilings.copy_gbps:.4g} GB/s"))
@@ -327,6 +336,7 @@ def _run_rows(records: list[Measurement], shown: Presentation) -> list[dict[str,
                     "spread": f"{model.fmt(q.get('p10'), 4)}–{model.fmt(q.get('p90'), 4)}" if q else "",
                     "speedup": f"{item.speedup:.2f}×" if getattr(item, "speedup", None) else "",
                     "mem": model.fmt(r.peak_mem_bytes / 2**20, 4) if r.peak_mem_bytes is not None else "",
+                    "traffic": f"{ratio:.3g}×" if (ratio := fusion.traffic_ratio(r)) is not None else "",
                 }
             )
     return rows
@@ -347,8 +357,9 @@ def run_page(run: Run, ceilings: Ceilings | None, shown: Presentation, standalon
                 "name": family,
                 "view": v,
                 "charts": fc,
-                "recompute": _recompute_panel(recs, fc),
                 "rows": _run_rows(recs, shown),
+                "fusion": fusion.fusion_lines(recs, shown),
+                "recompute": _recompute_panel(recs, fc),
             }
         )
     return _render(
