@@ -38,8 +38,11 @@ def test_all_suite_covers_the_shapes_kernel_engineers_ask_for(compose, catalog):
 
 def test_smoke_suite_runs_every_op_in_every_pass(compose, catalog):
     cases = [case for case, _ in cases_from_config(compose(["suite=smoke"]), catalog)]
-    ops = {op.name for family in catalog.families for op in family.ops}
-    assert {(c.op, c.mode) for c in cases} == {(op, mode) for op in ops for mode in ("fwd", "bwd", "fwd_bwd")}
+    ops = [op for family in catalog.families for op in family.ops]
+    # An op with no backward (the FP8 product) runs its forward; every other op all three passes.
+    expected = {(op.name, m) for op in ops for m in (("fwd", "bwd", "fwd_bwd") if op.grads else ("fwd",))}
+    assert {(c.op, c.mode) for c in cases} == expected
+    assert sum(bool(op.grads) for op in ops) >= 6
 
 
 def test_the_forward_stays_the_default_pass_of_the_other_suites(compose, catalog):
