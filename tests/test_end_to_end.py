@@ -101,6 +101,8 @@ def test_interrupted_run_keeps_its_records_and_resume_finishes_it(tmp_path):
         "tiers=[vendor]",
         "timing=quick",
         "timing.rounds=40",
+        "matmul.ops=[matmul]",
+        "matmul.dtypes=[fp32]",
         "norm.modes=[fwd]",
         "attention.modes=[fwd]",
         f"results_dir={runs}",
