@@ -103,3 +103,49 @@ def test_executed_flops_math_is_the_textbook_and_flash_recomputes(tmp_path, prov
             assert r.status == "ok" and r.flops == model, r.reason
             assert r.executed_flops == expected[(mode, name)], (mode, name)
         assert records["sdpa-flash"].executed_flops == model  # flash executes what the model counts
+
+
+def _gpu_ctx(tmp_path) -> RunContext:
+    from tierbench.timing import CudaEventTimer
+
+    device = torch.device("cuda")
+    timer = CudaEventTimer(TimingSettings(warmup_ms=5, rep_ms=10, rounds=2, min_reps=3, max_reps=50), device)
+    ceilings = Ceilings("gpu", 4000.0, {"bf16": 700.0})
+    return RunContext("t", tmp_path, device, timer, ceilings, {"device_name": "gpu"})
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_gpu_attention_backward_every_provider_checked_graphed_and_math_holds_p(tmp_path, catalog, causal):
+    """On a GPU: every attention provider's backward checked; SDPA's flash backward replayed from a CUDA
+    graph; the math backend's backward needs more memory than flash's, and executes the textbook FLOPs."""
+    case = attention.make_case(1, 16, 4096, 128, causal, "bf16", "bwd")
+    chosen = [p for p in catalog.providers() if p.op == "attention"]
+    records = {r.provider: r for r in measure_case(case, chosen, _gpu_ctx(tmp_path), OPS["attention"])}
+    for r in records.values():
+        assert r.status in ("ok", "skipped", "oom"), (r.provider, r.status, r.reason)
+        if r.status == "ok":
+            assert set(r.errors) == {"dq", "dk", "dv"} and r.rel_error <= r.tolerance
+            assert r.executed_flops is None or r.executed_flops > 0
+    flash, math = records["sdpa-flash"], records["sdpa-math"]
+    assert flash.status == math.status == "ok"
+    assert flash.timer == "cuda-events+graph", flash.timer
+    assert math.peak_mem_bytes > 4 * flash.peak_mem_bytes
+    assert math.executed_flops == 4 * 2.0 * 16 * 4096 * 4096 * 128
+    assert records["triton"].status == "ok" and records["triton"].executed_flops == 3.5 * (
+        OPS["attention"].work(attention.make_case(1, 16, 4096, 128, causal, "bf16", "fwd")).flops
+    )
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["layer_norm", "rms_norm", "bias_gelu_layer_norm"])
+def test_gpu_norm_backward_through_every_tier(tmp_path, catalog, kind):
+    case = norm.make_case(kind, 16384, 4096, "bf16", "bwd")
+    chosen = [p for p in catalog.providers() if p.op == kind]
+    records = {r.provider: r for r in measure_case(case, chosen, _gpu_ctx(tmp_path), OPS[kind])}
+    for name in ("eager", "compile", "triton"):
+        r = records[name]
+        assert r.status == "ok", (name, r.reason)
+        assert set(r.errors) == {f"d{n}" for n in OPS[kind].grads} and r.timer.startswith("cuda-events")
+    if "quack" in records:
+        assert records["quack"].status in ("ok", "skipped"), records["quack"].reason
