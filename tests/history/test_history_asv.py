@@ -25,6 +25,8 @@ import pytest
 from tierbench.suite.history import asvtool, nightly_command
 
 REPO = Path(__file__).resolve().parents[2]
+# The suite cut to the plain product's forward through eager: one series per class that runs.
+PLAIN_MATMUL = "providers=[eager] matmul.dtypes=[fp32] matmul.ops=[matmul] matmul.modes=[fwd]"
 MACHINE = "cpu-ci"
 KEY = "matmul.Matmul.track_eager('256^3 fp32 fwd')"
 
@@ -76,7 +78,7 @@ def history(tmp_path_factory):
     env.update(
         HOME=str(root / "home"),
         TIERBENCH_ASV_SUITE="smoke",
-        TIERBENCH_ASV_OVERRIDES="providers=[eager] matmul.square=[256] matmul.dtypes=[fp32] matmul.modes=[fwd]",
+        TIERBENCH_ASV_OVERRIDES=f"{PLAIN_MATMUL} matmul.square=[256]",
         OMP_NUM_THREADS="1",
     )
     run = _tierbench(
@@ -246,9 +248,7 @@ def second_machine(history):
     repo, _, second, env = history
     results, graphs = repo / "results" / "asv", repo / "results" / "html" / "history" / "graphs"
     before = _digest(results / MACHINE), {str(p.relative_to(graphs)) for p in graphs.rglob("*.json")}
-    other = dict(
-        env, TIERBENCH_ASV_OVERRIDES="providers=[eager] matmul.square=[128] matmul.dtypes=[fp32] matmul.modes=[fwd]"
-    )
+    other = dict(env, TIERBENCH_ASV_OVERRIDES=f"{PLAIN_MATMUL} matmul.square=[128]")
     run = _tierbench(
         repo,
         other,
