@@ -16,6 +16,7 @@ SMALL_NORMS = [
     "attention.enabled=false",
     "norm.rows=[8]",
     "norm.hidden=[32]",
+    "norm.dtypes=[bf16]",
     "norm.modes=[fwd,bwd]",
     "tiers=[vendor,triton]",
 ]
