@@ -42,7 +42,7 @@ def plugin_names(argv: list[str]) -> list[str]:
         names = [names]
     resume = _override_value(argv, "resume")
     results = _override_value(argv, "results_dir") or "results/runs"
-    if isinstance(resume, str) and resume:
+    if isinstance(resume, str) and resume and "/" not in resume and not resume.startswith("."):
         saved = Path(str(results)) / resume / "config.yaml"
         try:
             names = [*names, *(OmegaConf.load(saved).get("plugins") or [])]
@@ -62,8 +62,16 @@ def _decide_interpreter(argv: list[str]) -> None:
 
 
 def execute(cfg: DictConfig, catalog) -> int:
-    """One job: returns the process exit code (0 done, 2 bad config, 130 interrupted)."""
+    """One job: returns the process exit code (0 done, 1 a write failed, 2 bad input, 130 interrupted)."""
+    from tierbench import interrupts
+
+    with interrupts.watch():  # a provider's own KeyboardInterrupt is its failure; only a real one stops
+        return _execute(cfg, catalog)
+
+
+def _execute(cfg: DictConfig, catalog) -> int:
     from .plan import PlanError, resolve_device
+    from .runfolder import RunFolderError
 
     try:
         device = resolve_device(cfg.device)
@@ -74,21 +82,47 @@ def execute(cfg: DictConfig, catalog) -> int:
 
     try:
         session = RunSession.open(cfg, device, catalog)
-    except (PlanError, FileExistsError, FileNotFoundError) as exc:
+    except (PlanError, RunFolderError, FileExistsError, FileNotFoundError) as exc:
         print(f"tierbench run: {exc}", file=sys.stderr)
         return 2
     try:
         session.run()
+        session.finish()
     except KeyboardInterrupt:
-        session.interrupted()
+        _keep_meta(session)
         print(
             f"\ntierbench run: interrupted; {session.count()} records are safe in {session.run_dir}. "
             f"Finish with: tierbench run resume={session.run_id}",
             file=sys.stderr,
         )
         return 130
-    session.finish()
+    except OSError as exc:  # the run's own files: a full disk, a folder removed or made read-only
+        _keep_meta(session)
+        print(
+            f"\ntierbench run: could not write to {session.run_dir}: {exc.strerror or exc}. "
+            f"{_safe_count(session)} records are safe there (a failed write leaves no partial record). "
+            f"Free some space, then finish with: tierbench run resume={session.run_id}",
+            file=sys.stderr,
+        )
+        return 1
+    finally:
+        session.close()
     return 0
+
+
+def _keep_meta(session) -> None:
+    """Keep run.json true after an interrupt or a failed write, where the disk still takes it."""
+    try:
+        session.interrupted()
+    except OSError:
+        pass
+
+
+def _safe_count(session) -> int | str:
+    try:
+        return session.count()
+    except OSError:
+        return "the"
 
 
 def main(argv: list[str]) -> int:
