@@ -15,7 +15,7 @@ from . import runmeta
 from .presentation import Presentation
 from .records import Measurement, read_records
 from .summary import by_case
-from .text import plain
+from .text import plain, warnings_as_lines
 
 
 def _best_per_tier(group: list[Measurement]) -> dict[str, Measurement]:
@@ -87,7 +87,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--family", action="append", help="only these families")
     args = parser.parse_args(argv)
     folder = resolve_run(args.run, args.runs)
-    records = read_records(folder) if folder else []
+    with warnings_as_lines("tierbench summary"):
+        records = read_records(folder) if folder else []
     if not records:
         print(f"tierbench summary: {args.run} holds no records (is it a run folder or run id?)", file=sys.stderr)
         return 2

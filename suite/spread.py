@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from .records import Measurement, read_records
+from .text import plain, warnings_as_lines
 
 
 def pair_spreads(a: list[Measurement], b: list[Measurement]) -> list[tuple[Measurement, Measurement, float]]:
@@ -47,7 +48,8 @@ def main(argv: list[str]) -> int:
         if not path.is_dir():
             print(f"tierbench spread: {path} is not a run folder", file=sys.stderr)
             return 2
-    pairs = pair_spreads(read_records(args.run_a), read_records(args.run_b))
+    with warnings_as_lines("tierbench spread"):
+        pairs = pair_spreads(read_records(args.run_a), read_records(args.run_b))
     if not pairs:
         print("tierbench spread: the two runs have no timed (case, provider) in common", file=sys.stderr)
         return 2
@@ -57,7 +59,9 @@ def main(argv: list[str]) -> int:
     print("widest:")
     for ra, rb, s in sorted(pairs, key=lambda t: -t[2])[: args.top]:
         print(
-            f"  {100 * s:6.2f}%  {ra.op} {ra.label} {ra.case.get('dtype', '')} {ra.provider}: "
-            f"{ra.median_ms:.4f} vs {rb.median_ms:.4f} ms"
+            plain(
+                f"  {100 * s:6.2f}%  {ra.op} {ra.label} {ra.case.get('dtype', '')} {ra.provider}: "
+                f"{ra.median_ms:.4f} vs {rb.median_ms:.4f} ms"
+            )
         )
     return 0

@@ -8,8 +8,12 @@ on a page. Views write such characters as their escapes; the site also isolates 
 
 from __future__ import annotations
 
+import contextlib
 import re
+import sys
 import unicodedata
+import warnings
+from collections.abc import Iterator
 
 # C0 and C1 control characters except tab and newline, and DEL: a record may hold `\x1b[2J` or an OSC title.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -39,3 +43,18 @@ def isolate(text: str) -> str:
     if any(unicodedata.bidirectional(c) in ("R", "AL", "AN") for c in text):
         return f"{FSI}{text}{PDI}"
     return text
+
+
+@contextlib.contextmanager
+def warnings_as_lines(prog: str) -> Iterator[None]:
+    """Warnings (a damaged record, an unreadable file) printed as one plain line each: `prog: warning: ...`."""
+    shown = warnings.showwarning
+
+    def show(message: Warning | str, *args: object, **kwargs: object) -> None:
+        print(f"{prog}: warning: {plain(str(message))}", file=sys.stderr)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown

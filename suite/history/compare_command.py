@@ -34,7 +34,7 @@ from .asvtool import (
     resolve_commit,
     run_asv,
 )
-from .compare import Report, compare_results, default_own_providers, own_test, sort_rows
+from .compare import Report, bench_regex, compare_results, default_own_providers, own_test, sort_rows
 from .stats import Settings
 
 
@@ -73,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--floor", type=float, default=Settings.floor, help="smallest change called (0.02 = 2%%)")
     p.add_argument("--alpha", type=float, default=Settings.alpha, help="two-sided significance level")
-    p.add_argument("--bench", help="only benchmarks whose name matches this regex")
+    p.add_argument("--bench", type=bench_regex, help="only benchmarks whose name matches this regex")
     p.add_argument(
         "--own",
         help="providers built by this project, comma-separated; every other provider's series is a "
