@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from tierbench.timing import TimingSettings, bring_to_steady_state, make_timer
@@ -34,15 +35,15 @@ def _saved_config(cfg: DictConfig, saved: Path, run_id: str) -> DictConfig:
     """The run's own config (what it started with, keys added by `+key=...` included) over the schema's."""
     where = f"resume={run_id}: {saved}"
     try:
-        loaded = OmegaConf.load(saved)
-    except Exception as exc:  # noqa: BLE001 - any parser error: the file is not a config
+        data = yaml.safe_load(saved.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise PlanError(f"{where} cannot be read ({type(exc).__name__}); the run cannot be resumed") from None
-    if not isinstance(loaded, DictConfig) or "suite" not in loaded:
+    if not isinstance(data, dict) or "suite" not in data:
         raise PlanError(f"{where} holds no run config (empty, or no `suite`); the run cannot be resumed")
     base = cfg.copy()
     OmegaConf.set_struct(base, False)
     try:
-        resumed = OmegaConf.merge(base, loaded)
+        resumed = OmegaConf.merge(base, OmegaConf.create(data))
     except Exception as exc:  # noqa: BLE001 - a value of the wrong type for the schema
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise PlanError(f"{where} does not fit the config schema ({first}); the run cannot be resumed") from None

@@ -283,7 +283,7 @@ def family_page(
     siblings = [(f, f"{slug(f)}.html") for f in view.families() if f != family]
     return _render(
         "family.html.j2",
-        title=f"{isolate(family)} on {isolate(view.device.name)}",
+        title=Markup("{} on {}").format(isolate(family), isolate(view.device.name)),
         root="../../",
         device=view.device,
         runs=view.runs,
@@ -348,7 +348,7 @@ def run_page(run: Run, ceilings: Ceilings | None, shown: Presentation, standalon
         families.append({"name": family, "view": v, "charts": fc, "rows": _run_rows(recs, shown)})
     return _render(
         "run.html.j2",
-        title=f"run {isolate(run.run_id)}",
+        title=Markup("run {}").format(isolate(run.run_id)),
         root="../../",
         standalone=standalone,
         meta=_run_meta(run, ceilings),
@@ -511,7 +511,7 @@ def _trend_page(
         }
     html = _render(
         "trend.html.j2",
-        title=isolate(bench.name),
+        title=Markup("{}").format(isolate(bench.name)),
         root="../",
         bench=bench,
         unit=unit,
