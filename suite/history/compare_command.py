@@ -20,6 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..text import warnings_as_lines
 from . import ab, asvresults, noise, render, validate
 from .asvresults import ResultFile, ResultsError
 from .asvtool import (
@@ -330,6 +331,11 @@ def record_aa_run(
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    with warnings_as_lines("tierbench compare"):
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         config = find_config(args.config)
         if args.learn_noise is not None or args.validate:
