@@ -137,12 +137,14 @@ def main(argv: list[str]) -> int:
         print(f"tierbench run: {exc}", file=sys.stderr)
         return 2
     register_configs(catalog.families)
-    status = {"code": 0}
+    status = {"code": 0, "in_job": False}
 
     @hydra.main(config_path=conf_dir(), config_name="config", version_base="1.3")
     def app(cfg: DictConfig) -> None:
+        status["in_job"] = True
         code = execute(cfg, catalog)
         status["code"] = max(status["code"], code)
+        status["in_job"] = False
         if code == 130:
             raise KeyboardInterrupt  # stop a sweep too
 
@@ -152,6 +154,12 @@ def main(argv: list[str]) -> int:
         app()
     except KeyboardInterrupt:
         return 130
+    except SystemExit as exc:
+        # Hydra exits 1 when it cannot compose the config (an unknown key, group or value: bad input, which
+        # is 2 here); an error escaping a job itself stays 1.
+        if exc.code == 1 and not status["in_job"]:
+            return 2
+        raise
     finally:
         sys.argv = saved
     return status["code"]

@@ -84,9 +84,9 @@ def test_device_resolution():
         ("providers=[nope]", ["valid choices:", "sdpa-math"]),
     ],
 )
-def test_bad_overrides_exit_nonzero_and_name_the_choices(tmp_path, override, expected):
+def test_bad_overrides_exit_2_and_name_the_choices(tmp_path, override, expected):
     result = tierbench_cli("run", override, f"results_dir={tmp_path}/runs", cwd=tmp_path, timeout=120)
-    assert result.returncode != 0
+    assert result.returncode == 2
     for text in expected:
         assert text in result.stderr + result.stdout
     assert "Traceback" not in result.stderr
