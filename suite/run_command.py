@@ -99,8 +99,8 @@ def _execute(cfg: DictConfig, catalog) -> int:
     except OSError as exc:  # the run's own files: a full disk, a folder removed or made read-only
         _keep_meta(session)
         print(
-            f"\ntierbench run: could not write to {session.run_dir}: {exc.strerror or exc}. "
-            f"{_safe_count(session)} records are safe there (a failed write leaves no partial record). "
+            f"\ntierbench run: could not write to {exc.filename or session.run_dir}: {exc.strerror or exc}. "
+            f"{_safe_count(session)} records are safe in {session.run_dir} (a failed write leaves no partial record). "
             f"Free some space, then finish with: tierbench run resume={session.run_id}",
             file=sys.stderr,
         )

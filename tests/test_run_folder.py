@@ -249,7 +249,7 @@ def test_a_full_disk_mid_run_says_which_records_are_safe_and_how_to_resume(run, 
     monkeypatch.undo()
     assert code == 1, err
     assert "could not write to" in err and "No space left on device" in err
-    assert "1 records are safe there" in err and "tierbench run resume=filled" in err
+    assert f"1 records are safe in {results / 'filled'}" in err and "tierbench run resume=filled" in err
     assert len(_keys(results / "filled")) == 1  # one whole record, no half of the next
     code, err = run("resume=filled")
     assert code == 0, err
