@@ -43,7 +43,12 @@ def plugin_names(argv: list[str]) -> list[str]:
     resume = _override_value(argv, "resume")
     results = _override_value(argv, "results_dir") or "results/runs"
     if isinstance(resume, str) and resume and "/" not in resume and not resume.startswith("."):
+        from . import sweep
+
         saved = Path(str(results)) / resume / "config.yaml"
+        found = sweep.find(str(results), resume)
+        if found is not None:  # a sweep's saved config
+            saved = sweep.sweep_dir(str(results), found) / sweep.CONFIG_FILE
         try:
             names = [*names, *(OmegaConf.load(saved).get("plugins") or [])]
         except Exception:  # noqa: BLE001 - a broken saved config is reported when the run is opened
@@ -70,18 +75,49 @@ def execute(cfg: DictConfig, catalog) -> int:
 
 
 def _execute(cfg: DictConfig, catalog) -> int:
+    from .shard_job import is_sharded
+
+    if is_sharded(cfg):
+        return execute_shard(cfg, catalog)
     from .plan import PlanError, resolve_device
-    from .runfolder import RunFolderError
 
     try:
         device = resolve_device(cfg.device)
     except PlanError as exc:
         print(f"tierbench run: {exc}", file=sys.stderr)
         return 2
+    return _measure(cfg, device, catalog)
+
+
+def execute_shard(cfg: DictConfig, catalog) -> int:
+    """One shard of a sweep: its device taken and pinned, its heartbeat kept, its outcome left for the
+    command that launched it."""
+    from . import sweep
+    from .plan import PlanError
+    from .shard_job import ShardJob
+
+    try:
+        job = ShardJob.start(cfg)
+    except (PlanError, sweep.SweepError) as exc:
+        print(f"tierbench run: shard {cfg.shard.index}/{cfg.shard.count}: {exc}", file=sys.stderr)
+        sweep.record_failure(cfg.results_dir, cfg.shard, str(exc))
+        return 2
+    code, error = 1, "stopped by an exception"
+    try:
+        code = _measure(cfg, job.device, catalog, job)
+        error = "" if code == 0 else ("interrupted" if code == 130 else "see the job's log")
+    finally:
+        job.stop(code, error)
+    return code
+
+
+def _measure(cfg: DictConfig, device, catalog, shard=None) -> int:
+    from .plan import PlanError
+    from .runfolder import RunFolderError
     from .session import RunSession
 
     try:
-        session = RunSession.open(cfg, device, catalog)
+        session = RunSession.open(cfg, device, catalog, shard)
     except (PlanError, RunFolderError, FileExistsError, FileNotFoundError) as exc:
         print(f"tierbench run: {exc}", file=sys.stderr)
         return 2
@@ -137,6 +173,26 @@ def main(argv: list[str]) -> int:
         print(f"tierbench run: {exc}", file=sys.stderr)
         return 2
     register_configs(catalog.families)
+    from . import launch
+    from .plan import PlanError
+
+    try:
+        launches = launch.plan(argv)
+    except PlanError as exc:
+        print(f"tierbench run: {exc}", file=sys.stderr)
+        return 2
+    if launches is None:
+        return _hydra(argv, catalog, in_process=True)
+    results = _override_value(argv, "results_dir") or "results/runs"
+    table = _override_value(argv, "table") is not False
+    return launch.run_all(launches, lambda args: _hydra(args, catalog), str(results), table)
+
+
+def _hydra(argv: list[str], catalog, in_process: bool = False) -> int:
+    """The Hydra app over these arguments (one run, or a multirun through the configured launcher).
+
+    in_process: its jobs run here (not a sharded sweep's launcher), so a Hydra exit before any job ran is
+    a config it could not compose: bad input, exit 2."""
     status = {"code": 0, "in_job": False}
 
     @hydra.main(config_path=conf_dir(), config_name="config", version_base="1.3")
@@ -157,7 +213,7 @@ def main(argv: list[str]) -> int:
     except SystemExit as exc:
         # Hydra exits 1 when it cannot compose the config (an unknown key, group or value: bad input, which
         # is 2 here); an error escaping a job itself stays 1.
-        if exc.code == 1 and not status["in_job"]:
+        if in_process and exc.code == 1 and not status["in_job"]:
             return 2
         raise
     finally:
