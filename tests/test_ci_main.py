@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -61,3 +62,16 @@ def test_the_main_job_fails_when_the_site_cannot_be_built(job):
     result, calls = job(report_exit=3)
     assert "report" in calls
     assert result.returncode != 0 and "building the site (tierbench report) failed" in result.stderr
+
+
+def test_a_reader_that_goes_away_is_no_traceback(tmp_path):
+    """`tierbench --help | grep -q` with unbuffered output: the reader leaves early, tierbench says nothing."""
+    exe = shutil.which("tierbench") or str(Path(sys.executable).parent / "tierbench")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    read, write = os.pipe()
+    os.close(read)  # nobody reads: the first write breaks the pipe
+    try:
+        result = subprocess.run([exe, "--help"], stdout=write, stderr=subprocess.PIPE, text=True, env=env, timeout=60)
+    finally:
+        os.close(write)
+    assert result.returncode == 141 and "Traceback" not in result.stderr and result.stderr == ""
