@@ -1,7 +1,8 @@
 """The device's measured limits: copy bandwidth and the best matmul rate per dtype.
 
 Measured on the device itself (a large device-to-device copy; a large product through the vendor
-library), never taken from a datasheet, and cached per device under `ceilings_dir`.
+library), never taken from a datasheet, and cached per device: in `ceilings_dir` where one is given, else in
+the user's cache (the committed results/ceilings of a tierbench checkout are found too).
 """
 
 from __future__ import annotations
@@ -103,17 +104,48 @@ def measure(device: torch.device) -> Ceilings:
     return Ceilings(device_name(device), copy_gbps, rates, method)
 
 
-def load_or_measure(device: torch.device, folder: str | Path, remeasure: bool = False) -> Ceilings:
-    """The cached ceilings of this device, measured now if absent, stale or asked for."""
-    path = Path(folder) / f"{slug(device_name(device))}.json"
-    if path.exists() and not remeasure:
-        try:
-            data = json.loads(path.read_text())
-            if data.get("version") == CEILINGS_VERSION:
-                return Ceilings(**data)
-        except (json.JSONDecodeError, TypeError):
-            pass  # a damaged cache is measured again
+def user_cache() -> Path:
+    """Where measured ceilings are kept for the user: $XDG_CACHE_HOME/tierbench/ceilings (~/.cache/...)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tierbench" / "ceilings"
+
+
+def default_folders() -> list[Path]:
+    """Where ceilings are looked up without a `ceilings_dir`: the user's cache (where a new measurement goes),
+    then the committed results/ceilings of the tierbench checkout this Python imports, if any."""
+    from . import provenance
+
+    folders = [user_cache()]
+    root = provenance.checkout_root()
+    if root is not None:
+        folders.append(root / "results" / "ceilings")
+    return folders
+
+
+def _load(path: Path) -> Ceilings | None:
+    try:
+        data = json.loads(path.read_text())
+        if isinstance(data, dict) and data.get("version") == CEILINGS_VERSION:
+            return Ceilings(**data)
+    except (OSError, json.JSONDecodeError, TypeError):
+        pass  # absent or damaged: measured again
+    return None
+
+
+def load_or_measure(device: torch.device, folder: str | Path | None = None, remeasure: bool = False) -> Ceilings:
+    """The cached ceilings of this device, measured now if absent, stale or asked for.
+
+    folder: the one folder to read and write; None looks in `default_folders()` and writes to the user's
+    cache, so that a run in a new folder does not measure again."""
+    folders = [Path(folder)] if folder else default_folders()
+    name = f"{slug(device_name(device))}.json"
+    if not remeasure:
+        for where in folders:
+            found = _load(where / name)
+            if found is not None:
+                return found
     ceilings = measure(device)
+    path = folders[0] / name
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # two runs may measure at once
     tmp.write_text(json.dumps(asdict(ceilings), indent=2) + "\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 # subcommand -> (module with main(argv) -> int, one-line help)
@@ -11,6 +12,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "summary": ("tierbench.suite.markdown", "a run as Markdown tables per op family"),
     "spread": ("tierbench.suite.spread", "how far the medians of two runs differ (an A/A check)"),
     "report": ("tierbench.suite.site.command", "build the comparison site under results/html/"),
+    "export": ("tierbench.suite.export", "runs' records as one CSV, Parquet or JSON-lines table"),
     "compare": ("tierbench.suite.history.compare_command", "regression report between two commits (asv)"),
     "nightly": ("tierbench.suite.history.nightly_command", "benchmark new commits with asv, publish the site"),
 }
@@ -18,15 +20,20 @@ COMMANDS: dict[str, tuple[str, str]] = {
 USAGE = (
     "usage: tierbench {"
     + ",".join(COMMANDS)
-    + "} [args...]\n\n"
+    + "} [args...]\n       tierbench --version\n\n"
     + "\n".join(f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items())
+    + "\n\n`tierbench COMMAND --help` says more about each."
 )
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
+def _dispatch(args: list[str]) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(USAGE)
+        return 0
+    if args[0] in ("-V", "--version"):
+        from .provenance import describe
+
+        print(describe())
         return 0
     name, rest = args[0], args[1:]
     if name not in COMMANDS:
@@ -34,6 +41,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module = importlib.import_module(COMMANDS[name][0])
     return int(module.main(rest) or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        return _dispatch(sys.argv[1:] if argv is None else argv)
+    except BrokenPipeError:  # the reader went away (`tierbench run --help | head`): nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

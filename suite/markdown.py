@@ -7,15 +7,18 @@ GB/s for norms), its ratio to the baseline provider, and the winner's fraction o
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 from . import runmeta
 from .presentation import Presentation
-from .records import Measurement, read_records
+from .records import Measurement, find_run, read_records
 from .summary import by_case
 from .text import plain
+from .units import sig
 
 
 def _best_per_tier(group: list[Measurement]) -> dict[str, Measurement]:
@@ -31,8 +34,11 @@ def _cell(text: str) -> str:
     return plain(text).replace("|", "\\|").replace("<", "&lt;").replace("`", "\\`")
 
 
-def render(records: list[Measurement], shown: Presentation, families: list[str] | None = None) -> str:
-    tables: OrderedDict[tuple[str, str], list[str]] = OrderedDict()
+def tables(
+    records: list[Measurement], shown: Presentation, families: list[str] | None = None
+) -> OrderedDict[tuple[str, str], dict[str, Any]]:
+    """Per (family, mode): its unit, tiers and one row per case, as `render` and `--json` show them."""
+    out: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
     tiers = shown.tier_names(records)
     for _, group in by_case(records).items():
         first = group[0]
@@ -40,44 +46,67 @@ def render(records: list[Measurement], shown: Presentation, families: list[str] 
             continue
         view = shown.view(first.family, [r for r in records if r.family == first.family])
         key = (first.family, first.mode)
-        if key not in tables:
-            head = " | ".join(f"{_cell(t)} ({view.unit})" for t in tiers)
-            tables[key] = [
-                f"| op | shape | dtype | {head} | best vs baseline | best SOL | not timed |",
-                "|" + " --- |" * (len(tiers) + 6),
-            ]
+        table = out.setdefault(
+            key, {"family": first.family, "mode": first.mode, "unit": view.unit, "tiers": tiers, "rows": []}
+        )
         best = _best_per_tier(group)
         base = shown.baseline(group)
-        cells = []
+        winner = min(best.values(), key=lambda r: r.median_ms) if best else None
+        cells = {}
         for tier in tiers:
             r = best.get(tier)
             value = getattr(r, view.metric, None) if r else None
-            cells.append(f"{value:.3g} ({_cell(r.provider)})" if value else "")
-        winner = min(best.values(), key=lambda r: r.median_ms) if best else None
-        ratio = f"{base.median_ms / winner.median_ms:.2f}x {_cell(winner.provider)}" if base and winner else ""
-        sol = f"{100 * winner.sol:.3g}%" if winner and winner.sol is not None else ""
-        failed = ", ".join(
-            f"{_cell(r.provider)}: {r.status}"
+            cells[tier] = {"provider": r.provider, "value": value, "median_ms": r.median_ms} if value else None
+        not_timed = [
+            {"provider": r.provider, "status": r.status, "reason": r.reason}
             for r in group
             if r.status not in ("ok", "skipped")
             # a skip that was checked first (timings not comparable here) is no news; nor is a missing package
             or (r.status == "skipped" and "installed" not in r.reason and r.rel_error is None)
+        ]
+        table["rows"].append(
+            {
+                "op": first.op,
+                "shape": first.label,
+                "dtype": str(first.case.get("dtype", "")),
+                "case_id": first.case_id,
+                "tiers": cells,
+                "winner": winner.provider if winner else None,
+                "baseline": base.provider if base else None,
+                "best_vs_baseline": base.median_ms / winner.median_ms if base and winner else None,
+                "best_sol": winner.sol if winner else None,
+                "not_timed": not_timed,
+            }
         )
-        tables[key].append(
-            f"| {_cell(first.op)} | {_cell(first.label)} | {_cell(str(first.case.get('dtype', '')))} | "
-            + " | ".join(cells)
-            + f" | {ratio} | {sol} | {failed} |"
-        )
-    return "\n\n".join(f"### {family} ({mode})\n\n" + "\n".join(rows) for (family, mode), rows in tables.items()) + "\n"
+    return out
 
 
-def resolve_run(given: str | Path, runs_dir: Path = Path("results/runs")) -> Path | None:
-    """A run folder named by its path or by its id under the runs folder; None when neither exists."""
-    path = Path(given)
-    if path.is_dir():
-        return path
-    candidate = runs_dir / str(given)
-    return candidate if "/" not in str(given) and candidate.is_dir() else None
+def render(records: list[Measurement], shown: Presentation, families: list[str] | None = None) -> str:
+    out = []
+    for (family, mode), table in tables(records, shown, families).items():
+        head = " | ".join(f"{_cell(t)} ({table['unit']})" for t in table["tiers"])
+        lines = [
+            f"| op | shape | dtype | {head} | best vs baseline | best SOL | not timed |",
+            "|" + " --- |" * (len(table["tiers"]) + 6),
+        ]
+        for row in table["rows"]:
+            cells = [
+                f"{sig(c['value'])} ({_cell(c['provider'])})" if (c := row["tiers"][t]) else "" for t in table["tiers"]
+            ]
+            ratio = f"{row['best_vs_baseline']:.2f}x {_cell(row['winner'])}" if row["best_vs_baseline"] else ""
+            sol = f"{sig(100 * row['best_sol'])}%" if row["best_sol"] is not None else ""
+            failed = ", ".join(f"{_cell(n['provider'])}: {n['status']}" for n in row["not_timed"])
+            lines.append(
+                f"| {_cell(row['op'])} | {_cell(row['shape'])} | {_cell(row['dtype'])} | "
+                + " | ".join(cells)
+                + f" | {ratio} | {sol} | {failed} |"
+            )
+        out.append(f"### {family} ({mode})\n\n" + "\n".join(lines))
+    return "\n\n".join(out) + "\n"
+
+
+def as_json(records: list[Measurement], shown: Presentation, families: list[str] | None = None) -> str:
+    return json.dumps(list(tables(records, shown, families).values()), indent=1, allow_nan=False, default=str) + "\n"
 
 
 def main(argv: list[str]) -> int:
@@ -85,11 +114,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("run", help="run folder (results/runs/<id>) or run id")
     parser.add_argument("--runs", type=Path, default=Path("results/runs"), help="where run ids are looked up")
     parser.add_argument("--family", action="append", help="only these families")
+    parser.add_argument("--json", action="store_true", help="the same tables as JSON (one object per table)")
     args = parser.parse_args(argv)
-    folder = resolve_run(args.run, args.runs)
+    folder = find_run(args.run, args.runs)
     records = read_records(folder) if folder else []
     if not records:
         print(f"tierbench summary: {args.run} holds no records (is it a run folder or run id?)", file=sys.stderr)
         return 2
-    print(render(records, Presentation.of([runmeta.read(folder)]), args.family), end="")
+    shown = Presentation.of([runmeta.read(folder)])
+    print((as_json if args.json else render)(records, shown, args.family), end="")
     return 0

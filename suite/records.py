@@ -169,6 +169,15 @@ def create_run_dir(results_dir: str | Path, run_id: str | None = None) -> tuple[
     raise RuntimeError(f"could not create a new run folder under {root}")
 
 
+def find_run(given: str | Path, runs_dir: str | Path = "results/runs") -> Path | None:
+    """A run folder named by its path or by its id under the runs folder; None when neither exists."""
+    path = Path(given)
+    if path.is_dir():
+        return path
+    candidate = Path(runs_dir) / str(given)
+    return candidate if "/" not in str(given) and candidate.is_dir() else None
+
+
 def read_records(path: str | Path) -> list[Measurement]:
     """All complete records of a run folder (or file); damaged lines are dropped with a warning."""
     path = Path(path)

@@ -37,13 +37,15 @@ def _override_value(argv: list[str], key: str) -> object | None:
 
 def plugin_names(argv: list[str]) -> list[str]:
     """Plugins named by `plugins=[...]`, and those of a resumed run's saved config."""
+    from .records import CONFIG_FILE, find_run
+
     names = _override_value(argv, "plugins") or []
     if isinstance(names, str):
         names = [names]
     resume = _override_value(argv, "resume")
     results = _override_value(argv, "results_dir") or "results/runs"
     if isinstance(resume, str) and resume:
-        saved = Path(str(results)) / resume / "config.yaml"
+        saved = (find_run(resume, str(results)) or Path(str(results)) / resume) / CONFIG_FILE
         try:
             names = [*names, *(OmegaConf.load(saved).get("plugins") or [])]
         except Exception:  # noqa: BLE001 - a broken saved config is reported when the run is opened
@@ -102,22 +104,33 @@ def main(argv: list[str]) -> int:
     except PluginError as exc:
         print(f"tierbench run: {exc}", file=sys.stderr)
         return 2
+    if any(a in ("-h", "--help") for a in argv):
+        from .run_help import render
+
+        print(render(Path(conf_dir()), catalog), end="")
+        return 0
     register_configs(catalog.families)
-    status = {"code": 0}
+    status = {"code": 0, "started": False}
 
     @hydra.main(config_path=conf_dir(), config_name="config", version_base="1.3")
     def app(cfg: DictConfig) -> None:
+        status["started"] = True
         code = execute(cfg, catalog)
         status["code"] = max(status["code"], code)
         if code == 130:
             raise KeyboardInterrupt  # stop a sweep too
 
     saved = sys.argv
-    sys.argv = ["tierbench run", *argv]
+    sys.argv = ["tierbench run", *[a if a != "--hydra-help" else "--help" for a in argv]]
     try:
         app()
     except KeyboardInterrupt:
         return 130
+    except SystemExit as exc:
+        # Hydra has printed its message (a group, key or value that does not exist) and exits 1: bad input
+        # exits 2 here, as everywhere in tierbench. A failure after composition keeps its own code.
+        code = exc.code if isinstance(exc.code, int) else 1
+        return 2 if code == 1 and not status["started"] else code
     finally:
         sys.argv = saved
     return status["code"]

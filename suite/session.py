@@ -22,7 +22,7 @@ from .catalog import Catalog
 from .ceilings import Ceilings, load_or_measure, save_for_run
 from .envinfo import environment
 from .plan import PlanError, PlannedCase, make_plan, timing_settings
-from .records import CONFIG_FILE, Measurement, RecordWriter, create_run_dir, read_records
+from .records import CONFIG_FILE, Measurement, RecordWriter, create_run_dir, find_run, read_records
 from .runner import RunContext, measure_case, run_plan
 from .tiers import Tier
 
@@ -38,7 +38,7 @@ class Measurer:
         cls,
         device: torch.device,
         timing: TimingSettings,
-        ceilings_dir: str | Path,
+        ceilings_dir: str | Path | None,
         *,
         run_id: str = "",
         run_dir: Path | None = None,
@@ -97,7 +97,8 @@ class RunSession:
         """A new run folder, or with resume=<id> the interrupted run's own folder and its saved config."""
         results = Path(cfg.results_dir)
         if cfg.resume:
-            run_dir = results / cfg.resume
+            # A run id under results_dir, or the run's folder itself.
+            run_dir = find_run(cfg.resume, results) or results / cfg.resume
             saved = run_dir / CONFIG_FILE
             if not saved.exists():
                 known = (
@@ -110,7 +111,7 @@ class RunSession:
             # The plan comes from the run's own config: a resumed run finishes what it started.
             resumed = OmegaConf.merge(cfg, OmegaConf.load(saved))
             resumed.resume = cfg.resume
-            return cls(resumed, catalog, device, cfg.resume, run_dir, make_plan(resumed, catalog))
+            return cls(resumed, catalog, device, run_dir.name, run_dir, make_plan(resumed, catalog))
         plan = make_plan(cfg, catalog)  # fails before any folder is made
         run_id, run_dir = create_run_dir(results, cfg.run_id)
         (run_dir / CONFIG_FILE).write_text(OmegaConf.to_yaml(cfg, resolve=True))

@@ -11,7 +11,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from .records import Measurement, read_records
+from .records import Measurement, find_run, read_records
 
 
 def pair_spreads(a: list[Measurement], b: list[Measurement]) -> list[tuple[Measurement, Measurement, float]]:
@@ -38,16 +38,20 @@ def _summary(values: list[float]) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="tierbench spread", description=__doc__.splitlines()[0])
-    parser.add_argument("run_a", type=Path, help="run folder (results/runs/<id>)")
-    parser.add_argument("run_b", type=Path)
+    parser.add_argument("run_a", help="run folder (results/runs/<id>) or run id")
+    parser.add_argument("run_b", help="run folder or run id")
+    parser.add_argument("--runs", type=Path, default=Path("results/runs"), help="where run ids are looked up")
     parser.add_argument("--min-us", type=float, default=50.0, help="kernel duration for the second summary")
     parser.add_argument("--top", type=int, default=10, help="list this many of the widest spreads")
     args = parser.parse_args(argv)
-    for path in (args.run_a, args.run_b):
-        if not path.is_dir():
-            print(f"tierbench spread: {path} is not a run folder", file=sys.stderr)
+    folders = []
+    for given in (args.run_a, args.run_b):
+        folder = find_run(given, args.runs)
+        if folder is None:
+            print(f"tierbench spread: {given} is neither a run folder nor a run id under {args.runs}", file=sys.stderr)
             return 2
-    pairs = pair_spreads(read_records(args.run_a), read_records(args.run_b))
+        folders.append(folder)
+    pairs = pair_spreads(read_records(folders[0]), read_records(folders[1]))
     if not pairs:
         print("tierbench spread: the two runs have no timed (case, provider) in common", file=sys.stderr)
         return 2
