@@ -59,6 +59,7 @@ class Measurement:
     element_error: float | None = None  # max |out - ref| / (rms(ref) + |ref|) over the outputs checked
     errors: dict[str, float] = field(default_factory=dict)  # norm-wise error per output ("out", "dx", ...)
     executed_flops: float | None = None  # what the provider executes where it differs from `flops`
+    warning: str = ""  # a timed record whose numbers deserve doubt says why (runner.WIDE_SPREAD); else empty
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -129,6 +130,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "element_error": _OPT_NUM,
     "errors": (dict,),
     "executed_flops": _OPT_NUM,
+    "warning": (str,),
 }
 
 

@@ -25,6 +25,7 @@ from .plan import PlanError, PlannedCase, make_plan, timing_settings
 from .records import CONFIG_FILE, Measurement, RecordWriter, create_run_dir, find_run, read_records
 from .runner import RunContext, measure_case, run_plan
 from .tiers import Tier
+from .units import quantity
 
 log = logging.getLogger("tierbench")
 
@@ -49,10 +50,10 @@ class Measurer:
     ) -> Measurer:
         ceilings = load_or_measure(device, ceilings_dir, remeasure_ceilings)
         log.info(
-            "ceilings of %s: copy %.0f GB/s, matmul %s TFLOP/s",
+            "ceilings of %s: copy %s, matmul %s",
             ceilings.device_name,
-            ceilings.copy_gbps,
-            {k: round(v, 1) for k, v in ceilings.matmul_tflops.items()},
+            quantity(ceilings.copy_gbps, "GB/s"),
+            ", ".join(f"{k} {quantity(v, 'TFLOP/s')}" for k, v in ceilings.matmul_tflops.items()),
         )
         bring_to_steady_state(device, timing.steady_state_s)
         ctx = RunContext(
