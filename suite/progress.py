@@ -64,9 +64,10 @@ class LiveProgress(PlainProgress):
         from tqdm import tqdm
 
         super().__init__(total)
+        self.stream = stream or sys.stderr
         self.bar = tqdm(
             total=total,
-            file=stream or sys.stderr,
+            file=self.stream,
             unit="measurement",
             dynamic_ncols=True,
             bar_format="{n}/{total} [{elapsed}<{remaining}] {desc}",
@@ -89,7 +90,7 @@ class LiveProgress(PlainProgress):
         self.bar.set_description_str(f"{self.label} · {r.provider}: {_outcome(r)}", refresh=False)
         self.bar.update(1)
         if r.warning:
-            self.bar.write(f"warning: {self.label} {r.provider}: {r.warning}")
+            self.bar.write(f"warning: {self.label} {r.provider}: {r.warning}", file=self.stream)
 
     def close(self) -> None:
         self._stop.set()
