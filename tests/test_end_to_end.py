@@ -130,3 +130,18 @@ def test_multirun_sweep_writes_one_run_per_job(tmp_path):
     assert len(dirs) == 2
     causal = sorted(read_records(d)[0].case["causal"] for d in dirs)
     assert causal == [False, True]
+
+
+def test_resume_takes_the_run_folder_as_well_as_its_id(tmp_path, compose, catalog):
+    import torch
+
+    from tierbench.suite.session import RunSession
+
+    runs, cpu = tmp_path / "runs", torch.device("cpu")
+    first = RunSession.open(
+        compose(["suite=smoke", f"results_dir={runs}", "run_id=first", "tiers=[vendor]"]), cpu, catalog
+    )
+    for given in ("first", str(runs / "first")):
+        again = RunSession.open(compose([f"results_dir={runs}", f"resume={given}"]), cpu, catalog)
+        assert again.run_id == "first" and again.run_dir == first.run_dir
+        assert [pc.case.case_id for pc in again.plan] == [pc.case.case_id for pc in first.plan]

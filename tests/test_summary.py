@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from cli_runner import tierbench_cli
 
 from tierbench.suite import markdown, runmeta, table
@@ -88,3 +90,18 @@ def test_run_report_names_what_each_provider_launched(tmp_path):
     html = pages.run_page(load_run(tmp_path), None, SHOWN, standalone=True)
     assert "<th>launched</th>" in html and "<bdi>two-pass: CHUNK=4096, warps=16, stages=1</bdi>" in html
     assert "<th>op</th>" in html and "<nav>" not in html
+
+
+def test_summary_as_json_and_rates_in_three_significant_digits(tmp_path, capsys):
+    slow = _rec("sdpa-math", "vendor", 4.0)
+    slow.tflops = 0.0006209  # a CPU's rate: never rounded to 0
+    writer = RecordWriter(tmp_path)
+    for r in (slow, *RECORDS[1:]):
+        writer.append(r)
+    assert markdown.main([str(tmp_path), "--json"]) == 0
+    (table,) = json.loads(capsys.readouterr().out)
+    assert table["family"] == "attention" and table["unit"] == "TFLOP/s"
+    (row,) = table["rows"]
+    assert row["winner"] == "triton" and row["best_vs_baseline"] == 2.0 and row["tiers"]["cuda"] is None
+    assert {"provider": "compile", "status": "incorrect", "reason": RECORDS[3].reason} in row["not_timed"]
+    assert markdown.render([slow], SHOWN).count("0.000621 (sdpa-math)") == 1
