@@ -1,6 +1,10 @@
-"""In-house Triton kernels of tierbench: matmul (differentiable), matmul with a fused bias + GELU epilogue
-(differentiable), FP8 matmul, norms, fused bias-GELU-LN, attention (grouped-query, bottom-right causal), and
-split-KV decode attention over contiguous or paged KV caches.
+"""In-house Triton kernels of tierbench: matmul, matmul with a fused bias + GELU epilogue, FP8 matmul, norms,
+fused bias-GELU-LN, attention (grouped-query, bottom-right causal), and split-KV decode attention over
+contiguous or paged KV caches.
+
+matmul, the epilogue, the norms, the fused op and attention are differentiable through torch.autograd (their
+backward kernels: matmul.py's transposed-operand products, epilogue.py, norm_backward.py,
+attention_backward.py): the forward saves what the backward needs only where an input requires grad.
 
 Every public kernel takes its op's signature (the tensors in order, then keyword options), so the triton
 tier calls it as it calls the others; `DTYPES` says which input dtypes each accepts.

@@ -25,12 +25,12 @@ TOLERANCE: dict[torch.dtype, float] = {
 }
 
 # Elementwise: no element may be off by more than this fraction of (the reference's RMS + its own size).
-# An element that should be of typical size but reads 0 scores about 0.5; rounding alone scores at most
-# half an ulp (0.002 bf16, 0.0005 fp16), accumulation in 16-bit types (a softmax's probabilities) a few
-# times that.
+# An element that should be of typical size but reads 0 scores about 0.5 (any |ref| above 0.11 RMS fails
+# at 0.1); rounding alone scores at most half an ulp (0.002 bf16, 0.0005 fp16). A backward in 16-bit types
+# rounds P and dS to the output type: the attention backwards on a CPU scored up to 0.037 (bf16).
 ELEMENT_TOLERANCE: dict[torch.dtype, float] = {
-    torch.bfloat16: 5e-2,
-    torch.float16: 1e-2,
+    torch.bfloat16: 1e-1,
+    torch.float16: 2e-2,
     torch.float32: 1e-3,
 }
 

@@ -39,8 +39,13 @@ MAX_STEPS_LISTED = 100
 @lru_cache(maxsize=1)
 def _env() -> Environment:
     env = Environment(loader=FileSystemLoader(ASSETS), autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    builtin = Presentation()
     env.globals.update(
-        css=Markup((ASSETS / "site.css").read_text()),
+        css=Markup(
+            (ASSETS / "site.css").read_text()
+            + tier_css(builtin, [])
+            + ".t-other{border-left:5px solid #999;background:#eee}"
+        ),
         js=Markup((ASSETS / "site.js").read_text()),
         tier_class=tier_class,
         icon=lambda style: Markup(charts.marker_icon(style)),
@@ -56,8 +61,9 @@ def _tint(color: str, amount: float = 0.28) -> str:
 
 
 def tier_css(shown: Presentation, names: list[str]) -> str:
-    """A class per tier on the page (index cells are colored by tier); colors are checked hex values."""
-    known = list(dict.fromkeys([*tier_records.BUILTIN, *names]))
+    """A class per tier (index cells are colored by tier): the built-in ones, or those of `names` that are
+    not built in; colors are checked hex values."""
+    known = [n for n in names if n not in tier_records.BUILTIN] if names else list(tier_records.BUILTIN)
     return "".join(
         f".t-{slug(t)}{{border-left:5px solid {c};background:{_tint(c)}}}" for t in known for c in [shown.tier_color(t)]
     )
