@@ -85,7 +85,7 @@ def execute(cfg: DictConfig, catalog) -> int:
         session.interrupted()
         print(
             f"\ntierbench run: interrupted; {session.count()} records are safe in {session.run_dir}. "
-            f"Finish with: tierbench run resume={session.run_id}",
+            f"Finish with: tierbench run resume={session.run_dir}",
             file=sys.stderr,
         )
         return 130

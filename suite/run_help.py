@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 # What each built-in suite measures, and how long it takes: on the H200 from the committed runs'
-# records (results/runs), on a CPU from a run of suite=smoke on 2 cores shared with other work.
+# records (results/runs: first to last record, plus the ceilings and the climb to steady state), on a
+# CPU from runs of suite=smoke on 2 cores shared with other work.
 SUITES = {
-    "smoke": ("small shapes of every op: the whole product on a CPU", "3-8 min", "not yet measured"),
+    "smoke": ("small shapes of every op: the whole product on a CPU", "2-8 min", "not yet measured"),
     "matmul": ("squares 512-8192 and Llama-3 8B/70B projections at 16k tokens", "GPU-sized", "under 1 min"),
     "norm": ("LayerNorm, RMSNorm, fused bias+GELU+LayerNorm at 4k/16k rows x 1k-16k", "GPU-sized", "1-3 min"),
     "attention": ("seq 512-16384 at 16k tokens, head_dim 64/128, causal and not, fp16/bf16", "GPU-sized", "3-5 min"),
@@ -161,8 +162,9 @@ def render(conf_dir: Path, catalog: Any) -> str:
         what, cpu, gpu = SUITES.get(name, ("a suite of this install", "", ""))
         lines += [f"  {name:<19} {cpu:<12} {gpu}", f"      {what}"]
     lines += [
-        "  Times: H200 from the committed runs' records, CPU from 2 cores shared with other work. A",
-        "  GPU-sized suite does not finish on a CPU in useful time: give it CPU-sized shapes, e.g.",
+        "  Times: H200 from the committed runs' records; CPU: about 2 minutes of CPU time, 6-8 minutes on",
+        "  2 cores shared with other work. A GPU-sized suite does not finish on a CPU in useful time:",
+        "  give it CPU-sized shapes, e.g.",
         "  suite=attention attention.seq_lens=[256] attention.tokens=512 attention.model_dim=128",
         "",
         "Config groups",

@@ -80,7 +80,7 @@ def test_interrupted_run_keeps_its_records_and_resume_finishes_it(tmp_path):
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
-    assert "resume=first" in err
+    assert f"resume={runs / 'first'}" in err  # the run's folder: it finishes from any folder
     before = read_records(runs / "first")
     assert 2 <= len(before) < 12
     # A kill in mid-write leaves half a line: resume must cut it, not crash or keep it.
