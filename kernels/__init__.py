@@ -31,8 +31,13 @@ DTYPES: dict[str, tuple[torch.dtype, ...]] = {
     "matmul_fp8": (torch.float8_e4m3fn, torch.float8_e5m2),
     "rms_norm": _FLOATS,
 }
+# Kernels that need a GPU of at least this compute capability, and what for.
+COMPUTE_CAPABILITY: dict[str, tuple[tuple[int, int], str]] = {
+    "matmul_fp8": ((9, 0), "TMA and FP8 wgmma"),
+}
 
 __all__ = [
+    "COMPUTE_CAPABILITY",
     "DTYPES",
     "attention",
     "attention_with_kvcache",

@@ -1,4 +1,4 @@
-"""The device's measured limits: copy bandwidth and the best matmul rate per dtype.
+"""The device's measured limits: copy bandwidth and the best matmul rate per dtype (FP8 included).
 
 Measured on the device itself (a large device-to-device copy; a large product through the vendor
 library), never taken from a datasheet, and cached per device: in `ceilings_dir` where one is given, else in
@@ -19,7 +19,9 @@ from .naming import slug
 if TYPE_CHECKING:  # torch is imported only to measure: the site reads ceilings without it
     import torch
 
-CEILINGS_VERSION = 2
+# 3: the FP8 rate (torch._scaled_mm) joined; caches without it are measured again.
+CEILINGS_VERSION = 3
+FP8 = "fp8_e4m3"
 
 
 @dataclass
@@ -30,8 +32,14 @@ class Ceilings:
     method: str = ""
     version: int = CEILINGS_VERSION
 
-    def peak_tflops(self, dtype: str) -> float:
-        return self.matmul_tflops.get(dtype) or max(self.matmul_tflops.values())
+    def peak_tflops(self, dtype: str) -> float | None:
+        """The measured rate of `dtype`; for a dtype not measured, the best rate measured (a CPU measures
+        fp32 only), except for FP8, whose peak is never a 16-bit one: None where no FP8 rate was measured."""
+        if self.matmul_tflops.get(dtype):
+            return self.matmul_tflops[dtype]
+        if dtype.startswith("fp8"):
+            return None
+        return max(self.matmul_tflops.values(), default=None)
 
 
 def device_name(device: torch.device) -> str:
@@ -79,6 +87,24 @@ def _matmul_tflops(n: int, dtype: torch.dtype, device: torch.device) -> float:
     return 2 * n**3 / (ms * 1e-3) / 1e12
 
 
+def _fp8_matmul_tflops(n: int, device: torch.device) -> float:
+    """torch._scaled_mm (cuBLASLt) on e4m3 operands, per-tensor scales, a bf16 output, fp32 accumulation
+    (use_fast_accum off, as the suite's FP8 providers run)."""
+    import torch
+
+    a = torch.randn(n, n, device=device).to(torch.float8_e4m3fn)
+    b = torch.randn(n, n, device=device).to(torch.float8_e4m3fn).T  # column-major, as cuBLASLt takes it
+    one = torch.ones((), device=device)
+    ms = _median_ms(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16), device)
+    return 2 * n**3 / (ms * 1e-3) / 1e12
+
+
+def _has_fp8(device: torch.device) -> bool:
+    import torch
+
+    return device.type == "cuda" and torch.cuda.get_device_capability(device) >= (8, 9)
+
+
 def measure(device: torch.device) -> Ceilings:
     import torch
 
@@ -96,10 +122,16 @@ def measure(device: torch.device) -> Ceilings:
         # The best rate over a few large sizes: no single size is the library's best on every card.
         sizes = (4096, 8192) if on_gpu else (1024,)
         rates[name] = max(_matmul_tflops(n, dtype, device) for n in sizes)
+    if _has_fp8(device):
+        try:
+            rates[FP8] = max(_fp8_matmul_tflops(n, device) for n in (4096, 8192))
+        except RuntimeError:  # a torch without FP8 kernels for this GPU: FP8 cases then state no SOL
+            pass
     method = (
         f"copy: median of {n_bytes >> 20} MiB device copies (read + write counted); "
         f"matmul: best median over square products (4096, 8192 on a GPU) through torch.matmul, "
-        f"random inputs, TF32 off"
+        f"random inputs, TF32 off; {FP8} (FP8 GPUs): the same through torch._scaled_mm, per-tensor scales, "
+        f"bf16 output, fast accumulation off"
     )
     return Ceilings(device_name(device), copy_gbps, rates, method)
 
@@ -122,13 +154,21 @@ def default_folders() -> list[Path]:
     return folders
 
 
-def _load(path: Path) -> Ceilings | None:
-    try:
-        data = json.loads(path.read_text())
-        if isinstance(data, dict) and data.get("version") == CEILINGS_VERSION:
-            return Ceilings(**data)
-    except (OSError, json.JSONDecodeError, TypeError):
-        pass  # absent or damaged: measured again
+def _folders(folder: str | Path | None) -> list[Path]:
+    return [Path(folder)] if folder else default_folders()
+
+
+def cached(device: torch.device, folder: str | Path | None = None) -> Ceilings | None:
+    """The ceilings cached for this device (in `folder`, or else in `default_folders()`), or None where none
+    are (or the file is damaged or stale)."""
+    name = f"{slug(device_name(device))}.json"
+    for where in _folders(folder):
+        try:
+            data = json.loads((where / name).read_text())
+            if data.get("version") == CEILINGS_VERSION:
+                return Ceilings(**data)
+        except (OSError, json.JSONDecodeError, TypeError, AttributeError):
+            pass  # absent or damaged: measured again
     return None
 
 
@@ -137,15 +177,11 @@ def load_or_measure(device: torch.device, folder: str | Path | None = None, reme
 
     folder: the one folder to read and write; None looks in `default_folders()` and writes to the user's
     cache, so that a run in a new folder does not measure again."""
-    folders = [Path(folder)] if folder else default_folders()
-    name = f"{slug(device_name(device))}.json"
-    if not remeasure:
-        for where in folders:
-            found = _load(where / name)
-            if found is not None:
-                return found
+    found = None if remeasure else cached(device, folder)
+    if found is not None:
+        return found
+    path = _folders(folder)[0] / f"{slug(device_name(device))}.json"
     ceilings = measure(device)
-    path = folders[0] / name
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # two runs may measure at once
     tmp.write_text(json.dumps(asdict(ceilings), indent=2) + "\n")

@@ -1,7 +1,10 @@
 """`tierbench summary RUN`: a run as Markdown tables, one per op family and mode (for docs and PR comments).
 
+RUN is a run folder, a run id, or a sweep id: a sweep's shard runs are summarised as one run.
+
 Per case: the best timed provider of each tier (the family's metric: TFLOP/s for compute-bound families,
-GB/s for norms), its ratio to the baseline provider, and the winner's fraction of the device's ceiling.
+GB/s for norms), its ratio to the baseline provider, the winner's fraction of the device's ceiling, what
+each provider's call launched and, where measured, its device-memory traffic over the op's minimum bytes.
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from . import runmeta
+from . import runmeta, sweep
+from .fusion import RATIO, fusion_lines, traffic_ratio
 from .presentation import Presentation
-from .records import Measurement, find_run, read_records
+from .records import Measurement, read_records
 from .summary import by_case
 from .text import plain
 from .units import sig
@@ -64,6 +68,7 @@ def tables(
             # a skip that was checked first (timings not comparable here) is no news; nor is a missing package
             or (r.status == "skipped" and "installed" not in r.reason and r.rel_error is None)
         ]
+        profiled = sorted(group, key=lambda r: (shown.tier_rank(r.tier), r.provider))
         table["rows"].append(
             {
                 "op": first.op,
@@ -75,6 +80,8 @@ def tables(
                 "baseline": base.provider if base else None,
                 "best_vs_baseline": base.median_ms / winner.median_ms if base and winner else None,
                 "best_sol": winner.sol if winner else None,
+                "launches": {r.provider: r.launches for r in profiled if r.launches is not None},
+                "traffic_over_min": {r.provider: x for r in profiled if (x := traffic_ratio(r)) is not None},
                 "not_timed": not_timed,
             }
         )
@@ -82,12 +89,12 @@ def tables(
 
 
 def render(records: list[Measurement], shown: Presentation, families: list[str] | None = None) -> str:
-    out = []
+    sections = []
     for (family, mode), table in tables(records, shown, families).items():
         head = " | ".join(f"{_cell(t)} ({table['unit']})" for t in table["tiers"])
         lines = [
-            f"| op | shape | dtype | {head} | best vs baseline | best SOL | not timed |",
-            "|" + " --- |" * (len(table["tiers"]) + 6),
+            f"| op | shape | dtype | {head} | best vs baseline | best SOL | launches | traffic / min | not timed |",
+            "|" + " --- |" * (len(table["tiers"]) + 8),
         ]
         for row in table["rows"]:
             cells = [
@@ -95,14 +102,18 @@ def render(records: list[Measurement], shown: Presentation, families: list[str] 
             ]
             ratio = f"{row['best_vs_baseline']:.2f}x {_cell(row['winner'])}" if row["best_vs_baseline"] else ""
             sol = f"{sig(100 * row['best_sol'])}%" if row["best_sol"] is not None else ""
+            launches = ", ".join(f"{_cell(p)} {n}" for p, n in row["launches"].items())
+            traffic = ", ".join(f"{_cell(p)} {RATIO.format(x)}x" for p, x in row["traffic_over_min"].items())
             failed = ", ".join(f"{_cell(n['provider'])}: {n['status']}" for n in row["not_timed"])
             lines.append(
                 f"| {_cell(row['op'])} | {_cell(row['shape'])} | {_cell(row['dtype'])} | "
                 + " | ".join(cells)
-                + f" | {ratio} | {sol} | {failed} |"
+                + f" | {ratio} | {sol} | {launches} | {traffic} | {failed} |"
             )
-        out.append(f"### {family} ({mode})\n\n" + "\n".join(lines))
-    return "\n\n".join(out) + "\n"
+        recs = [r for r in records if r.family == family and r.mode == mode]
+        saved = "".join(f"\n\nWhat fusion saved: {_cell(line)}" for line in fusion_lines(recs, shown))
+        sections.append(f"### {family} ({mode})\n\n" + "\n".join(lines) + saved)
+    return "\n\n".join(sections) + "\n"
 
 
 def as_json(records: list[Measurement], shown: Presentation, families: list[str] | None = None) -> str:
@@ -111,16 +122,19 @@ def as_json(records: list[Measurement], shown: Presentation, families: list[str]
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="tierbench summary", description=__doc__.splitlines()[0])
-    parser.add_argument("run", help="run folder (results/runs/<id>) or run id")
+    parser.add_argument("run", help="run folder (results/runs/<id>), run id, or sweep id (its shards as one run)")
     parser.add_argument("--runs", type=Path, default=Path("results/runs"), help="where run ids are looked up")
     parser.add_argument("--family", action="append", help="only these families")
     parser.add_argument("--json", action="store_true", help="the same tables as JSON (one object per table)")
     args = parser.parse_args(argv)
-    folder = find_run(args.run, args.runs)
-    records = read_records(folder) if folder else []
+    folders = sweep.resolve_runs(args.run, args.runs)
+    records = [r for folder in folders for r in read_records(folder)]
     if not records:
-        print(f"tierbench summary: {args.run} holds no records (is it a run folder or run id?)", file=sys.stderr)
+        print(
+            f"tierbench summary: {args.run} holds no records (is it a run folder, run id or sweep id?)", file=sys.stderr
+        )
         return 2
-    shown = Presentation.of([runmeta.read(folder)])
+    records.sort(key=lambda r: r.time)
+    shown = Presentation.of([runmeta.read(folder) for folder in folders])
     print((as_json if args.json else render)(records, shown, args.family), end="")
     return 0

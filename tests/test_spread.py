@@ -41,7 +41,7 @@ def test_spread_of_two_runs(tmp_path):
 
 def test_spread_rejects_a_missing_run(tmp_path):
     result = tierbench_cli("spread", str(tmp_path / "nope"), str(tmp_path), cwd=tmp_path, timeout=120)
-    assert result.returncode == 2 and "is neither a run folder nor a run id" in result.stderr
+    assert result.returncode == 2 and "is not a run folder" in result.stderr
 
 
 def test_spread_takes_run_ids_too(tmp_path, capsys):
@@ -51,4 +51,4 @@ def test_spread_takes_run_ids_too(tmp_path, capsys):
     assert spread.main(["a", str(tmp_path / "b"), "--runs", str(tmp_path)]) == 0
     assert "n=1" in capsys.readouterr().out
     assert spread.main(["a", "nope", "--runs", str(tmp_path)]) == 2
-    assert "neither a run folder nor a run id" in capsys.readouterr().err
+    assert "is not a run folder, run id or sweep id" in capsys.readouterr().err

@@ -17,6 +17,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup
 
+from .. import fusion
 from .. import tiers as tier_records
 from .. import units
 from ..ceilings import Ceilings
@@ -25,6 +26,7 @@ from ..records import Measurement
 from ..summary import by_case, rank
 from . import charts, history, model
 from .charts import Axis
+from .epilogue import epilogue_costs
 from .model import DeviceView, Row, Style
 from .runs import Run, slug
 
@@ -272,6 +274,7 @@ def family_page(
 ) -> str:
     fc = family_charts(records, family, view.view(family), view.shown, styles, view.ceilings, view.earlier_runs)
     siblings = [(f, f"{slug(f)}.html") for f in view.families() if f != family]
+    epilogue = epilogue_costs(records)
     return _render(
         "family.html.j2",
         title=f"{family} on {view.device.name}",
@@ -285,6 +288,10 @@ def family_page(
         roofline=fc.roofline,
         groups=fc.groups,
         problems=fc.problems,
+        epilogue=epilogue,
+        epilogue_tiers=view.shown.tier_names(c.epilogue for row in epilogue for c in row.costs.values()),
+        launches=fusion.launch_rows(records, view.shown),
+        fusion=fusion.fusion_lines(records, view.shown),
         defs=Markup(charts.marker_defs(fc.styles)),
         page_css=Markup(charts.marker_css(fc.styles)),
         hovers=Markup(charts.hover_script(fc.hovers)),
@@ -298,6 +305,8 @@ def family_page(
 def _run_meta(run: Run, ceilings: Ceilings | None) -> list[tuple[str, str]]:
     env = run.env
     meta = [("run", run.run_id), ("suite", run.suite or "–"), ("device", run.device.name)]
+    if run.shards:
+        meta.append(("sweep of", f"{len(run.shards)} shard runs: {', '.join(run.shards)}"))
     meta += [(k, str(env[k])) for k in ("driver", "cuda", "torch", "triton", "git_commit") if env.get(k)]
     if ceilings:
         meta.append(("copy ceiling", units.quantity(ceilings.copy_gbps, "GB/s", 4)))
@@ -321,6 +330,7 @@ def _run_rows(records: list[Measurement], shown: Presentation) -> list[dict[str,
                     "spread": f"{model.fmt(q.get('p10'), 4)}–{model.fmt(q.get('p90'), 4)}" if q else "",
                     "speedup": f"{item.speedup:.2f}×" if getattr(item, "speedup", None) else "",
                     "mem": model.fmt(r.peak_mem_bytes / 2**20, 4) if r.peak_mem_bytes is not None else "",
+                    "traffic": f"{ratio:.3g}×" if (ratio := fusion.traffic_ratio(r)) is not None else "",
                 }
             )
     return rows
@@ -336,7 +346,15 @@ def run_page(run: Run, ceilings: Ceilings | None, shown: Presentation, standalon
         recs = [r for r in records if r.family == family]
         v = shown.view(family, recs)
         fc = family_charts(recs, family, v, shown, styles, ceilings, hovers=hovers)
-        families.append({"name": family, "view": v, "charts": fc, "rows": _run_rows(recs, shown)})
+        families.append(
+            {
+                "name": family,
+                "view": v,
+                "charts": fc,
+                "rows": _run_rows(recs, shown),
+                "fusion": fusion.fusion_lines(recs, shown),
+            }
+        )
     return _render(
         "run.html.j2",
         title=f"run {run.run_id}",

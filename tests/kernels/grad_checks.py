@@ -7,13 +7,13 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from tierbench.suite.checking import TOLERANCE
+from tierbench.suite.checking import ELEMENT_TOLERANCE, TOLERANCE, element_error
 
-# No element may be off by more than this fraction of the reference's RMS. The L2 tolerance alone lets a
-# small wrong or unwritten block through (a zeroed tile of a large gradient moves the L2 error little);
-# this bound does not. It leaves room for rounding the output and the 16-bit MMA operands (P and dS in the
-# attention backward): the largest elements sit several RMS from zero.
-ELEMENT_BOUND: dict[torch.dtype, float] = {torch.bfloat16: 0.08, torch.float16: 0.015, torch.float32: 1e-3}
+# The elementwise bound is the suite's (suite/checking.py): no element off by more than ELEMENT_TOLERANCE of
+# (the reference's RMS + its own size). The L2 tolerance alone lets a small wrong or unwritten block through
+# (a zeroed tile of a large gradient moves the L2 error little); this bound does not. Measured against the
+# RMS alone it would fail correct kernels: the first rows of a causal head attend to a few keys, their dq is
+# several RMS large, and its bf16 rounding reads up to 0.21 RMS (H200, B2 H16 S4096).
 
 # A gradient whose reference is exactly zero (attention over one key: dq = dk = 0) must come out below this;
 # the tests' inputs are unit normal, so their gradients are of order one.
@@ -21,10 +21,10 @@ ZERO_ATOL = 1e-4
 
 
 def grad_errors(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
-    """(||out - ref|| / ||ref||, max |out - ref| / rms(ref)), in float64."""
+    """(||out - ref|| / ||ref||, max |out - ref| / (rms(ref) + |ref|)), in float64."""
     ref = ref.to(device=out.device, dtype=torch.float64)
     diff = out.double() - ref
-    return (diff.norm() / ref.norm()).item(), (diff.abs().max() / ref.pow(2).mean().sqrt()).item()
+    return (diff.norm() / ref.norm()).item(), element_error(out.double(), ref)
 
 
 def assert_grad_close(out: torch.Tensor | None, ref: torch.Tensor, dtype: torch.dtype, what: str) -> None:
@@ -39,9 +39,11 @@ def assert_grad_close(out: torch.Tensor | None, ref: torch.Tensor, dtype: torch.
         return
     err, worst = grad_errors(out, ref)
     assert err <= TOLERANCE[dtype], f"{what}: relative error {err:.2e} > {TOLERANCE[dtype]:.0e} ({dtype})"
-    where = tuple(int(i) for i in torch.unravel_index((out.double() - ref).abs().argmax(), ref.shape))
-    bound = ELEMENT_BOUND[dtype]
-    assert worst <= bound, f"{what}: element {where} off by {worst:.2e} of the reference's RMS > {bound:.0e}"
+    rms = ref.pow(2).mean().sqrt()
+    score = (out.double() - ref).abs() / (ref.abs() + rms)
+    where = tuple(int(i) for i in torch.unravel_index(score.argmax(), ref.shape))
+    bound = ELEMENT_TOLERANCE[dtype]
+    assert worst <= bound, f"{what}: element {where} off by {worst:.2e} of (rms + |ref|) > {bound:.0e}"
 
 
 def reference_grads(
