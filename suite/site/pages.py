@@ -17,9 +17,8 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup
 
-from .. import fusion
+from .. import fusion, units
 from .. import tiers as tier_records
-from .. import units
 from ..ceilings import Ceilings
 from ..presentation import Presentation, View
 from ..records import Measurement
