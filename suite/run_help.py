@@ -78,6 +78,8 @@ def _hints(cls: type) -> dict[str, Any]:
 
 
 def _type_text(kind: Any) -> str:
+    if kind is Any:
+        return "value"
     args = [a for a in typing.get_args(kind) if a is not type(None)]
     origin = typing.get_origin(kind)
     if origin in (list, tuple):

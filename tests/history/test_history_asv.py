@@ -224,10 +224,11 @@ def test_paired_ab_of_two_commits(history, tmp_path):
     assert run.returncode in (0, 1), run.stdout[-3000:] + run.stderr[-3000:]
     data = json.loads(out.read_text())
     assert data["method"] == "paired A/B" and data["base"] == first and data["head"] == second
-    (series,) = data["series"]
-    assert series["benchmark"] == KEY and series["ab"]["unit"] == "round" and series["ab"]["n"] == 3
+    # --bench matmul also matches the epilogue's and FP8's series (FP8: skipped on a CPU): the plain product's
+    (series,) = [s for s in data["series"] if s["benchmark"] == KEY]
+    assert series["ab"]["unit"] == "round" and series["ab"]["n"] == 3
     assert series["verdict"] in ("slower", "faster", "unchanged", "ambiguous")
-    assert (run.returncode == 1) == (series["verdict"] == "slower")
+    assert run.returncode == 1 or series["verdict"] != "slower"
     assert "s per series" in data["noise"]
     stored = json.loads((repo / "results" / "compare" / "ab" / f"{MACHINE}-{first[:8]}-{second[:8]}.json").read_text())
     assert [r["order"][0] for r in stored["rounds"]] == ["base", "head", "base"]  # alternating
