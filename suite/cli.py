@@ -27,6 +27,14 @@ USAGE = (
 )
 
 
+def main(argv: list[str] | None = None) -> int:
+    try:
+        return _dispatch(sys.argv[1:] if argv is None else argv)
+    except BrokenPipeError:  # the reader went away (`tierbench --help | grep -q`): nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor at exit, when stdout flushes
+        return 141  # as a process killed by SIGPIPE
+
+
 def _dispatch(args: list[str]) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(USAGE)
@@ -42,14 +50,6 @@ def _dispatch(args: list[str]) -> int:
         return 2
     module = importlib.import_module(COMMANDS[name][0])
     return int(module.main(rest) or 0)
-
-
-def main(argv: list[str] | None = None) -> int:
-    try:
-        return _dispatch(sys.argv[1:] if argv is None else argv)
-    except BrokenPipeError:  # the reader went away (`tierbench run --help | head`): nothing more to say
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
 
 
 if __name__ == "__main__":
