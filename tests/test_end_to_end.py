@@ -158,7 +158,9 @@ def test_resume_takes_the_run_folder_as_well_as_its_id(tmp_path, compose, catalo
     first = RunSession.open(
         compose(["suite=smoke", f"results_dir={runs}", "run_id=first", "tiers=[vendor]"]), cpu, catalog
     )
+    first.close()  # the folder's lock: one process at a time
     for given in ("first", str(runs / "first")):
         again = RunSession.open(compose([f"results_dir={runs}", f"resume={given}"]), cpu, catalog)
+        again.close()
         assert again.run_id == "first" and again.run_dir == first.run_dir
         assert [pc.case.case_id for pc in again.plan] == [pc.case.case_id for pc in first.plan]
