@@ -36,13 +36,13 @@ MAX_REPS = 100_000
 class TimingSettings:
     """How every provider is timed. Units are in the names."""
 
-    name: str = "default"
-    warmup_ms: float = 25.0
+    name: str = "default"  # the preset's name, recorded with the run
+    warmup_ms: float = 25.0  # milliseconds of untimed calls before a provider's first timed round
     rep_ms: float = 40.0  # timed budget of one round of one provider
     rounds: int = 5  # providers of a case take turns this many times
-    min_reps: int = 5
-    max_reps: int = 500
-    flush_l2: bool = True
+    min_reps: int = 5  # fewest repetitions of one round, however long a call takes
+    max_reps: int = 500  # most repetitions of one round, however short a call is
+    flush_l2: bool = True  # overwrite the L2 cache before each repetition, so no call finds its inputs there
     # GPU only: seconds of matmul load before the first measurement, so the card is at its power cap.
     steady_state_s: float = 3.0
     # GPU only: replay each provider's call from a CUDA graph, so host launch overhead (Python, dispatch)

@@ -53,7 +53,7 @@ def measure(
     device: str = "auto",
     timing: str | TimingSettings = "quick",
     seed: int = 0,
-    ceilings_dir: str | Path = "results/ceilings",
+    ceilings_dir: str | Path | None = None,
     triton: bool = False,
     catalog: Catalog | None = None,
 ) -> list[Measurement]:

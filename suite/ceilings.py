@@ -1,7 +1,8 @@
 """The device's measured limits: copy bandwidth and the best matmul rate per dtype (FP8 included).
 
 Measured on the device itself (a large device-to-device copy; a large product through the vendor
-library), never taken from a datasheet, and cached per device under `ceilings_dir`.
+library), never taken from a datasheet, and cached per device: in `ceilings_dir` where one is given, else in
+the user's cache (the committed results/ceilings of a tierbench checkout are found too).
 """
 
 from __future__ import annotations
@@ -135,24 +136,51 @@ def measure(device: torch.device) -> Ceilings:
     return Ceilings(device_name(device), copy_gbps, rates, method)
 
 
-def cached(device: torch.device, folder: str | Path) -> Ceilings | None:
-    """The ceilings cached for this device, or None where none are (or the file is damaged or stale)."""
-    path = Path(folder) / f"{slug(device_name(device))}.json"
-    try:
-        data = json.loads(path.read_text())
-        if data.get("version") == CEILINGS_VERSION:
-            return Ceilings(**data)
-    except (OSError, json.JSONDecodeError, TypeError, AttributeError):
-        pass  # a damaged cache is measured again
+def user_cache() -> Path:
+    """Where measured ceilings are kept for the user: $XDG_CACHE_HOME/tierbench/ceilings (~/.cache/...)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tierbench" / "ceilings"
+
+
+def default_folders() -> list[Path]:
+    """Where ceilings are looked up without a `ceilings_dir`: the user's cache (where a new measurement goes),
+    then the committed results/ceilings of the tierbench checkout this Python imports, if any."""
+    from . import provenance
+
+    folders = [user_cache()]
+    root = provenance.checkout_root()
+    if root is not None:
+        folders.append(root / "results" / "ceilings")
+    return folders
+
+
+def _folders(folder: str | Path | None) -> list[Path]:
+    return [Path(folder)] if folder else default_folders()
+
+
+def cached(device: torch.device, folder: str | Path | None = None) -> Ceilings | None:
+    """The ceilings cached for this device (in `folder`, or else in `default_folders()`), or None where none
+    are (or the file is damaged or stale)."""
+    name = f"{slug(device_name(device))}.json"
+    for where in _folders(folder):
+        try:
+            data = json.loads((where / name).read_text())
+            if data.get("version") == CEILINGS_VERSION:
+                return Ceilings(**data)
+        except (OSError, json.JSONDecodeError, TypeError, AttributeError):
+            pass  # absent or damaged: measured again
     return None
 
 
-def load_or_measure(device: torch.device, folder: str | Path, remeasure: bool = False) -> Ceilings:
-    """The cached ceilings of this device, measured now if absent, stale or asked for."""
-    path = Path(folder) / f"{slug(device_name(device))}.json"
+def load_or_measure(device: torch.device, folder: str | Path | None = None, remeasure: bool = False) -> Ceilings:
+    """The cached ceilings of this device, measured now if absent, stale or asked for.
+
+    folder: the one folder to read and write; None looks in `default_folders()` and writes to the user's
+    cache, so that a run in a new folder does not measure again."""
     found = None if remeasure else cached(device, folder)
     if found is not None:
         return found
+    path = _folders(folder)[0] / f"{slug(device_name(device))}.json"
     ceilings = measure(device)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # two runs may measure at once

@@ -13,6 +13,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "profile": ("tierbench.suite.profile_command", "one measurement of a run again under the profiler: a trace"),
     "spread": ("tierbench.suite.spread", "how far the medians of two runs differ (an A/A check)"),
     "report": ("tierbench.suite.site.command", "build the comparison site under results/html/"),
+    "export": ("tierbench.suite.export", "runs' records as one CSV, Parquet or JSON-lines table"),
     "compare": ("tierbench.suite.history.compare_command", "regression report between two commits (asv)"),
     "nightly": ("tierbench.suite.history.nightly_command", "benchmark new commits with asv, publish the site"),
 }
@@ -20,8 +21,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 USAGE = (
     "usage: tierbench {"
     + ",".join(COMMANDS)
-    + "} [args...]\n\n"
+    + "} [args...]\n       tierbench --version\n\n"
     + "\n".join(f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items())
+    + "\n\n`tierbench COMMAND --help` says more about each."
 )
 
 
@@ -36,6 +38,11 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(args: list[str]) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(USAGE)
+        return 0
+    if args[0] in ("-V", "--version"):
+        from .provenance import describe
+
+        print(describe())
         return 0
     name, rest = args[0], args[1:]
     if name not in COMMANDS:

@@ -40,6 +40,7 @@ class Metric(Enum):
 
 @dataclass
 class CompilerConf:
+    # torch.compile modes, one `compile` provider each (max_autotune: `compile-max-autotune`).
     modes: list[CompileMode] = field(default_factory=lambda: [CompileMode.default])
     # Compile once per shape family with symbolic sizes instead of once per shape.
     dynamic: bool = False
@@ -59,7 +60,9 @@ class ShardConf:
 
 @dataclass
 class RunBase:
+    # Which cases: a config group of conf/suite/ (its family sections set the shapes).
     suite: str = "???"
+    # auto: a CUDA GPU where PyTorch sees one, else the CPU (Triton's kernels then checked, never timed).
     device: Device = Device.auto
     # Tier names to run: of the built-in vendor, compiler, triton, cuda and any a plugin declares (checked by
     # the plan); empty runs every tier.
@@ -70,18 +73,24 @@ class RunBase:
     plugins: list[str] = field(default_factory=list)
     timing: TimingSettings = field(default_factory=TimingSettings)
     compiler: CompilerConf = field(default_factory=CompilerConf)
+    # Measurements beyond the timed ones (traffic: device-memory bytes per call, GPU only, slow).
     metrics: list[Metric] = field(default_factory=list)
+    # Seed of every case's random inputs.
     seed: int = 0
+    # Where run folders are made (one per run, named by the run id).
     results_dir: str = "results/runs"
-    # Folder for measured device ceilings, cached per device.
-    ceilings_dir: str = "results/ceilings"
+    # Folder for measured device ceilings, cached per device; null: the user's cache
+    # ($XDG_CACHE_HOME/tierbench/ceilings), and the committed ones of a tierbench checkout.
+    ceilings_dir: str | None = None
+    # Measure the ceilings again even where they are cached.
     remeasure_ceilings: bool = False
-    # Finish an interrupted run: the id of its folder under results_dir.
+    # Finish an interrupted run: its id (a folder under results_dir) or its folder.
     resume: str | None = None
     # Name the run folder yourself (must not exist yet); default: time stamp plus a random suffix.
     run_id: str | None = None
-    # Write report.html and print the terminal table at the end of the run.
+    # Write report.html beside the records at the end of the run.
     html: bool = True
+    # Print the table of ranked providers per case at the end of the run.
     table: bool = True
     # Spread the suite over devices, one job per device (suite/launch.py): all (every visible GPU), a number
     # of jobs (GPUs 0..n-1, or CPU jobs with device=cpu) or a list of GPU indices; null: one job.

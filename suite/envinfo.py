@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import os
 import platform
-import subprocess
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import torch
 
+from . import provenance
 from .providers.base import package_version
 
 # NVML clock-event (throttle) reason bits, named as nvidia-smi names them.
@@ -25,18 +24,6 @@ _THROTTLE_REASONS = {
     0x80: "hw_power_brake_slowdown",
     0x100: "display_clock_setting",
 }
-
-
-def git_commit(start: Path | None = None) -> str | None:
-    """The commit of the checkout the harness runs from (or the current folder), if it is a git checkout."""
-    for where in (start or Path.cwd(), Path(__file__).resolve().parent):
-        try:
-            out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.SubprocessError):
-            continue
-        if out.returncode == 0:
-            return out.stdout.strip()
-    return None
 
 
 @cache
@@ -75,7 +62,12 @@ def environment(device: torch.device) -> dict[str, Any]:
         "torch": torch.__version__,
         "triton": package_version("triton"),
         "cuda": torch.version.cuda,
-        "git_commit": git_commit(),
+        # tierbench's commit; `git_commit` keeps that meaning for the readers of older records.
+        "git_commit": provenance.tierbench_commit(),
+        "tierbench_version": provenance.version(),
+        "tierbench_commit": provenance.tierbench_commit(),
+        # The repository the run was started in (a plugin user's project), when it is not tierbench's.
+        "workdir_commit": provenance.workdir_commit(),
         "device_name": device_name(device),
         "device_index": index,
         "device_uuid": uuid,

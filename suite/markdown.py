@@ -12,9 +12,11 @@ provider of each pass and the backward's time over the forward's.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 from . import runmeta, sweep
 from .fusion import RATIO, fusion_lines, traffic_ratio
@@ -22,6 +24,7 @@ from .presentation import Presentation
 from .records import Measurement, read_records
 from .summary import by_case
 from .text import plain, warnings_as_lines
+from .units import sig
 
 
 def _best_per_tier(group: list[Measurement]) -> dict[str, Measurement]:
@@ -37,8 +40,11 @@ def _cell(text: str) -> str:
     return plain(text).replace("|", "\\|").replace("<", "&lt;").replace("`", "\\`")
 
 
-def render(records: list[Measurement], shown: Presentation, families: list[str] | None = None) -> str:
-    tables: OrderedDict[tuple[str, str], list[str]] = OrderedDict()
+def tables(
+    records: list[Measurement], shown: Presentation, families: list[str] | None = None
+) -> OrderedDict[tuple[str, str], dict[str, Any]]:
+    """Per (family, mode): its unit, tiers and one row per case, as `render` and `--json` show them."""
+    out: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
     tiers = shown.tier_names(records)
     for _, group in by_case(records).items():
         first = group[0]
@@ -46,44 +52,69 @@ def render(records: list[Measurement], shown: Presentation, families: list[str] 
             continue
         view = shown.view(first.family, [r for r in records if r.family == first.family])
         key = (first.family, first.mode)
-        if key not in tables:
-            head = " | ".join(f"{_cell(t)} ({view.unit})" for t in tiers)
-            tables[key] = [
-                f"| op | shape | dtype | {head} | best vs baseline | best SOL | launches | traffic / min | not timed |",
-                "|" + " --- |" * (len(tiers) + 8),
-            ]
+        table = out.setdefault(
+            key, {"family": first.family, "mode": first.mode, "unit": view.unit, "tiers": tiers, "rows": []}
+        )
         best = _best_per_tier(group)
         base = shown.baseline(group)
-        cells = []
+        winner = min(best.values(), key=lambda r: r.median_ms) if best else None
+        cells = {}
         for tier in tiers:
             r = best.get(tier)
             value = getattr(r, view.metric, None) if r else None
-            cells.append(f"{value:.3g} ({_cell(r.provider)})" if value else "")
-        winner = min(best.values(), key=lambda r: r.median_ms) if best else None
-        ratio = f"{base.median_ms / winner.median_ms:.2f}x {_cell(winner.provider)}" if base and winner else ""
-        sol = f"{100 * winner.sol:.3g}%" if winner and winner.sol is not None else ""
-        failed = ", ".join(
-            f"{_cell(r.provider)}: {r.status}"
+            cells[tier] = {"provider": r.provider, "value": value, "median_ms": r.median_ms} if value else None
+        not_timed = [
+            {"provider": r.provider, "status": r.status, "reason": r.reason}
             for r in group
             if r.status not in ("ok", "skipped")
             # a skip that was checked first (timings not comparable here) is no news; nor is a missing package
             or (r.status == "skipped" and "installed" not in r.reason and r.rel_error is None)
-        )
+        ]
         profiled = sorted(group, key=lambda r: (shown.tier_rank(r.tier), r.provider))
-        launches = ", ".join(f"{_cell(r.provider)} {r.launches}" for r in profiled if r.launches is not None)
-        traffic = ", ".join(
-            f"{_cell(r.provider)} {RATIO.format(x)}x" for r in profiled if (x := traffic_ratio(r)) is not None
+        table["rows"].append(
+            {
+                "op": first.op,
+                "shape": first.label,
+                "dtype": str(first.case.get("dtype", "")),
+                "case_id": first.case_id,
+                "tiers": cells,
+                "winner": winner.provider if winner else None,
+                "baseline": base.provider if base else None,
+                "best_vs_baseline": base.median_ms / winner.median_ms if base and winner else None,
+                "best_sol": winner.sol if winner else None,
+                "launches": {r.provider: r.launches for r in profiled if r.launches is not None},
+                "traffic_over_min": {r.provider: x for r in profiled if (x := traffic_ratio(r)) is not None},
+                "not_timed": not_timed,
+            }
         )
-        tables[key].append(
-            f"| {_cell(first.op)} | {_cell(first.label)} | {_cell(str(first.case.get('dtype', '')))} | "
-            + " | ".join(cells)
-            + f" | {ratio} | {sol} | {launches} | {traffic} | {failed} |"
-        )
+    return out
+
+
+def render(records: list[Measurement], shown: Presentation, families: list[str] | None = None) -> str:
     sections = []
-    for (family, mode), rows in tables.items():
+    for (family, mode), table in tables(records, shown, families).items():
+        head = " | ".join(f"{_cell(t)} ({table['unit']})" for t in table["tiers"])
+        lines = [
+            f"| op | shape | dtype | {head} | best vs baseline | best SOL | launches | traffic / min | not timed |",
+            "|" + " --- |" * (len(table["tiers"]) + 8),
+        ]
+        for row in table["rows"]:
+            cells = [
+                f"{sig(c['value'])} ({_cell(c['provider'])})" if (c := row["tiers"][t]) else "" for t in table["tiers"]
+            ]
+            ratio = f"{row['best_vs_baseline']:.2f}x {_cell(row['winner'])}" if row["best_vs_baseline"] else ""
+            sol = f"{sig(100 * row['best_sol'])}%" if row["best_sol"] is not None else ""
+            launches = ", ".join(f"{_cell(p)} {n}" for p, n in row["launches"].items())
+            traffic = ", ".join(f"{_cell(p)} {RATIO.format(x)}x" for p, x in row["traffic_over_min"].items())
+            failed = ", ".join(f"{_cell(n['provider'])}: {n['status']}" for n in row["not_timed"])
+            lines.append(
+                f"| {_cell(row['op'])} | {_cell(row['shape'])} | {_cell(row['dtype'])} | "
+                + " | ".join(cells)
+                + f" | {ratio} | {sol} | {launches} | {traffic} | {failed} |"
+            )
         recs = [r for r in records if r.family == family and r.mode == mode]
         saved = "".join(f"\n\nWhat fusion saved: {_cell(line)}" for line in fusion_lines(recs, shown))
-        sections.append(f"### {family} ({mode})\n\n" + "\n".join(rows) + saved)
+        sections.append(f"### {family} ({mode})\n\n" + "\n".join(lines) + saved)
     sections += _passes_side_by_side(records, families)
     return "\n\n".join(sections) + "\n"
 
@@ -130,11 +161,16 @@ def resolve_run(given: str | Path, runs_dir: Path = Path("results/runs")) -> Pat
     return candidate if "/" not in str(given) and candidate.is_dir() else None
 
 
+def as_json(records: list[Measurement], shown: Presentation, families: list[str] | None = None) -> str:
+    return json.dumps(list(tables(records, shown, families).values()), indent=1, allow_nan=False, default=str) + "\n"
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="tierbench summary", description=__doc__.splitlines()[0])
     parser.add_argument("run", help="run folder (results/runs/<id>), run id, or sweep id (its shards as one run)")
     parser.add_argument("--runs", type=Path, default=Path("results/runs"), help="where run ids are looked up")
     parser.add_argument("--family", action="append", help="only these families")
+    parser.add_argument("--json", action="store_true", help="the same tables as JSON (one object per table)")
     args = parser.parse_args(argv)
     folders = sweep.resolve_runs(args.run, args.runs)
     with warnings_as_lines("tierbench summary"):
@@ -145,5 +181,6 @@ def main(argv: list[str]) -> int:
         )
         return 2
     records.sort(key=lambda r: r.time)
-    print(render(records, Presentation.of([runmeta.read(folder) for folder in folders]), args.family), end="")
+    shown = Presentation.of([runmeta.read(folder) for folder in folders])
+    print((as_json if args.json else render)(records, shown, args.family), end="")
     return 0

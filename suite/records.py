@@ -71,6 +71,7 @@ class Measurement:
     shard: str | None = None  # "index/count" within the sweep
     # The sweep's other shards running on this host while the case was measured (shard, run, device).
     neighbours: list[dict[str, Any]] = field(default_factory=list)
+    warning: str = ""  # a timed record whose numbers deserve doubt says why (runner.WIDE_SPREAD); else empty
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -156,6 +157,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "sweep": _OPT_STR,
     "shard": _OPT_STR,
     "neighbours": (list,),
+    "warning": (str,),
 }
 
 
@@ -203,6 +205,15 @@ def create_run_dir(results_dir: str | Path, run_id: str | None = None) -> tuple[
                     f"run folder {path} exists already: choose another run_id, or finish that run with resume={run_id}"
                 ) from None
     raise RuntimeError(f"could not create a new run folder under {root}")
+
+
+def find_run(given: str | Path, runs_dir: str | Path = "results/runs") -> Path | None:
+    """A run folder named by its path or by its id under the runs folder; None when neither exists."""
+    path = Path(given)
+    if path.is_dir():
+        return path
+    candidate = Path(runs_dir) / str(given)
+    return candidate if "/" not in str(given) and candidate.is_dir() else None
 
 
 def read_records(path: str | Path) -> list[Measurement]:

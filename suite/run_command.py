@@ -37,18 +37,24 @@ def _override_value(argv: list[str], key: str) -> object | None:
 
 def plugin_names(argv: list[str]) -> list[str]:
     """Plugins named by `plugins=[...]`, and those of a resumed run's saved config."""
+    from .records import CONFIG_FILE
+
     names = _override_value(argv, "plugins") or []
     if isinstance(names, str):
         names = [names]
     resume = _override_value(argv, "resume")
     results = _override_value(argv, "results_dir") or "results/runs"
-    if isinstance(resume, str) and resume and "/" not in resume and not resume.startswith("."):
+    saved = None
+    if isinstance(resume, str) and "/" in resume:  # the run's folder itself
+        saved = Path(resume) / CONFIG_FILE
+    elif isinstance(resume, str) and resume and not resume.startswith("."):
         from . import sweep
 
-        saved = Path(str(results)) / resume / "config.yaml"
+        saved = Path(str(results)) / resume / CONFIG_FILE
         found = sweep.find(str(results), resume)
         if found is not None:  # a sweep's saved config
             saved = sweep.sweep_dir(str(results), found) / sweep.CONFIG_FILE
+    if saved is not None:
         try:
             names = [*names, *(OmegaConf.load(saved).get("plugins") or [])]
         except Exception:  # noqa: BLE001 - a broken saved config is reported when the run is opened
@@ -128,7 +134,7 @@ def _measure(cfg: DictConfig, device, catalog, shard=None) -> int:
         _keep_meta(session)
         print(
             f"\ntierbench run: interrupted; {session.count()} records are safe in {session.run_dir}. "
-            f"Finish with: tierbench run resume={session.run_id}",
+            f"Finish with: tierbench run resume={session.run_dir}",
             file=sys.stderr,
         )
         return 130
@@ -172,6 +178,11 @@ def main(argv: list[str]) -> int:
     except PluginError as exc:
         print(f"tierbench run: {exc}", file=sys.stderr)
         return 2
+    if any(a in ("-h", "--help") for a in argv):
+        from .run_help import render
+
+        print(render(Path(conf_dir()), catalog), end="")
+        return 0
     register_configs(catalog.families)
     from . import launch
     from .plan import PlanError
@@ -205,7 +216,7 @@ def _hydra(argv: list[str], catalog, in_process: bool = False) -> int:
             raise KeyboardInterrupt  # stop a sweep too
 
     saved = sys.argv
-    sys.argv = ["tierbench run", *argv]
+    sys.argv = ["tierbench run", *[a if a != "--hydra-help" else "--help" for a in argv]]
     try:
         app()
     except KeyboardInterrupt:

@@ -16,7 +16,7 @@ import torch
 from tierbench.interrupts import reraise_real
 from tierbench.timing import CpuTimer, CudaEventTimer
 
-from . import profiling, traffic
+from . import profiling, progress, traffic
 from .ceilings import Ceilings
 from .checking import check_all
 from .envinfo import telemetry
@@ -26,6 +26,7 @@ from .plan import PlannedCase
 from .providers.base import Provider, Unavailable
 from .records import Measurement, RecordWriter
 from .tiers import BUILTIN, Tier
+from .units import sig
 
 log = logging.getLogger("tierbench")
 
@@ -93,36 +94,37 @@ def _release(device: torch.device) -> None:
 
 
 def run_plan(
-    plan: list[PlannedCase], ctx: RunContext, on_record: Callable[[Measurement], None] | None = None
+    plan: list[PlannedCase],
+    ctx: RunContext,
+    on_record: Callable[[Measurement], None] | None = None,
+    live: bool | None = None,
 ) -> list[Measurement]:
-    """Measure every (case, provider) of the plan not already in ctx.done; returns the new records."""
+    """Measure every (case, provider) of the plan not already in ctx.done; returns the new records.
+
+    Says how far it is (suite/progress.py): a live line where stderr is a terminal (or `live`), log lines
+    otherwise."""
     writer = RecordWriter(ctx.run_dir)
     launch_log = profiling.LaunchLog(ctx.run_dir)
     new: list[Measurement] = []
     todo = [(pc, [p for p in pc.providers if (pc.case.case_id, p.name) not in ctx.done]) for pc in plan]
     todo = [(pc, providers) for pc, providers in todo if providers]
-    for index, (pc, providers) in enumerate(todo, 1):
-        case = pc.case
-        log.info(
-            "[%d/%d] %s %s (%s, %s): %s",
-            index,
-            len(todo),
-            case.op,
-            case.label,
-            case.params["dtype"],
-            case.mode,
-            ", ".join(p.name for p in providers),
-        )
-        profiles: dict[tuple[str, str], profiling.Profile] = {}
-        for record in measure_case(case, providers, ctx, pc.op, profiles):
-            writer.append(record)
-            if record.key in profiles:
-                launch_log.append(record.run_id, record.case_id, record.provider, profiles.pop(record.key))
-            ctx.done.add(record.key)
-            new.append(record)
-            if on_record:
-                on_record(record)
-        _release(ctx.device)
+    shown = progress.for_run(sum(len(providers) for _, providers in todo), live)
+    try:
+        for index, (pc, providers) in enumerate(todo, 1):
+            shown.case(index, len(todo), pc.case, [p.name for p in providers])
+            profiles: dict[tuple[str, str], profiling.Profile] = {}
+            for record in measure_case(pc.case, providers, ctx, pc.op, profiles):
+                writer.append(record)
+                if record.key in profiles:
+                    launch_log.append(record.run_id, record.case_id, record.provider, profiles.pop(record.key))
+                ctx.done.add(record.key)
+                new.append(record)
+                shown.record(record)
+                if on_record:
+                    on_record(record)
+            _release(ctx.device)
+    finally:
+        shown.close()
     return new
 
 
@@ -402,6 +404,7 @@ def summarize(
     # a 16-bit peak would overstate it.
     compute_floor = flops / (peak * 1e12) if peak else None
     return {
+        "warning": spread_warning(median, quantiles),
         "median_ms": median,
         "min_ms": ordered[0],
         "quantiles_ms": quantiles,
@@ -411,3 +414,19 @@ def summarize(
         "sol": max(compute_floor, memory_floor) / seconds if compute_floor is not None else None,
         "bound": ("compute" if compute_floor >= memory_floor else "memory") if compute_floor is not None else None,
     }
+
+
+# (p90 - p10) / median above this: the samples disagree so much that their median says little.
+WIDE_SPREAD = 0.5
+
+
+def spread_warning(median: float, quantiles: dict[str, float]) -> str:
+    """A warning when the p10-p90 range of the samples is wider than WIDE_SPREAD of their median, else ''."""
+    lo, hi = quantiles.get("p10"), quantiles.get("p90")
+    if lo is None or hi is None or not median > 0 or (hi - lo) / median <= WIDE_SPREAD:
+        return ""
+    return (
+        f"wide spread: p10 {sig(lo)} ms and p90 {sig(hi)} ms around a median of {sig(median)} ms "
+        f"((p90 - p10) / median = {sig((hi - lo) / median, 2)} > {WIDE_SPREAD:g}): this median means little; "
+        "is the machine busy with other work?"
+    )

@@ -21,7 +21,7 @@ from tierbench.timing import TimingSettings, bring_to_steady_state, make_timer
 
 from . import runfolder, runmeta
 from .catalog import Catalog
-from .ceilings import Ceilings, load_or_measure, save_for_run
+from .ceilings import Ceilings, load_or_measure, save_for_run, user_cache
 from .envinfo import environment
 from .ops.base import choice_name
 from .plan import PlanError, PlannedCase, make_plan, timing_settings
@@ -29,6 +29,7 @@ from .records import CONFIG_FILE, Measurement, RecordWriter, create_run_dir, rea
 from .runner import RunContext, measure_case, run_plan
 from .shard_job import ShardJob
 from .tiers import Tier
+from .units import quantity
 
 log = logging.getLogger("tierbench")
 
@@ -38,7 +39,7 @@ def _new_run_folder(cfg: DictConfig, name: str | None) -> tuple[str, Path, runfo
     process and holding the config; on a full disk, no folder at all."""
     run_id = runfolder.check_run_id(name) if name else None
     results = runfolder.check_writable_dir(cfg.results_dir, "results_dir")
-    runfolder.check_writable_dir(cfg.ceilings_dir, "ceilings_dir")
+    _check_ceilings_dir(cfg.ceilings_dir)
     run_id, run_dir = create_run_dir(results, run_id)
     lock = runfolder.RunLock(run_dir).acquire()
     try:
@@ -50,6 +51,21 @@ def _new_run_folder(cfg: DictConfig, name: str | None) -> tuple[str, Path, runfo
             f"results_dir={cfg.results_dir} is not a writable directory: {exc.strerror or exc}"
         ) from None
     return run_id, run_dir, lock
+
+
+def _check_ceilings_dir(value: str | None) -> None:
+    """The ceilings folder a run may write: the one named, else the user's cache."""
+    runfolder.check_writable_dir(value if value is not None else str(user_cache()), "ceilings_dir")
+
+
+def _resume_target(cfg: DictConfig) -> tuple[Path, str]:
+    """(results folder, run id) of resume=: a run id under results_dir, or the run's own folder."""
+    given = str(cfg.resume)
+    folder = Path(given)
+    if any(sep in given for sep in "/\\") and (folder / CONFIG_FILE).is_file():
+        return runfolder.check_writable_dir(str(folder.parent), "resume"), folder.name
+    name = runfolder.check_existing_name(given)  # before the results folder is made: a bad name makes nothing
+    return runfolder.check_writable_dir(cfg.results_dir, "results_dir"), name
 
 
 def _saved_config(cfg: DictConfig, saved: Path, run_id: str) -> DictConfig:
@@ -82,7 +98,7 @@ class Measurer:
         cls,
         device: torch.device,
         timing: TimingSettings,
-        ceilings_dir: str | Path,
+        ceilings_dir: str | Path | None,
         *,
         run_id: str = "",
         run_dir: Path | None = None,
@@ -94,10 +110,10 @@ class Measurer:
     ) -> Measurer:
         ceilings = load_or_measure(device, ceilings_dir, remeasure_ceilings)
         log.info(
-            "ceilings of %s: copy %.0f GB/s, matmul %s TFLOP/s",
+            "ceilings of %s: copy %s, matmul %s",
             ceilings.device_name,
-            ceilings.copy_gbps,
-            {k: round(v, 1) for k, v in ceilings.matmul_tflops.items()},
+            quantity(ceilings.copy_gbps, "GB/s"),
+            ", ".join(f"{k} {quantity(v, 'TFLOP/s')}" for k, v in ceilings.matmul_tflops.items()),
         )
         bring_to_steady_state(device, timing.steady_state_s)
         ctx = RunContext(
@@ -163,8 +179,7 @@ class RunSession:
 
     @classmethod
     def _resume(cls, cfg: DictConfig, device: torch.device, catalog: Catalog) -> RunSession:
-        name = runfolder.check_existing_name(str(cfg.resume))
-        results = runfolder.check_writable_dir(cfg.results_dir, "results_dir")
+        results, name = _resume_target(cfg)
         run_dir = results / name
         saved = run_dir / CONFIG_FILE
         if not saved.is_file():
@@ -176,7 +191,7 @@ class RunSession:
         lock = runfolder.RunLock(run_dir).acquire()
         try:
             resumed = _saved_config(cfg, saved, name)
-            runfolder.check_writable_dir(resumed.ceilings_dir, "ceilings_dir")
+            _check_ceilings_dir(resumed.ceilings_dir)
             plan = make_plan(resumed, catalog)
         except BaseException:
             lock.release()

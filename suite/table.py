@@ -1,4 +1,5 @@
-"""The terminal table printed at the end of a run: per case, providers ranked, speedup, speed of light."""
+"""The terminal table printed at the end of a run: per case, providers ranked, speedup, speed of light; a
+median whose samples spread too wide to trust is marked."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ from .records import Measurement
 from .runmeta import RunMeta
 from .summary import by_case, rank
 from .text import plain
+from .units import quantity
 
 
 def _rate(r: Measurement) -> str:
     if r.bound == "compute" and r.tflops is not None:
-        return f"{r.tflops:8.4g} TFLOP/s"
+        return f"{quantity(r.tflops, 'TFLOP/s', 4):>15}"
     if r.gbps is not None:
-        return f"{r.gbps:8.4g} GB/s   "
+        return f"{quantity(r.gbps, 'GB/s', 4):>15}"
     return ""
 
 
@@ -28,6 +30,8 @@ def render(records: list[Measurement], meta: RunMeta | None = None, width: int =
             r = item.record
             speedup = f"{item.speedup:5.2f}x" if item.speedup else "    - "
             sol = f"{100 * r.sol:5.1f}% SOL" if r.sol is not None else ""
+            if r.warning:
+                sol += "  ! wide spread"
             lines.append(
                 plain(
                     f"  {place:>2}. {r.provider:<22} {r.tier:<9} {r.median_ms:10.4f} ms  {speedup}  {_rate(r)}  {sol}"

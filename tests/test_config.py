@@ -128,7 +128,7 @@ def test_device_resolution():
 )
 def test_bad_overrides_exit_2_and_name_the_choices(tmp_path, override, expected):
     result = tierbench_cli("run", override, f"results_dir={tmp_path}/runs", cwd=tmp_path, timeout=120)
-    assert result.returncode == 2
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
     for text in expected:
         assert text in result.stderr + result.stdout
     assert "Traceback" not in result.stderr
@@ -176,3 +176,29 @@ def test_a_value_that_cannot_work_exits_2_before_any_run_folder(tmp_path, overri
     result = tierbench_cli("run", override, f"results_dir={tmp_path}/runs", cwd=tmp_path, timeout=120)
     assert result.returncode == 2 and override.split("=")[0] in result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "runs").exists()
+
+
+def test_run_help_teaches_groups_keys_suites_and_examples(capsys):
+    from tierbench.suite import run_command
+
+    assert run_command.main(["--help"]) == 0
+    text = capsys.readouterr().out
+    assert "powered by Hydra" not in text
+    assert "suite=   all, attention, matmul, nightly, norm, smoke" in text
+    assert "  smoke " in text and "not yet measured" in text and "GPU-sized" in text  # suites and their durations
+    lines = {line.split()[0]: line for line in text.splitlines() if line.startswith("  ") and line.split()}
+    assert "auto|cuda|cpu (default auto)" in lines["device"]
+    assert "Seed of every case" in lines["seed"]  # a key's line is its schema comment
+    assert "providers of a case take turns" in lines["timing.rounds"]
+    assert "[fwd|bwd|fwd_bwd, ...]" in lines["attention.modes"] and "null runs both" in lines["attention.causal"]
+    examples = [line.strip() for line in text.split("Examples", 1)[1].splitlines() if line.strip().startswith("tier")]
+    assert len(examples) == 3
+
+
+def test_version_flag_and_attribute(capsys):
+    import tierbench
+    from tierbench.suite import cli
+
+    assert cli.main(["--version"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"tierbench {tierbench.__version__}") and tierbench.__version__ != "0+unknown"

@@ -119,7 +119,7 @@ def test_interrupted_run_keeps_its_records_and_resume_finishes_it(tmp_path, comp
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
-    assert "resume=first" in err
+    assert f"resume={runs / 'first'}" in err  # the run's folder: it finishes from any folder
     before = read_records(runs / "first")
     assert 2 <= len(before) < planned
     # A kill in mid-write leaves half a line: resume must cut it, not crash or keep it.
@@ -169,3 +169,20 @@ def test_multirun_sweep_writes_one_run_per_job(tmp_path):
     assert len(dirs) == 2
     causal = sorted(read_records(d)[0].case["causal"] for d in dirs)
     assert causal == [False, True]
+
+
+def test_resume_takes_the_run_folder_as_well_as_its_id(tmp_path, compose, catalog):
+    import torch
+
+    from tierbench.suite.session import RunSession
+
+    runs, cpu = tmp_path / "runs", torch.device("cpu")
+    first = RunSession.open(
+        compose(["suite=smoke", f"results_dir={runs}", "run_id=first", "tiers=[vendor]"]), cpu, catalog
+    )
+    first.close()  # the folder's lock: one process at a time
+    for given in ("first", str(runs / "first")):
+        again = RunSession.open(compose([f"results_dir={runs}", f"resume={given}"]), cpu, catalog)
+        again.close()
+        assert again.run_id == "first" and again.run_dir == first.run_dir
+        assert [pc.case.case_id for pc in again.plan] == [pc.case.case_id for pc in first.plan]

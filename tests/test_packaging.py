@@ -48,7 +48,7 @@ def test_regular_install_from_a_built_wheel(tmp_path):
             "install",
             "--no-deps",
             "--no-build-isolation",
-            "--quiet",
+            "--verbose",  # the build backend's own output: setuptools' warnings are in it
             "--target",
             str(target),
             str(REPO),
@@ -58,6 +58,12 @@ def test_regular_install_from_a_built_wheel(tmp_path):
         timeout=600,
     )
     assert build.returncode == 0, build.stderr[-2000:]
+    warned = [line for line in (build.stdout + build.stderr).splitlines() if "BuildBackendWarning" in line]
+    assert not warned, warned  # license as an SPDX string, every data folder listed: a quiet install
+    shipped = {
+        str(p.relative_to(target / "tierbench" / "conf")) for p in (target / "tierbench" / "conf").rglob("*.yaml")
+    }
+    assert shipped == {str(p.relative_to(REPO / "conf")) for p in (REPO / "conf").rglob("*.yaml")}
     assert (target / "tierbench" / "kernels").is_dir() and (target / "tierbench" / "conf" / "config.yaml").exists()
     assert not (target / "kernels").exists() and not (target / "suite").exists()
     workdir = tmp_path / "elsewhere"

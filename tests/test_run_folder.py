@@ -32,6 +32,7 @@ SMALL = [
     "matmul.enabled=false",
     "attention.enabled=false",
     "norm.kinds=[layer_norm,rms_norm]",
+    "norm.modes=[fwd]",
     "html=false",
     "table=false",
 ]

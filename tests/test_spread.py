@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from cli_runner import tierbench_cli
 
+from tierbench.suite import spread
 from tierbench.suite.records import Measurement, RecordWriter
 
 
@@ -41,3 +42,13 @@ def test_spread_of_two_runs(tmp_path):
 def test_spread_rejects_a_missing_run(tmp_path):
     result = tierbench_cli("spread", str(tmp_path / "nope"), str(tmp_path), cwd=tmp_path, timeout=120)
     assert result.returncode == 2 and "is not a run folder" in result.stderr
+
+
+def test_spread_takes_run_ids_too(tmp_path, capsys):
+    for name, median in (("a", 1.0), ("b", 1.1)):
+        (tmp_path / name).mkdir()
+        RecordWriter(tmp_path / name).append(_rec("p1", median))
+    assert spread.main(["a", str(tmp_path / "b"), "--runs", str(tmp_path)]) == 0
+    assert "n=1" in capsys.readouterr().out
+    assert spread.main(["a", "nope", "--runs", str(tmp_path)]) == 2
+    assert "is not a run folder, run id or sweep id" in capsys.readouterr().err

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from cli_runner import tierbench_cli
 
 from tierbench.suite import markdown, runmeta, spread, table
@@ -113,3 +115,18 @@ def test_markdown_summary_sets_a_familys_passes_side_by_side():
     assert "| fwd (ms) | bwd (ms) | fwd_bwd (ms) | bwd / fwd |" in text
     assert "| attention | S4096 | bf16 | 2 (sdpa-flash) | 5 (sdpa-flash) | 9 (sdpa-math) | 2.50x |" in text
     assert "side by side" not in markdown.render(RECORDS, SHOWN)  # one pass: nothing to set beside it
+
+
+def test_summary_as_json_and_rates_in_three_significant_digits(tmp_path, capsys):
+    slow = _rec("sdpa-math", "vendor", 4.0)
+    slow.tflops = 0.0006209  # a CPU's rate: never rounded to 0
+    writer = RecordWriter(tmp_path)
+    for r in (slow, *RECORDS[1:]):
+        writer.append(r)
+    assert markdown.main([str(tmp_path), "--json"]) == 0
+    (table,) = json.loads(capsys.readouterr().out)
+    assert table["family"] == "attention" and table["unit"] == "TFLOP/s"
+    (row,) = table["rows"]
+    assert row["winner"] == "triton" and row["best_vs_baseline"] == 2.0 and row["tiers"]["cuda"] is None
+    assert {"provider": "compile", "status": "incorrect", "reason": RECORDS[3].reason} in row["not_timed"]
+    assert markdown.render([slow], SHOWN).count("0.000621 (sdpa-math)") == 1

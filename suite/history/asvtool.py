@@ -14,12 +14,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import provenance
 from ..naming import slug
 from .fill_package_dirs import add_missing_package_dirs
 
 CONFIG_NAME = "asv.conf.json"
-# Written beside an offline build's tierbench/ folder: which commit that build is.
-BUILD_COMMIT_FILE = "BUILD_COMMIT"
+BUILD_COMMIT_FILE = provenance.BUILD_COMMIT_FILE  # beside an offline build's suite/: which commit it is
 # Tells the benchmark suite (suite/benchmarks/_harness.py) which build it must be importing.
 BUILD_ENV = "TIERBENCH_ASV_BUILD"
 _PATH_KEYS = ("repo", "benchmark_dir", "env_dir", "results_dir", "html_dir")
@@ -217,16 +217,8 @@ def installed_commit() -> tuple[str | None, str]:
     spec = importlib.util.find_spec("tierbench.suite")
     if spec is None or not spec.origin:
         return None, "tierbench is not importable"
-    package = Path(spec.origin).resolve().parent
-    marker = package.parent / BUILD_COMMIT_FILE
-    if marker.exists():
-        return marker.read_text().strip(), str(package.parent)
-    top = _git_top(package)
-    if top:
-        sha = resolve_commit(top, "HEAD")
-        dirty = git(["status", "--porcelain", "--untracked-files=no"], top).strip() if sha else ""
-        return sha, f"{top}" + (" (with uncommitted changes)" if dirty else "")
-    return None, str(package)
+    found = provenance.installed(Path(spec.origin).resolve().parent.parent)
+    return found.commit, found.where + (" (with uncommitted changes)" if found.dirty else "")
 
 
 def build_commit(repo: Path, sha: str, dest: Path) -> Path:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from .. import units
 from ..text import isolate, unbidi
 from .model import Point, Style
 
@@ -222,7 +223,10 @@ def _num(v: float, sizes: bool = False) -> str:
     for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(v) >= max(size, 1e4):  # 1000 to 9999 read best in full
             return f"{v / size:.4g}{unit}"
-    return f"{v:.4g}" if abs(v) >= 1 else f"{v:.3g}"
+    text = f"{v:.4g}" if abs(v) >= 1 else f"{v:.3g}"
+    if "e" in text:  # a small value: positional, its trailing zeros dropped
+        text = units.sig(v, 3).rstrip("0").rstrip(".")
+    return text
 
 
 def _series(frame: Frame, name: str, style: Style, points: list[Point], connect: bool, hovers: Any) -> str:

@@ -10,6 +10,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import units
 from ..ceilings import Ceilings
 from ..presentation import Presentation, View
 from ..records import Measurement
@@ -219,9 +220,15 @@ class Point:
 
 
 def fmt(value: float | None, digits: int = 3) -> str:
+    """`digits` significant digits, never an exponent; '–' for nothing."""
     if value is None:
         return "–"
-    return f"{value:.{digits}g}"
+    return units.sig(value, digits)
+
+
+def fmt_rate(value: float, unit: str, digits: int = 3) -> str:
+    """A rate in the prefix that reads best, short units: '1.83 TB/s', '812 TF/s', '621 MF/s'."""
+    return units.quantity(value, unit, digits).replace("FLOP/s", "F/s")
 
 
 def _short(v: float | None) -> float | int | None:

@@ -18,7 +18,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup
 
-from .. import fusion
+from .. import fusion, units
 from .. import tiers as tier_records
 from ..ceilings import Ceilings
 from ..presentation import Presentation, View
@@ -59,6 +59,7 @@ def _env() -> Environment:
         js=Markup((ASSETS / "site.js").read_text()),
         tier_class=tier_class,
         icon=lambda style: Markup(charts.marker_icon(style)),
+        quantity=units.quantity,
     )
     return env
 
@@ -139,11 +140,13 @@ def _cell(row: Row, tier: str, f: FamilySummary) -> Markup:
         return Markup(f'<td class="{css}">{bdi(status)}{refs}</td>')
     r = cell.best
     value = model.metric_of(r, f.view)
-    shown = f"{model.fmt(value)} {model.SHORT_UNITS.get(f.unit, f.unit)}" if value else f"{model.fmt(r.median_ms)} ms"
+    shown = model.fmt_rate(value, f.unit) if value else f"{model.fmt(r.median_ms)} ms"
     if r.run_id in f.earlier_runs:  # the newest run skipped this provider: its last measurement
         refs = f"<small>measured in run {bdi(r.run_id)}</small>{refs}"
     if row.winner == tier:
         note = f"{row.margin:.2f}× over {bdi(row.runner_up or '')}" if row.margin else "the only tier timed"
+        if r.sol is not None:
+            note += f" · {model.fmt(100 * r.sol, 2)}% SOL"
         return Markup(f'<td class="w {tier_class(tier)}">{bdi(r.provider)} {shown}<small>{note}</small>{refs}</td>')
     return Markup(f"<td>{bdi(r.provider)} {shown}<small>{cell.relative:.2f}× the winner</small>{refs}</td>")
 
@@ -156,8 +159,8 @@ def _device_meta(view: DeviceView) -> list[tuple[str, str]]:
         meta.append(
             (
                 "measured ceilings",
-                f"copy {c.copy_gbps:.4g} GB/s; matmul "
-                + ", ".join(f"{k} {v:.4g} TFLOP/s" for k, v in c.matmul_tflops.items()),
+                f"copy {units.quantity(c.copy_gbps, 'GB/s', 4)}; matmul "
+                + ", ".join(f"{k} {units.quantity(v, 'TFLOP/s', 4)}" for k, v in c.matmul_tflops.items()),
             )
         )
     else:
@@ -334,8 +337,8 @@ def _run_meta(run: Run, ceilings: Ceilings | None) -> list[tuple[str, str]]:
         meta.append(("sweep of", f"{len(run.shards)} shard runs: {', '.join(run.shards)}"))
     meta += [(k, str(env[k])) for k in ("driver", "cuda", "torch", "triton", "git_commit") if env.get(k)]
     if ceilings:
-        meta.append(("copy ceiling", f"{ceilings.copy_gbps:.4g} GB/s"))
-        meta += [(f"matmul ceiling {k}", f"{v:.4g} TFLOP/s") for k, v in ceilings.matmul_tflops.items()]
+        meta.append(("copy ceiling", units.quantity(ceilings.copy_gbps, "GB/s", 4)))
+        meta += [(f"matmul ceiling {k}", units.quantity(v, "TFLOP/s", 4)) for k, v in ceilings.matmul_tflops.items()]
     if run.meta is not None:
         done = f"{run.meta.done} of {run.meta.planned} planned (complete)"
         meta.append(("measurements", done if run.complete else run.completeness))

@@ -72,6 +72,7 @@ def test_strided_rows_of_a_power_of_two_width(is_rms, variant, device, assert_cl
     assert_close(out, ref, dtype, f"strided width 64 {variant}")
 
 
+@pytest.mark.filterwarnings("error:overflow encountered in exp2:RuntimeWarning")  # the tails saturate quietly
 @pytest.mark.parametrize("gelu_impl", [0, 1])
 @pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -93,6 +94,7 @@ def _gelu_elementwise(X, Y, n, GELU_IMPL: tl.constexpr, PRECISE: tl.constexpr, I
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered in multiply:RuntimeWarning")  # x = +-1e30, on purpose
+@pytest.mark.filterwarnings("error:overflow encountered in exp2:RuntimeWarning")  # the tails saturate quietly
 @pytest.mark.parametrize("precise,bound", [(False, 4e-6), (True, 1e-6)])
 def test_gelu_fit_error_and_tails(precise, bound, device):
     """The fused kernel's GELU, element by element, against the float64 exact GELU, tails included."""

@@ -209,3 +209,24 @@ def test_one_section_and_family_pages_per_device(tree):
     attention = (tree["html"] / "devices/cpu-x86-64-2-threads/attention.html").read_text()
     assert "nothing recorded to draw" in attention and "OOM" in attention
     assert (tree["html"] / "devices/nvidia-h100-80gb-hbm3/matmul.html").is_file()
+
+
+def test_numbers_read_as_people_read_them(tree):
+    """No exponents anywhere; bandwidths past 1000 GB/s in TB/s; the index names each winner's SOL."""
+    norm = dict(op="rms_norm", family="norm", case_id="rms_norm/r=1", label="16384x4096", x=6.7e7)
+    norm["case"] = {"rows": 16384, "hidden": 4096, "dtype": "bf16", "mode": "fwd"}
+    write_run(
+        tree["runs"],
+        "r1",
+        [
+            record(**norm, provider="eager", tier="vendor", median_ms=0.15, gbps=1834.5, tflops=None, sol=0.43),
+            record(**norm, provider="triton", tier="triton", median_ms=0.07, gbps=3931.2, tflops=None, sol=0.925),
+        ],
+        "norm",
+    )
+    _build(tree)
+    index = (tree["html"] / "index.html").read_text()
+    assert "3.93 TB/s" in index and "1.83 TB/s" in index and "e+0" not in index
+    assert "92% SOL" in index  # the winner's cell
+    report = (tree["html"] / "runs/r1/report.html").read_text()
+    assert "e+0" not in report and "<td><bdi>rms_norm</bdi></td>" in report  # the run page names each row's op
