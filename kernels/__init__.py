@@ -28,8 +28,12 @@ DTYPES: dict[str, tuple[torch.dtype, ...]] = {
     "rms_norm": _FLOATS,
 }
 
+# The launch log (`_common.last_launch`) a kernel writes where it is not named after the kernel's op family.
+LAUNCH_LOGS: dict[str, str] = {"attention_with_kvcache": "attention"}
+
 __all__ = [
     "DTYPES",
+    "LAUNCH_LOGS",
     "attention",
     "attention_with_kvcache",
     "bias_gelu_layer_norm",

@@ -8,13 +8,13 @@ from cli_runner import tierbench_cli
 from tierbench.suite.plan import PlanError, cases_from_config, make_plan, resolve_device, select_providers
 
 
-@pytest.mark.parametrize("suite", ["smoke", "matmul", "norm", "attention", "all", "nightly"])
+@pytest.mark.parametrize("suite", ["smoke", "matmul", "norm", "attention", "decode", "all", "nightly"])
 def test_every_suite_composes_and_plans(compose, catalog, suite):
     cfg = compose([f"suite={suite}"])
     cases = [case for case, _ in cases_from_config(cfg, catalog)]
     assert cases, suite
     families = {c.family for c in cases}
-    every = {"matmul", "norm", "attention"}
+    every = {"matmul", "norm", "attention", "decode"}
     expected = {"smoke": every, "all": every, "nightly": every}
     assert families == expected.get(suite, {suite})
 

@@ -47,7 +47,9 @@ def _describe_launch(op: Op) -> Callable[[], str | None]:
     def describe() -> str | None:
         from tierbench.kernels._common import last_launch
 
-        return last_launch(op.family)  # tierbench.kernels keeps one launch log per op family
+        # tierbench.kernels keeps one launch log per kernel family, named after the op family unless it says
+        log = getattr(_kernels(), "LAUNCH_LOGS", {}).get(op.kernel, op.family)
+        return last_launch(log)
 
     return describe
 
