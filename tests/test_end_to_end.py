@@ -37,7 +37,7 @@ def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
     by_key = {(r.op, r.case_id, r.provider): r for r in records}
     assert len(by_key) == len(records), "one record per (case, provider)"
     ops = {r.op for r in records}
-    assert ops == {"matmul", "layer_norm", "rms_norm", "bias_gelu_layer_norm", "attention"}
+    assert ops == {"matmul", "layer_norm", "rms_norm", "bias_gelu_layer_norm", "attention", "decode"}
     for r in records:
         assert r.status in ("ok", "skipped"), (r.provider, r.op, r.status, r.reason)
         if r.status == "ok":
@@ -46,13 +46,16 @@ def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
     tiers_timed = {r.tier for r in records if r.status == "ok"}
     assert tiers_timed == {"vendor", "compiler"}
     triton = [r for r in records if r.tier == "triton"]
-    assert len(triton) == 6 and all("correct, not timed" in r.reason and r.rel_error is not None for r in triton)
+    # matmul in 3 modes, 3 norms, 2 attention cases, 2 grouped-query ones, 1 decode step
+    assert len(triton) == 11 and all("correct, not timed" in r.reason and r.rel_error is not None for r in triton)
     assert all(r.launch and "warps=" in r.launch for r in triton), [r.launch for r in triton]
     cuda = [r for r in records if r.tier == "cuda"]
     assert cuda and all(r.status == "skipped" and r.reason for r in cuda)
     html = (run_dir / "report.html").read_text()
     assert "<svg" in html and "sdpa-flash" in html and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
     assert "speedup" in html
+    # Decode's roofline holds the prefill points too; its GB/s is read against the copy ceiling.
+    assert 'aria-label="decode and attention: one roofline"' in html and "SOL (% of copy)" in html
     # The terminal table ranks providers per case with their speedup over the vendor baseline.
     assert "matmul  256^3" in result.stdout and "1.00x" in result.stdout
     saved = (run_dir / "config.yaml").read_text()
@@ -82,7 +85,7 @@ def test_interrupted_run_keeps_its_records_and_resume_finishes_it(tmp_path):
     assert proc.returncode == 130, err[-2000:]
     assert "resume=first" in err
     before = read_records(runs / "first")
-    assert 2 <= len(before) < 12
+    assert 2 <= len(before) < 26
     # A kill in mid-write leaves half a line: resume must cut it, not crash or keep it.
     with records_file.open("a") as f:
         f.write('{"run_id": "first", "op": "matm')
@@ -93,7 +96,9 @@ def test_interrupted_run_keeps_its_records_and_resume_finishes_it(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     after = read_records(runs / "first")
     keys = [r.key for r in after]
-    assert len(keys) == len(set(keys)) == 12  # 4 single-provider cases + 2 attention cases x 4 SDPA backends
+    # 6 single-provider cases (matmul in 3 modes, 3 norms) + (2 attention cases, 2 grouped-query ones and
+    # 1 decode step) x 4 SDPA backends
+    assert len(keys) == len(set(keys)) == 26
     assert [r.to_json() for r in after[: len(before)]] == [r.to_json() for r in before], "old records intact"
     for line in records_file.read_text().splitlines():
         json.loads(line)

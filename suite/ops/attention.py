@@ -296,14 +296,9 @@ FAMILY = Family(
     ops=(OP,),
     schema=AttentionConf,
     cases=cases,
-    # heads and kv_heads split grouped-query layouts from the multi-head sweep; decode shares the roofline.
-    view=View(
-        "tflops",
-        "TFLOP/s",
-        "sequence length",
-        ("dtype", "head_dim", "heads", "kv_heads", "causal"),
-        roofline_with=("decode",),
-    ),
+    # heads and kv_heads split grouped-query layouts from the multi-head sweep (decode's page draws these
+    # points on its roofline too).
+    view=View("tflops", "TFLOP/s", "sequence length", ("dtype", "head_dim", "heads", "kv_heads", "causal")),
     validate=validate,
     order=2,
 )

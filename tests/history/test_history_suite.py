@@ -70,6 +70,12 @@ def test_a_class_restricted_to_causal_cases_keeps_the_version_of_the_causal_only
     assert sorted(causal.labels["sdpa-math"] + non_causal.labels["sdpa-math"]) == sorted(both.labels["sdpa-math"])
 
 
+def test_the_decode_class_tracks_the_decode_cases_of_its_providers(table):
+    t = table("providers=[sdpa-math,sdpa-cudnn]", family="decode")
+    assert t.family == "decode" and t.labels == {"sdpa-math": ["tiny-gqa B2 H4/2 q1 KV256 D64 ragged causal bf16 fwd"]}
+    assert _harness.compute_table("attention").version != t.version
+
+
 def test_method_names_and_thinning():
     assert _harness.method_name("sdpa-flash") == "track_sdpa_flash"
     assert _harness.method_name("compile-max-autotune") == "track_compile_max_autotune"
