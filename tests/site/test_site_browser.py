@@ -79,7 +79,8 @@ def test_every_page_loads_clean_and_every_chart_has_marks(chromium, site):
         assert load.errors == [], (page, load.errors)
         assert all(n > 0 for n in load.value), (page, load.value)  # no chart without marks
     family = chromium.load(_url(site / "devices/nvidia-h100-80gb-hbm3/attention.html"), probe=CHARTS)
-    assert len(family.value) == 1 + 16 * 3  # the roofline, then per group throughput, speedup, memory
+    # The roofline, then per group (16 multi-head, 8 grouped-query) throughput, speedup, memory.
+    assert len(family.value) == 1 + (16 + 8) * 3
 
 
 def test_hover_shows_the_exact_value_and_the_legend_hides_a_provider(chromium, site):
