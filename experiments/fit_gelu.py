@@ -7,7 +7,7 @@ GELU costs one exp2, one reciprocal and a Horner chain, with no branch and no ra
 +-infinity with x, so the exp2 saturates to 0 or inf and the result to x or -0, as the exact GELU does.
 The fit minimises the GELU's absolute error, max |x| * Phi(1 - Phi) * |g - logit Phi| (iteratively
 reweighted least squares), on [0, 6]; the tails beyond contribute < 1e-8. Prints the coefficients
-already multiplied by -log2(e), as `kernels/norm.py` holds them, and the error of a float32 evaluation
+already multiplied by -log2(e), as `kernels/_norm_math.py` holds them, and the error of a float32 evaluation
 (exp2 and reciprocal rounded to float32) over [-15, 15], against the float64 exact GELU.
 """
 

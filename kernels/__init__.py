@@ -1,6 +1,10 @@
-"""In-house Triton kernels of tierbench: matmul (differentiable), matmul with a fused bias + GELU epilogue
-(differentiable), FP8 matmul, norms, fused bias-GELU-LN, attention (grouped-query, bottom-right causal), and
-split-KV decode attention over contiguous or paged KV caches.
+"""In-house Triton kernels of tierbench: matmul, matmul with a fused bias + GELU epilogue, FP8 matmul, norms,
+fused bias-GELU-LN, attention (grouped-query, bottom-right causal), and split-KV decode attention over
+contiguous or paged KV caches.
+
+matmul, the epilogue, the norms, the fused op and attention are differentiable through torch.autograd (their
+backward kernels: matmul.py's transposed-operand products, epilogue.py, norm_backward.py,
+attention_backward.py): the forward saves what the backward needs only where an input requires grad.
 
 Every public kernel takes its op's signature (the tensors in order, then keyword options), so the triton
 tier calls it as it calls the others; `DTYPES` says which input dtypes each accepts.
@@ -27,13 +31,14 @@ DTYPES: dict[str, tuple[torch.dtype, ...]] = {
     "matmul_fp8": (torch.float8_e4m3fn, torch.float8_e5m2),
     "rms_norm": _FLOATS,
 }
-
-# The launch log (`_common.last_launch`) a kernel writes where it is not named after the kernel's op family.
-LAUNCH_LOGS: dict[str, str] = {"attention_with_kvcache": "attention"}
+# Kernels that need a GPU of at least this compute capability, and what for.
+COMPUTE_CAPABILITY: dict[str, tuple[tuple[int, int], str]] = {
+    "matmul_fp8": ((9, 0), "TMA and FP8 wgmma"),
+}
 
 __all__ = [
+    "COMPUTE_CAPABILITY",
     "DTYPES",
-    "LAUNCH_LOGS",
     "attention",
     "attention_with_kvcache",
     "bias_gelu_layer_norm",

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 
 import torch
 import triton
+import triton.language as tl
 
 # Decided once, at import, like `triton.jit` itself decides between compiling and interpreting.
 INTERPRET: bool = os.environ.get("TRITON_INTERPRET") == "1"
@@ -19,6 +20,8 @@ INTERPRET: bool = os.environ.get("TRITON_INTERPRET") == "1"
 # Multiprocessor count assumed under the interpreter: small, so that persistent loops still run
 # several tiles per program on small test shapes.
 _INTERPRET_NUM_SMS = 4
+
+_INTERPRETED: tl.constexpr = tl.constexpr(INTERPRET)
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 HALF_DTYPES = (torch.float16, torch.bfloat16)
@@ -129,8 +132,9 @@ def next_pow2(n: int) -> int:
 
 # What each family's latest launch ran (the autotuner's pick, or the forced config), for benchmark records:
 # a kernel's speed is a fact about a config, and the pick can differ from run to run. Launchers store the
-# config and its kind; the line is formatted only when read, so repeated (timed) calls pay one dict store.
-_LAST_LAUNCH: dict[str, tuple[triton.Config, str]] = {}
+# config and its kind (one pair per kernel where a call runs several); the line is formatted only when read,
+# so repeated (timed) calls pay one dict store.
+_LAST_LAUNCH: dict[str, tuple[tuple[triton.Config, str], ...]] = {}
 
 
 def describe_config(config: triton.Config, kind: str) -> str:
@@ -139,11 +143,23 @@ def describe_config(config: triton.Config, kind: str) -> str:
     return f"{kind}: {params}, warps={config.num_warps}, stages={config.num_stages}"
 
 
-def note_launch(family: str, config: triton.Config, kind: str) -> None:
-    _LAST_LAUNCH[family] = (config, kind)
+def note_launch(family: str, config: triton.Config, kind: str, *more: tuple[triton.Config, str]) -> None:
+    """Record a family's launch: its config and kind, then (config, kind) of any further kernels it ran."""
+    _LAST_LAUNCH[family] = ((config, kind), *more)
 
 
 def last_launch(family: str) -> str | None:
-    """The config of the family's latest launch in this process ("matmul", "norm", "attention"), or None."""
+    """The config of the family's latest launch in this process ("matmul", "norm", "attention", and the
+    backwards "norm-bwd", "attention-bwd"), or None; the kernels of a several-kernel launch joined by "; "."""
     launch = _LAST_LAUNCH.get(family)
-    return describe_config(*launch) if launch else None
+    return "; ".join(describe_config(*kernel) for kernel in launch) if launch else None
+
+
+@triton.jit
+def round_to(x, DTYPE: tl.constexpr):
+    """x (fp32) rounded to DTYPE, to nearest even as on the GPU. The interpreter truncates fp32 -> bf16
+    (up to a whole ulp off): there, half an ulp is added to the bits first."""
+    if _INTERPRETED and DTYPE == tl.bfloat16:
+        bits = x.to(tl.uint32, bitcast=True)
+        x = (bits + (0x7FFF + ((bits >> 16) & 1))).to(tl.float32, bitcast=True)
+    return x.to(DTYPE)

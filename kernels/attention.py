@@ -27,6 +27,12 @@ query block sees, with no mask at all, then the diagonal blocks with the mask; b
 are skipped. Causal programs run the heaviest query blocks first.
 
 `attention` sends short queries (decode: S_q <= decode.MAX_Q_LEN) to the split-KV kernel of `decode.py`.
+
+`attention` is differentiable. Where an input requires grad (and grad mode is on) it runs through
+`_AttentionFunction`: the forward runs the Triton kernel below, also on Hopper and for short queries (the
+Gluon and decode kernels store no log-sum-exp), with STORE_LSE on, saves q, k, v, O and the (B, H, S_q) fp32
+log-sum-exp, and the backward is `attention_backward` (FlashAttention-2, grouped K/V heads summed per
+group). Otherwise nothing is stored or saved and the kernels launched are the same as without a backward.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import math
 import torch
 import triton
 import triton.language as tl
+from torch.autograd.function import once_differentiable
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from . import _attention_hopper as hopper
@@ -52,6 +59,7 @@ from ._common import (
     note_launch,
     on_device,
 )
+from .attention_backward import attention_backward
 
 # ----------------------------------------------------------------------------------------------------------
 # Configs
@@ -211,6 +219,8 @@ def _attn_fwd_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     WARP_SPECIALIZE: tl.constexpr,
+    lse_ptr=None,  # (B, H, SQ) fp32, written if STORE_LSE
+    STORE_LSE: tl.constexpr = False,  # each query row's log-sum-exp, for the backward
 ):
     tl.static_assert(not CAUSAL or BLOCK_M % BLOCK_N == 0, "causal needs BLOCK_M % BLOCK_N == 0")
     # A 1-D grid, head after head (B*H may exceed the 65535 limit of a grid's y axis).
@@ -290,6 +300,9 @@ def _attn_fwd_kernel(
 
     acc = acc / l_i[:, None]
     o_desc.store([q_row0 + off_m, 0], acc.to(o_desc.dtype))
+    if STORE_LSE:  # ln of sum_j exp(scale * q.k_j): m_i and log2(l_i) are in log2 units, times ln(2)
+        lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
+        tl.store(lse_ptr + bh.to(tl.int64) * SQ + offs_m, lse, mask=offs_m < SQ)
 
 
 def _even_n(args: dict) -> bool:
@@ -298,7 +311,7 @@ def _even_n(args: dict) -> bool:
 
 _attn_fwd_tuned = triton.autotune(
     configs=attention_configs(),
-    key=["SQ", "SK", "HEAD_DIM", "CAUSAL", "PACKED"],
+    key=["SQ", "SK", "HEAD_DIM", "CAUSAL", "PACKED", "STORE_LSE"],  # STORE_LSE only when passed (a backward's)
     prune_configs_by={"early_config_prune": prune_attention_configs},
 )(triton.heuristics({"EVEN_N": _even_n})(_attn_fwd_kernel))
 
@@ -412,11 +425,14 @@ def _attention_forward(
     config: triton.Config | None = None,
     packed: bool | None = None,
     kernel: str = "auto",
+    lse: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Launch without validation. `kernel`: one of KERNELS: a Gluon kernel for Hopper by name (an error
     where it does not apply), "triton", or "auto" (the first Gluon kernel that applies, else triton). For the
     Triton kernel, `config` bypasses the autotuner and `packed=False` forces the per-head device-side
-    descriptors (None: host-side ones wherever the layout allows); either one selects it under "auto"."""
+    descriptors (None: host-side ones wherever the layout allows); either one selects it under "auto".
+    `lse`, a (B, H, S_q) fp32 tensor, receives each query row's log-sum-exp for the backward: only the Triton
+    kernel stores it, so it too selects that kernel under "auto"."""
     b, h, sq, d = q.shape
     sk = k.shape[2]
     o = torch.empty((b, h, sq, d), dtype=q.dtype, device=q.device)
@@ -425,9 +441,11 @@ def _attention_forward(
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     if kernel not in KERNELS:
         raise ValueError(f"attention: kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
+    if kernel in HOPPER_KERNELS and lse is not None:
+        raise ValueError(f"attention: the Gluon kernel {kernel!r} does not store the log-sum-exp")
     if kernel in HOPPER_KERNELS:
         candidates = [kernel]
-    elif kernel == "auto" and config is None and packed is None:
+    elif kernel == "auto" and config is None and packed is None and lse is None:
         candidates = [name for name, module in HOPPER_KERNELS.items() if module.suits(sq, causal)]
     else:
         candidates = []
@@ -455,6 +473,8 @@ def _attention_forward(
         "UPCAST": INTERPRET and q.dtype == torch.bfloat16,
         "PACKED": packed,
     }
+    if lse is not None:
+        consts.update(lse_ptr=lse, STORE_LSE=True)
     if config is None:
         _attn_fwd_tuned[lambda meta: (triton.cdiv(sq, meta["BLOCK_M"]) * b * h,)](*args, **consts)
         config = _attn_fwd_tuned.best_config
@@ -468,8 +488,47 @@ def _attention_forward(
         _set_block_shapes({**dict(zip(("q_ptr", "k_ptr", "v_ptr", "o_ptr"), tensors)), **meta})
         _attn_fwd_kernel[grid](*args, **meta)
     kind = ("causal" if causal else "full") + (", packed rows" if packed else ", per-head descriptors")
-    note_launch("attention", config, kind)
+    note_launch("attention", config, kind + (", lse" if lse is not None else ""))
     return o
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Autograd
+# ----------------------------------------------------------------------------------------------------------
+
+
+class _AttentionFunction(torch.autograd.Function):
+    """attention with the FlashAttention-2 backward (attention_backward.py). The forward runs the Triton
+    kernel with its log-sum-exp store and saves q, k, v, O and the (B, H, S_q) fp32 LSE; never P."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal: bool, scale: float) -> torch.Tensor:
+        lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
+        o = _attention_forward(q, k, v, causal, scale, lse=lse)
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.causal, ctx.scale = causal, scale
+        return o
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, do: torch.Tensor):
+        q, k, v, o, lse = ctx.saved_tensors
+        need_dq, need_dk, need_dv = ctx.needs_input_grad[:3]
+        with on_device(q):
+            dq, dk, dv = attention_backward(
+                do,
+                q,
+                k,
+                v,
+                o,
+                lse,
+                ctx.causal,
+                ctx.scale,
+                group=q.shape[1] // k.shape[1],
+                need_dq=need_dq,
+                need_dkdv=need_dk or need_dv,
+            )
+        return dq, dk if need_dk else None, dv if need_dv else None, None, None
 
 
 def attention(
@@ -484,10 +543,20 @@ def attention(
     KV_H must divide H (grouped-query attention: query head h reads K/V head h // (H // KV_H)). causal=True
     is bottom-right aligned, as flash-attn's: query i sees keys <= i + Sk - Sq, which with Sq == Sk is SDPA's
     is_causal; it needs Sq <= Sk. Query lengths up to `decode.MAX_Q_LEN` run the split-KV decode kernel
-    (kernels/decode.py), longer ones the kernels of this module.
+    (kernels/decode.py), longer ones the kernels of this module. Differentiable: where an input requires grad
+    (and grad mode is on) the forward saves what the backward needs (causal then needs Sq == Sk); otherwise
+    it saves nothing.
     """
     _check_attention(q, k, v, causal, scale)
     with on_device(q):
+        if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+            if causal and q.shape[2] != k.shape[2]:
+                raise ValueError(
+                    f"attention: the backward of causal attention takes equal q and k lengths, got q shape "
+                    f"{tuple(q.shape)}, k shape {tuple(k.shape)}"
+                )
+            scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+            return _AttentionFunction.apply(q, k, v, causal, scale)
         if decode.suits(q.shape[2]):
             return decode.split_kv_forward(q, k, v, causal, scale)
         return _attention_forward(q, k, v, causal, scale)

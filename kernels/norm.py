@@ -11,7 +11,13 @@ the autotuner chooses between per (width, op, band of rows per SM):
 Statistics are fp32. LayerNorm's moments are sums of deviations from the row's first value, both taken in
 one reduction; that shift keeps E[d^2] - E[d]^2 from cancelling unless the first value sits thousands of
 standard deviations from the mean. The fused GELU is exact-erf GELU to within 3.6e-6 (7.8e-7 for
-float32) in ~10 instructions per element; `GELU_IMPL=0` keeps libdevice's erff as the reference variant.
+float32) in ~10 instructions per element (`_norm_math`); `GELU_IMPL=0` keeps libdevice's erff as the
+reference variant.
+
+The three functions are differentiable. Where an input requires grad (and grad mode is on) they run
+through `_NormFunction`: the same kernel with STORE_STATS on also stores each row's fp32 rstd (and mean,
+LayerNorm), and the backward (`norm_backward`) starts from those. Otherwise the forward stores and saves
+nothing, and its kernels are the same builds as without a backward.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from torch.autograd.function import once_differentiable
 
 from ._common import (
     INTERPRET,
@@ -30,7 +37,9 @@ from ._common import (
     num_sms,
     on_device,
 )
-from ._tuning import TurnTuner
+from ._norm_math import _gelu_erf, _to_f32
+from ._tuning import ROWS_PER_SM_BANDS, TurnTuner, rows_per_sm_band
+from .norm_backward import norm_backward
 
 # ----------------------------------------------------------------------------------------------------------
 # Configs
@@ -126,71 +135,6 @@ def prune_norm_configs(configs: list[triton.Config], named_args: dict, **kwargs)
 # ----------------------------------------------------------------------------------------------------------
 # Kernels
 # ----------------------------------------------------------------------------------------------------------
-
-
-@triton.jit
-def _exp2(x, INLINE_PTX: tl.constexpr):
-    if INLINE_PTX:  # one MUFU.EX2; tl.math.exp2 adds a subnormal rescale around it
-        return tl.inline_asm_elementwise(
-            "ex2.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
-        )
-    else:
-        return tl.math.exp2(x)
-
-
-@triton.jit
-def _reciprocal(x, INLINE_PTX: tl.constexpr):
-    if INLINE_PTX:  # one MUFU.RCP; a division adds range checks the callers' operands (>= 1) never need
-        return tl.inline_asm_elementwise(
-            "rcp.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
-        )
-    else:
-        return 1.0 / x
-
-
-@triton.jit
-def _to_f32(x, INLINE_PTX: tl.constexpr):
-    if INLINE_PTX and x.dtype == tl.bfloat16:
-        # A bf16 pair sits in one 32-bit register; each half becomes an fp32 by one shift or one mask. The
-        # compiler's own widening of the upper half takes two instructions (PRMT + SHF), 1.5 a element.
-        return tl.inline_asm_elementwise(
-            "{ shl.b32 $0, $2, 16; and.b32 $1, $2, 0xffff0000; }",
-            "=r,=r,r",
-            [x],
-            dtype=tl.float32,
-            is_pure=True,
-            pack=2,
-        )
-    else:
-        return x.to(tl.float32)
-
-
-@triton.jit
-def _gelu_erf(x, GELU_IMPL: tl.constexpr, PRECISE: tl.constexpr, INLINE_PTX: tl.constexpr):
-    # Exact GELU, x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)).
-    if GELU_IMPL == 0:
-        return 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
-    else:
-        # x * sigmoid(g(x)) with g an odd polynomial fitted to logit(Phi) (experiments/fit_gelu.py), its
-        # coefficients times -log2(e): x / (1 + 2^(x p(x^2))). Max abs error 3.6e-6 with 5 terms (for 16-bit
-        # outputs, whose rounding is >= 100x larger), 7.8e-7 with 7 (float32). No branch: the exp2
-        # saturates to 0 or inf in the tails, giving x or -0 like the exact GELU.
-        z = x * x
-        if PRECISE:
-            p = -5.209928045e-09
-            p = p * z + 3.850458654e-07
-            p = p * z - 1.145244369e-05
-            p = p * z + 1.593895140e-04
-            p = p * z + 9.559258615e-05
-            p = p * z - 1.048385799e-01
-            p = p * z - 2.302207232e00
-        else:
-            p = -3.210383738e-06
-            p = p * z + 8.790987340e-05
-            p = p * z + 3.620472271e-04
-            p = p * z - 1.052299738e-01
-            p = p * z - 2.302043676e00
-        return x * _reciprocal(1.0 + _exp2(x * p, INLINE_PTX), INLINE_PTX)
 
 
 @triton.jit
@@ -297,6 +241,9 @@ def _normalize_row_tile(
     EVEN_N: tl.constexpr,
     VECTOR_POLICY: tl.constexpr,  # eviction policy of the per-column vectors
     Y_CACHE: tl.constexpr,  # cache modifier of the stores: "" or ".cs" (streamed)
+    Mean,
+    Rstd,
+    STORE_STATS: tl.constexpr,  # store each row's mean (LayerNorm) and rstd, fp32, for the backward
 ):
     rows = tile * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_N)
@@ -314,13 +261,20 @@ def _normalize_row_tile(
         d = _deviation(x, shift[:, None], col_ok[None, :], EVEN_N)
         sum_d, sum_d2 = _sum_pair(d, d * d, 1)
         mean_d, var = _mean_var(sum_d, sum_d2, N)
+        centre = shift
         if tl.max(mean_d * mean_d - RECENTRE * var, axis=0) > 0.0:  # rare: see RECENTRE
+            if STORE_STATS:
+                centre = centre + mean_d
             # The moments again, about the mean just found: d becomes x - mean up to a small rest.
             d = _deviation(d, mean_d[:, None], col_ok[None, :], EVEN_N)
             sum_d, sum_d2 = _sum_pair(d, d * d, 1)
             mean_d, var = _mean_var(sum_d, sum_d2, N)
         rstd = tl.rsqrt(var + eps)
         y = d * rstd[:, None] - (mean_d * rstd)[:, None]
+        if STORE_STATS:
+            tl.store(Mean + rows, centre + mean_d, mask=rows < n_rows)
+    if STORE_STATS:
+        tl.store(Rstd + rows, rstd, mask=rows < n_rows)
     if HAS_W:
         y = y * _load_vector(W, cols, col_ok, EVEN_N, VECTOR_POLICY, INLINE_PTX)[None, :]
     if HAS_B:
@@ -357,6 +311,9 @@ def _whole_row_program(
     CTAS: tl.constexpr,
     EVICT: tl.constexpr,
     EVEN_N: tl.constexpr,
+    Mean,
+    Rstd,
+    STORE_STATS: tl.constexpr,
 ):
     if EVICT:  # x is read once: streamed through L2 so that it does not push out the per-column vectors
         X_POLICY: tl.constexpr = "evict_first"
@@ -371,7 +328,7 @@ def _whole_row_program(
         x_raw, first = _load_row_tile(X, pid, n_rows, N, stride_x, BLOCK_N, ROWS, EVEN_N, X_POLICY)
         _normalize_row_tile(
             x_raw, first, Y, W, B, XB, pid, n_rows, N, stride_y, eps, IS_RMS, HAS_W, HAS_B, HAS_GELU,
-            GELU_IMPL, PRECISE, INLINE_PTX, BLOCK_N, ROWS, EVEN_N, VECTOR_POLICY, Y_CACHE,
+            GELU_IMPL, PRECISE, INLINE_PTX, BLOCK_N, ROWS, EVEN_N, VECTOR_POLICY, Y_CACHE, Mean, Rstd, STORE_STATS,
         )  # fmt: skip
     else:
         # Persistent: each program walks the tiles pid, pid + G, ... and loads the next tile before working
@@ -385,7 +342,8 @@ def _whole_row_program(
             x_next, first_next = _load_row_tile(X, tile + step, n_rows, N, stride_x, BLOCK_N, ROWS, EVEN_N, X_POLICY)
             _normalize_row_tile(
                 x_raw, first, Y, W, B, XB, tile, n_rows, N, stride_y, eps, IS_RMS, HAS_W, HAS_B, HAS_GELU,
-                GELU_IMPL, PRECISE, INLINE_PTX, BLOCK_N, ROWS, EVEN_N, VECTOR_POLICY, Y_CACHE,
+                GELU_IMPL, PRECISE, INLINE_PTX, BLOCK_N, ROWS, EVEN_N, VECTOR_POLICY, Y_CACHE, Mean, Rstd,
+                STORE_STATS,
             )  # fmt: skip
 
 
@@ -462,6 +420,9 @@ def _two_pass_program(
     CHUNK: tl.constexpr,
     EVICT: tl.constexpr,
     EVEN_N: tl.constexpr,
+    Mean,
+    Rstd,
+    STORE_STATS: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     x_row = X + row * stride_x
@@ -501,6 +462,10 @@ def _two_pass_program(
             mean_d, var = _mean_var(sum_d, sum_d2, N)
             mean = mean + mean_d
         rstd = tl.rsqrt(var + eps)
+    if STORE_STATS:
+        tl.store(Rstd + row, rstd)
+        if not IS_RMS:
+            tl.store(Mean + row, mean)
 
     # Second pass: the row again, from L2, normalised.
     for start in tl.range(0, N, CHUNK):
@@ -543,6 +508,9 @@ def _norm_kernel(
     ROWS: tl.constexpr,
     CTAS: tl.constexpr,
     EVICT: tl.constexpr,
+    Mean=None,  # (rows,) fp32, LayerNorm's row means, written if STORE_STATS
+    Rstd=None,  # (rows,) fp32, the rows' 1 / sqrt(var + eps), written if STORE_STATS
+    STORE_STATS: tl.constexpr = False,  # off for inference; on when the backward needs the statistics
 ):
     # The row length and strides as compile-time constants where they are known: the two-pass loops then
     # have a constant trip count and constant addresses, which ptxas schedules with all of a pass's loads
@@ -556,35 +524,26 @@ def _norm_kernel(
     if CHUNK == 0:
         _whole_row_program(
             X, Y, W, B, XB, n_rows, N, stride_x, stride_y, eps, IS_RMS, HAS_W, HAS_B, HAS_GELU, GELU_IMPL,
-            PRECISE, INLINE_PTX, BLOCK_N, ROWS, CTAS, EVICT, EVEN_N,
+            PRECISE, INLINE_PTX, BLOCK_N, ROWS, CTAS, EVICT, EVEN_N, Mean, Rstd, STORE_STATS,
         )  # fmt: skip
     else:
         _two_pass_program(
             X, Y, W, B, XB, N, stride_x, stride_y, eps, IS_RMS, HAS_W, HAS_B, HAS_GELU, GELU_IMPL, PRECISE,
-            INLINE_PTX, CHUNK, EVICT, EVEN_N,
+            INLINE_PTX, CHUNK, EVICT, EVEN_N, Mean, Rstd, STORE_STATS,
         )  # fmt: skip
-
-
-# The best config depends on how many rows each SM gets, not only on the width: on the H200 a pick made at
-# 4096 rows ran LayerNorm 16384x4096 6% slower than the pick made there. Keying on the row count would
-# tune again for every batch size, so each band of rows per SM gets its own tuner instead; they share the
-# compiled kernels. Bands: fewer than 8 rows per SM, fewer than 64, more.
-ROWS_PER_SM_BANDS = (8, 64)
 
 
 def _tuned_norm_kernel() -> TurnTuner:
     # Candidates timed in turns (`_tuning`): at the widths where the best two sit within 0.5% of each other
     # (RMSNorm 16384x8192), Triton's one-after-another autotuner picked either from run to run.
-    # Each op gets its own pick: the best config differs between them.
-    return TurnTuner(_norm_kernel, norm_configs(), key=["N", "IS_RMS", "HAS_GELU"], prune=prune_norm_configs)
+    # Each op gets its own pick: the best config differs between them, and between the forward that stores
+    # the statistics for a backward and the one that does not.
+    key = ["N", "IS_RMS", "HAS_GELU", "STORE_STATS"]
+    return TurnTuner(_norm_kernel, norm_configs(), key=key, prune=prune_norm_configs)
 
 
+# One tuner per band of rows per SM (see `_tuning.rows_per_sm_band`); they share the compiled kernels.
 _norm_tuned = [_tuned_norm_kernel() for _ in range(len(ROWS_PER_SM_BANDS) + 1)]
-
-
-def rows_per_sm_band(n_rows: int, sms: int) -> int:
-    """Index of the autotuner for this many rows on a device with `sms` SMs."""
-    return sum(n_rows >= band * sms for band in ROWS_PER_SM_BANDS)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -631,8 +590,11 @@ def _norm_forward(
     *,
     config: triton.Config | None = None,
     gelu_impl: int = GELU_IMPL,
+    mean: torch.Tensor | None = None,
+    rstd: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Launch without validation; `config` (a `norm_configs()`-style config) skips the autotuner."""
+    """Launch without validation; `config` (a `norm_configs()`-style config) skips the autotuner. With `rstd`
+    (and `mean`, LayerNorm), fp32 tensors of one element per row, the kernel also stores the statistics."""
     n = x.shape[-1]
     x2 = x.view(-1, n)
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
@@ -667,7 +629,12 @@ def _norm_forward(
         "BLOCK_N": block_n,
         "EVEN_N": n == block_n,
         "CONTIGUOUS": x2.stride(0) == n and y2.stride(0) == n,
+        "STORE_STATS": rstd is not None,
     }
+    if rstd is not None:
+        flags["Rstd"] = rstd
+        if mean is not None:
+            flags["Mean"] = mean
     sms = num_sms(x.device)
 
     def grid(meta: dict) -> tuple[int]:
@@ -689,6 +656,40 @@ def _norm_forward(
     return y
 
 
+class _NormFunction(torch.autograd.Function):
+    """Any of the three ops with a backward (norm_backward.py): the forward also stores the rows' fp32 rstd
+    (and mean, LayerNorm) and saves x, weight, the GELU bias and those statistics; never the output."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, gelu_bias, eps: float, is_rms: bool) -> torch.Tensor:
+        rstd = torch.empty(x.numel() // x.shape[-1], dtype=torch.float32, device=x.device)
+        mean = None if is_rms else torch.empty_like(rstd)
+        y = _norm_forward(x, weight, bias, gelu_bias, eps, is_rms, mean=mean, rstd=rstd)
+        ctx.save_for_backward(x, weight, gelu_bias, mean, rstd)
+        ctx.is_rms = is_rms
+        ctx.bias_dtype = None if bias is None else bias.dtype  # the bias itself is not needed
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy: torch.Tensor):
+        x, weight, gelu_bias, mean, rstd = ctx.saved_tensors
+        need_dx, need_dw, need_db, need_dxb = ctx.needs_input_grad[:4]
+        with on_device(x):
+            dx, dw, db, dxb = norm_backward(
+                dy, x, weight, gelu_bias, mean, rstd, ctx.is_rms, need_dw=need_dw,
+                db_dtype=ctx.bias_dtype if need_db else None, need_dxb=need_dxb, gelu_impl=GELU_IMPL,
+            )  # fmt: skip
+        return dx if need_dx else None, dw, db, dxb, None, None
+
+
+def _norm(x, weight, bias, gelu_bias, eps: float, is_rms: bool) -> torch.Tensor:
+    # Inference (no input requires grad, or grad mode off) runs the plain forward: nothing stored or saved.
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias, gelu_bias)):
+        return _NormFunction.apply(x, weight, bias, gelu_bias, eps, is_rms)
+    return _norm_forward(x, weight, bias, gelu_bias, eps, is_rms)
+
+
 def layer_norm(
     x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float = 1e-5
 ) -> torch.Tensor:
@@ -699,7 +700,7 @@ def layer_norm(
     check_same_device("layer_norm", x=x, weight=weight, bias=bias)
     eps = check_eps("layer_norm", eps)
     with on_device(x):
-        return _norm_forward(x, weight, bias, None, eps, is_rms=False)
+        return _norm(x, weight, bias, None, eps, is_rms=False)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float = 1e-6) -> torch.Tensor:
@@ -709,7 +710,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float = 1e-6) ->
     check_same_device("rms_norm", x=x, weight=weight)
     eps = check_eps("rms_norm", eps)
     with on_device(x):
-        return _norm_forward(x, weight, None, None, eps, is_rms=True)
+        return _norm(x, weight, None, None, eps, is_rms=True)
 
 
 def bias_gelu_layer_norm(
@@ -727,4 +728,4 @@ def bias_gelu_layer_norm(
     check_same_device("bias_gelu_layer_norm", x=x, bias=bias, weight=weight, ln_bias=ln_bias)
     eps = check_eps("bias_gelu_layer_norm", eps)
     with on_device(x):
-        return _norm_forward(x, weight, ln_bias, bias, eps, is_rms=False)
+        return _norm(x, weight, ln_bias, bias, eps, is_rms=False)

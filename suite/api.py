@@ -23,7 +23,7 @@ from tierbench.timing import TimingSettings
 from .catalog import Catalog, build
 from .ops.base import Op
 from .plan import PlanError, PlannedCase, resolve_device
-from .providers.base import call_provider
+from .providers.base import call_provider, with_op_rule
 from .records import Measurement
 from .session import Measurer
 from .tiers import plugin_tier
@@ -83,7 +83,7 @@ def measure(
     unknown = [p for p in wanted if p not in known]
     if unknown:
         raise PlanError(f"peers={unknown} are not providers of {op.name}; valid choices: {', '.join(known)}")
-    providers = (call_provider(name, tier, op, fn), *(known[p] for p in wanted))
+    providers = (with_op_rule(call_provider(name, tier, op, fn), op), *(known[p] for p in wanted))
     settings = timing if isinstance(timing, TimingSettings) else timing_named(timing)
     bad = settings.problems()
     if bad:

@@ -16,7 +16,7 @@ from .ops.base import Family, Op
 from .plugins import Plugin, PluginError
 from .plugins import load as load_plugins
 from .providers import builtin_providers
-from .providers.base import Provider
+from .providers.base import Provider, with_op_rule
 from .tiers import BUILTIN, Tier
 
 
@@ -35,9 +35,11 @@ class Catalog:
         return next(f for f in self.families if f.name == name)
 
     def providers(self, compile_modes: Iterable[str] = ("default",), dynamic: bool = False) -> list[Provider]:
-        """Every provider of every op: the tiers' adapters over the ops, then the plugins' own."""
+        """Every provider of every op: the tiers' adapters over the ops, then the plugins' own, each behind
+        its op's own availability rule."""
         ops = list(self.ops.values())
-        return builtin_providers(ops, list(compile_modes), dynamic) + self.plugin_providers
+        found = builtin_providers(ops, list(compile_modes), dynamic) + self.plugin_providers
+        return [with_op_rule(p, self.ops[p.op]) for p in found]
 
     def own_code_providers(self) -> tuple[str, ...]:
         """Names of providers whose tier is own code: their history is judged, the rest are controls."""

@@ -1,4 +1,4 @@
-"""The device's measured limits: copy bandwidth and the best matmul rate per dtype.
+"""The device's measured limits: copy bandwidth and the best matmul rate per dtype (FP8 included).
 
 Measured on the device itself (a large device-to-device copy; a large product through the vendor
 library), never taken from a datasheet, and cached per device under `ceilings_dir`.
@@ -18,7 +18,9 @@ from .naming import slug
 if TYPE_CHECKING:  # torch is imported only to measure: the site reads ceilings without it
     import torch
 
-CEILINGS_VERSION = 2
+# 3: the FP8 rate (torch._scaled_mm) joined; caches without it are measured again.
+CEILINGS_VERSION = 3
+FP8 = "fp8_e4m3"
 
 
 @dataclass
@@ -29,8 +31,14 @@ class Ceilings:
     method: str = ""
     version: int = CEILINGS_VERSION
 
-    def peak_tflops(self, dtype: str) -> float:
-        return self.matmul_tflops.get(dtype) or max(self.matmul_tflops.values())
+    def peak_tflops(self, dtype: str) -> float | None:
+        """The measured rate of `dtype`; for a dtype not measured, the best rate measured (a CPU measures
+        fp32 only), except for FP8, whose peak is never a 16-bit one: None where no FP8 rate was measured."""
+        if self.matmul_tflops.get(dtype):
+            return self.matmul_tflops[dtype]
+        if dtype.startswith("fp8"):
+            return None
+        return max(self.matmul_tflops.values(), default=None)
 
 
 def device_name(device: torch.device) -> str:
@@ -78,6 +86,24 @@ def _matmul_tflops(n: int, dtype: torch.dtype, device: torch.device) -> float:
     return 2 * n**3 / (ms * 1e-3) / 1e12
 
 
+def _fp8_matmul_tflops(n: int, device: torch.device) -> float:
+    """torch._scaled_mm (cuBLASLt) on e4m3 operands, per-tensor scales, a bf16 output, fp32 accumulation
+    (use_fast_accum off, as the suite's FP8 providers run)."""
+    import torch
+
+    a = torch.randn(n, n, device=device).to(torch.float8_e4m3fn)
+    b = torch.randn(n, n, device=device).to(torch.float8_e4m3fn).T  # column-major, as cuBLASLt takes it
+    one = torch.ones((), device=device)
+    ms = _median_ms(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16), device)
+    return 2 * n**3 / (ms * 1e-3) / 1e12
+
+
+def _has_fp8(device: torch.device) -> bool:
+    import torch
+
+    return device.type == "cuda" and torch.cuda.get_device_capability(device) >= (8, 9)
+
+
 def measure(device: torch.device) -> Ceilings:
     import torch
 
@@ -95,24 +121,38 @@ def measure(device: torch.device) -> Ceilings:
         # The best rate over a few large sizes: no single size is the library's best on every card.
         sizes = (4096, 8192) if on_gpu else (1024,)
         rates[name] = max(_matmul_tflops(n, dtype, device) for n in sizes)
+    if _has_fp8(device):
+        try:
+            rates[FP8] = max(_fp8_matmul_tflops(n, device) for n in (4096, 8192))
+        except RuntimeError:  # a torch without FP8 kernels for this GPU: FP8 cases then state no SOL
+            pass
     method = (
         f"copy: median of {n_bytes >> 20} MiB device copies (read + write counted); "
         f"matmul: best median over square products (4096, 8192 on a GPU) through torch.matmul, "
-        f"random inputs, TF32 off"
+        f"random inputs, TF32 off; {FP8} (FP8 GPUs): the same through torch._scaled_mm, per-tensor scales, "
+        f"bf16 output, fast accumulation off"
     )
     return Ceilings(device_name(device), copy_gbps, rates, method)
+
+
+def cached(device: torch.device, folder: str | Path) -> Ceilings | None:
+    """The ceilings cached for this device, or None where none are (or the file is damaged or stale)."""
+    path = Path(folder) / f"{slug(device_name(device))}.json"
+    try:
+        data = json.loads(path.read_text())
+        if data.get("version") == CEILINGS_VERSION:
+            return Ceilings(**data)
+    except (OSError, json.JSONDecodeError, TypeError, AttributeError):
+        pass  # a damaged cache is measured again
+    return None
 
 
 def load_or_measure(device: torch.device, folder: str | Path, remeasure: bool = False) -> Ceilings:
     """The cached ceilings of this device, measured now if absent, stale or asked for."""
     path = Path(folder) / f"{slug(device_name(device))}.json"
-    if path.exists() and not remeasure:
-        try:
-            data = json.loads(path.read_text())
-            if data.get("version") == CEILINGS_VERSION:
-                return Ceilings(**data)
-        except (json.JSONDecodeError, TypeError):
-            pass  # a damaged cache is measured again
+    found = None if remeasure else cached(device, folder)
+    if found is not None:
+        return found
     ceilings = measure(device)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # two runs may measure at once

@@ -9,6 +9,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("tierbench.suite.run_command", "measure a suite (Hydra app: overrides, --multirun sweeps)"),
     "summary": ("tierbench.suite.markdown", "a run as Markdown tables per op family"),
+    "profile": ("tierbench.suite.profile_command", "one measurement of a run again under the profiler: a trace"),
     "spread": ("tierbench.suite.spread", "how far the medians of two runs differ (an A/A check)"),
     "report": ("tierbench.suite.site.command", "build the comparison site under results/html/"),
     "compare": ("tierbench.suite.history.compare_command", "regression report between two commits (asv)"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, make_dataclass
 from enum import Enum
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
@@ -29,11 +30,31 @@ class CompileMode(Enum):
     max_autotune = "max-autotune"
 
 
+class Metric(Enum):
+    """Measurements beyond the timed ones, asked for with `metrics=[...]` (the kernels each call launches
+    are always counted: one profiled call, outside timing)."""
+
+    # Device-memory bytes per call from Nsight Compute's DRAM counters: replays kernels, so slow; GPU only.
+    traffic = "traffic"
+
+
 @dataclass
 class CompilerConf:
     modes: list[CompileMode] = field(default_factory=lambda: [CompileMode.default])
     # Compile once per shape family with symbolic sizes instead of once per shape.
     dynamic: bool = False
+
+
+@dataclass
+class ShardConf:
+    """Which part of a sweep this job measures (composed by `devices=`; or by hand in a --multirun)."""
+
+    index: int = 0
+    count: int = 1
+    # The id every shard of one sweep shares (their runs form one logical run).
+    sweep: str | None = None
+    # 0 for the sweep's first launch; each resume of the sweep is the next launch.
+    launch: int = 0
 
 
 @dataclass
@@ -49,6 +70,7 @@ class RunBase:
     plugins: list[str] = field(default_factory=list)
     timing: TimingSettings = field(default_factory=TimingSettings)
     compiler: CompilerConf = field(default_factory=CompilerConf)
+    metrics: list[Metric] = field(default_factory=list)
     seed: int = 0
     results_dir: str = "results/runs"
     # Folder for measured device ceilings, cached per device.
@@ -61,6 +83,10 @@ class RunBase:
     # Write report.html and print the terminal table at the end of the run.
     html: bool = True
     table: bool = True
+    # Spread the suite over devices, one job per device (suite/launch.py): all (every visible GPU), a number
+    # of jobs (GPUs 0..n-1, or CPU jobs with device=cpu) or a list of GPU indices; null: one job.
+    devices: Any = None
+    shard: ShardConf = field(default_factory=ShardConf)
 
 
 def run_schema(families: list[Family]) -> type:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 from functools import cache
@@ -49,7 +50,24 @@ def _nvml():
         return None
 
 
+def device_name(device: torch.device) -> str:
+    """The device's name as records give it (their env's device_name)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).name
+    return platform.processor() or platform.machine()
+
+
+def device_identity(device: torch.device) -> tuple[int | None, str | None]:
+    """The GPU's index in this process and its UUID (as nvidia-smi spells it); (None, None) on a CPU."""
+    if device.type != "cuda":
+        return None, None
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+    return index, (f"GPU-{uuid}" if uuid is not None else None)
+
+
 def environment(device: torch.device) -> dict[str, Any]:
+    index, uuid = device_identity(device)
     env: dict[str, Any] = {
         "device_type": device.type,
         "host": platform.node(),
@@ -58,11 +76,13 @@ def environment(device: torch.device) -> dict[str, Any]:
         "triton": package_version("triton"),
         "cuda": torch.version.cuda,
         "git_commit": git_commit(),
+        "device_name": device_name(device),
+        "device_index": index,
+        "device_uuid": uuid,
     }
     if device.type == "cuda":
-        props = torch.cuda.get_device_properties(device)
+        props = torch.cuda.get_device_properties(index)
         env.update(
-            device_name=props.name,
             sm_count=props.multi_processor_count,
             compute_capability=f"{props.major}.{props.minor}",
             memory_bytes=props.total_memory,
@@ -72,19 +92,51 @@ def environment(device: torch.device) -> dict[str, Any]:
         if nvml is not None:
             env["driver"] = nvml.nvmlSystemGetDriverVersion()
     else:
-        env.update(device_name=platform.processor() or platform.machine(), threads=torch.get_num_threads())
+        env.update(threads=torch.get_num_threads())
     return env
 
 
+def _handle(nvml, device: torch.device):
+    """NVML's handle of the device, found by UUID: NVML numbers GPUs regardless of CUDA_VISIBLE_DEVICES."""
+    _, uuid = device_identity(device)
+    if uuid is not None:
+        try:
+            return nvml.nvmlDeviceGetHandleByUUID(uuid)
+        except Exception:  # noqa: BLE001 - an older driver: fall back to the index
+            pass
+    return nvml.nvmlDeviceGetHandleByIndex(device.index or 0)
+
+
+def _as_text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def host_gpus(nvml, own_uuid: str | None) -> dict[str, Any]:
+    """What else runs on this host's GPUs: other processes on ours, and every other GPU that is busy."""
+    mine = os.getpid()
+    others, busy = [], []
+    for i in range(nvml.nvmlDeviceGetCount()):
+        handle = nvml.nvmlDeviceGetHandleByIndex(i)
+        uuid = _as_text(nvml.nvmlDeviceGetUUID(handle))
+        pids = [p.pid for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)]
+        if uuid == own_uuid:
+            others = [p for p in pids if p != mine]
+        elif pids:
+            util = nvml.nvmlDeviceGetUtilizationRates(handle).gpu
+            busy.append({"uuid": uuid, "processes": len(pids), "util_pct": util})
+    return {"other_processes": others, "busy_gpus": busy}
+
+
 def telemetry(device: torch.device) -> dict[str, Any]:
-    """SM clock, power, temperature and clock-throttle reasons now; empty where NVML is absent."""
+    """SM clock, power, temperature and clock-throttle reasons now, and what else runs on the host's GPUs;
+    empty where NVML is absent."""
     nvml = _nvml() if device.type == "cuda" else None
     if nvml is None:
         return {}
     try:
-        handle = nvml.nvmlDeviceGetHandleByIndex(device.index or 0)
+        handle = _handle(nvml, device)
         bits = nvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)
-        return {
+        state = {
             "sm_clock_mhz": nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
             "mem_clock_mhz": nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM),
             "power_w": nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
@@ -93,3 +145,8 @@ def telemetry(device: torch.device) -> dict[str, Any]:
         }
     except Exception as exc:  # noqa: BLE001
         return {"telemetry_error": str(exc)}
+    try:
+        state.update(host_gpus(nvml, device_identity(device)[1]))
+    except Exception as exc:  # noqa: BLE001 - a driver without per-process accounting: the rest stands
+        state["host_gpus_error"] = str(exc)
+    return state

@@ -1,7 +1,10 @@
 """`tierbench summary RUN`: a run as Markdown tables, one per op family and mode (for docs and PR comments).
 
+RUN is a run folder, a run id, or a sweep id: a sweep's shard runs are summarised as one run.
+
 Per case: the best timed provider of each tier (the family's metric: TFLOP/s for compute-bound families,
-GB/s for norms), its ratio to the baseline provider, and the winner's fraction of the device's ceiling.
+GB/s for norms), its ratio to the baseline provider, the winner's fraction of the device's ceiling, what
+each provider's call launched and, where measured, its device-memory traffic over the op's minimum bytes.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ import sys
 from collections import OrderedDict
 from pathlib import Path
 
-from . import runmeta
+from . import runmeta, sweep
+from .fusion import RATIO, fusion_lines, traffic_ratio
 from .presentation import Presentation
 from .records import Measurement, read_records
 from .summary import by_case
@@ -43,8 +47,8 @@ def render(records: list[Measurement], shown: Presentation, families: list[str] 
         if key not in tables:
             head = " | ".join(f"{_cell(t)} ({view.unit})" for t in tiers)
             tables[key] = [
-                f"| op | shape | dtype | {head} | best vs baseline | best SOL | not timed |",
-                "|" + " --- |" * (len(tiers) + 6),
+                f"| op | shape | dtype | {head} | best vs baseline | best SOL | launches | traffic / min | not timed |",
+                "|" + " --- |" * (len(tiers) + 8),
             ]
         best = _best_per_tier(group)
         base = shown.baseline(group)
@@ -63,33 +67,37 @@ def render(records: list[Measurement], shown: Presentation, families: list[str] 
             # a skip that was checked first (timings not comparable here) is no news; nor is a missing package
             or (r.status == "skipped" and "installed" not in r.reason and r.rel_error is None)
         )
+        profiled = sorted(group, key=lambda r: (shown.tier_rank(r.tier), r.provider))
+        launches = ", ".join(f"{_cell(r.provider)} {r.launches}" for r in profiled if r.launches is not None)
+        traffic = ", ".join(
+            f"{_cell(r.provider)} {RATIO.format(x)}x" for r in profiled if (x := traffic_ratio(r)) is not None
+        )
         tables[key].append(
             f"| {_cell(first.op)} | {_cell(first.label)} | {_cell(str(first.case.get('dtype', '')))} | "
             + " | ".join(cells)
-            + f" | {ratio} | {sol} | {failed} |"
+            + f" | {ratio} | {sol} | {launches} | {traffic} | {failed} |"
         )
-    return "\n\n".join(f"### {family} ({mode})\n\n" + "\n".join(rows) for (family, mode), rows in tables.items()) + "\n"
-
-
-def resolve_run(given: str | Path, runs_dir: Path = Path("results/runs")) -> Path | None:
-    """A run folder named by its path or by its id under the runs folder; None when neither exists."""
-    path = Path(given)
-    if path.is_dir():
-        return path
-    candidate = runs_dir / str(given)
-    return candidate if "/" not in str(given) and candidate.is_dir() else None
+    sections = []
+    for (family, mode), rows in tables.items():
+        recs = [r for r in records if r.family == family and r.mode == mode]
+        saved = "".join(f"\n\nWhat fusion saved: {_cell(line)}" for line in fusion_lines(recs, shown))
+        sections.append(f"### {family} ({mode})\n\n" + "\n".join(rows) + saved)
+    return "\n\n".join(sections) + "\n"
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="tierbench summary", description=__doc__.splitlines()[0])
-    parser.add_argument("run", help="run folder (results/runs/<id>) or run id")
+    parser.add_argument("run", help="run folder (results/runs/<id>), run id, or sweep id (its shards as one run)")
     parser.add_argument("--runs", type=Path, default=Path("results/runs"), help="where run ids are looked up")
     parser.add_argument("--family", action="append", help="only these families")
     args = parser.parse_args(argv)
-    folder = resolve_run(args.run, args.runs)
-    records = read_records(folder) if folder else []
+    folders = sweep.resolve_runs(args.run, args.runs)
+    records = [r for folder in folders for r in read_records(folder)]
     if not records:
-        print(f"tierbench summary: {args.run} holds no records (is it a run folder or run id?)", file=sys.stderr)
+        print(
+            f"tierbench summary: {args.run} holds no records (is it a run folder, run id or sweep id?)", file=sys.stderr
+        )
         return 2
-    print(render(records, Presentation.of([runmeta.read(folder)]), args.family), end="")
+    records.sort(key=lambda r: r.time)
+    print(render(records, Presentation.of([runmeta.read(folder) for folder in folders]), args.family), end="")
     return 0

@@ -39,8 +39,8 @@ def leaf_inputs(op: Op, case: Case, inputs: dict[str, torch.Tensor]) -> dict[str
 
 
 def upstream_gradient(ref_out: torch.Tensor, case: Case, device: torch.device, gen: torch.Generator) -> torch.Tensor:
-    """The fixed random gradient of the output that every provider's backward receives (the case's dtype)."""
-    return randn(tuple(ref_out.shape), case.dtype, device, gen)
+    """The fixed random gradient of the output that every provider's backward receives (the output's dtype)."""
+    return randn(tuple(ref_out.shape), case.out_dtype, device, gen)
 
 
 def reference_outputs(

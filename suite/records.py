@@ -59,6 +59,14 @@ class Measurement:
     element_error: float | None = None  # max |out - ref| / (rms(ref) + |ref|) over the outputs checked
     errors: dict[str, float] = field(default_factory=dict)  # norm-wise error per output ("out", "dx", ...)
     executed_flops: float | None = None  # what the provider executes where it differs from `flops`
+    launches: int | None = None  # kernels (on a CPU: operators) one call launched, profiled outside timing
+    launches_reason: str = ""  # why `launches` is null
+    traffic_bytes: float | None = None  # device-memory bytes read + written per call (ncu's DRAM counters)
+    traffic_reason: str = ""  # why `traffic_bytes` is null where it was asked for (metrics=[traffic])
+    sweep: str | None = None  # the sweep this record's run is a shard of (suite/sweep.py)
+    shard: str | None = None  # "index/count" within the sweep
+    # The sweep's other shards running on this host while the case was measured (shard, run, device).
+    neighbours: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -129,6 +137,13 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "element_error": _OPT_NUM,
     "errors": (dict,),
     "executed_flops": _OPT_NUM,
+    "launches": (int, type(None)),
+    "launches_reason": (str,),
+    "traffic_bytes": _OPT_NUM,
+    "traffic_reason": (str,),
+    "sweep": _OPT_STR,
+    "shard": _OPT_STR,
+    "neighbours": (list,),
 }
 
 
@@ -203,15 +218,16 @@ def _cut_partial_tail(path: Path) -> None:
             f.truncate(keep)
 
 
-class RecordWriter:
-    """Appends records to a run's measurements.jsonl, each one flushed to disk before the next starts."""
+class JsonLines:
+    """Appends lines to a file of a run folder, each one flushed to disk before the next starts; a line left
+    half-written by a kill is cut off first."""
 
-    def __init__(self, run_dir: Path) -> None:
-        self.path = run_dir / RECORDS_FILE
+    def __init__(self, path: Path) -> None:
+        self.path = path
         _cut_partial_tail(self.path)
 
-    def append(self, record: Measurement) -> None:
-        line = record.to_json() + "\n"
+    def append_line(self, text: str) -> None:
+        line = text + "\n"
         # One write of a whole line in append mode: concurrent writers of one file never interleave lines.
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -219,3 +235,13 @@ class RecordWriter:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+class RecordWriter(JsonLines):
+    """Appends records to a run's measurements.jsonl."""
+
+    def __init__(self, run_dir: Path) -> None:
+        super().__init__(run_dir / RECORDS_FILE)
+
+    def append(self, record: Measurement) -> None:
+        self.append_line(record.to_json())

@@ -43,7 +43,12 @@ def plugin_names(argv: list[str]) -> list[str]:
     resume = _override_value(argv, "resume")
     results = _override_value(argv, "results_dir") or "results/runs"
     if isinstance(resume, str) and resume:
+        from . import sweep
+
         saved = Path(str(results)) / resume / "config.yaml"
+        found = sweep.find(str(results), resume)
+        if found is not None:  # a sweep's saved config
+            saved = sweep.sweep_dir(str(results), found) / sweep.CONFIG_FILE
         try:
             names = [*names, *(OmegaConf.load(saved).get("plugins") or [])]
         except Exception:  # noqa: BLE001 - a broken saved config is reported when the run is opened
@@ -63,6 +68,10 @@ def _decide_interpreter(argv: list[str]) -> None:
 
 def execute(cfg: DictConfig, catalog) -> int:
     """One job: returns the process exit code (0 done, 2 bad config, 130 interrupted)."""
+    from .shard_job import is_sharded
+
+    if is_sharded(cfg):
+        return execute_shard(cfg, catalog)
     from .plan import PlanError, resolve_device
 
     try:
@@ -70,10 +79,37 @@ def execute(cfg: DictConfig, catalog) -> int:
     except PlanError as exc:
         print(f"tierbench run: {exc}", file=sys.stderr)
         return 2
+    return _measure(cfg, device, catalog)
+
+
+def execute_shard(cfg: DictConfig, catalog) -> int:
+    """One shard of a sweep: its device taken and pinned, its heartbeat kept, its outcome left for the
+    command that launched it."""
+    from . import sweep
+    from .plan import PlanError
+    from .shard_job import ShardJob
+
+    try:
+        job = ShardJob.start(cfg)
+    except (PlanError, sweep.SweepError) as exc:
+        print(f"tierbench run: shard {cfg.shard.index}/{cfg.shard.count}: {exc}", file=sys.stderr)
+        sweep.record_failure(cfg.results_dir, cfg.shard, str(exc))
+        return 2
+    code, error = 1, "stopped by an exception"
+    try:
+        code = _measure(cfg, job.device, catalog, job)
+        error = "" if code == 0 else ("interrupted" if code == 130 else "see the job's log")
+    finally:
+        job.stop(code, error)
+    return code
+
+
+def _measure(cfg: DictConfig, device, catalog, shard=None) -> int:
+    from .plan import PlanError
     from .session import RunSession
 
     try:
-        session = RunSession.open(cfg, device, catalog)
+        session = RunSession.open(cfg, device, catalog, shard)
     except (PlanError, FileExistsError, FileNotFoundError) as exc:
         print(f"tierbench run: {exc}", file=sys.stderr)
         return 2
@@ -103,6 +139,23 @@ def main(argv: list[str]) -> int:
         print(f"tierbench run: {exc}", file=sys.stderr)
         return 2
     register_configs(catalog.families)
+    from . import launch
+    from .plan import PlanError
+
+    try:
+        launches = launch.plan(argv)
+    except PlanError as exc:
+        print(f"tierbench run: {exc}", file=sys.stderr)
+        return 2
+    if launches is None:
+        return _hydra(argv, catalog)
+    results = _override_value(argv, "results_dir") or "results/runs"
+    table = _override_value(argv, "table") is not False
+    return launch.run_all(launches, lambda args: _hydra(args, catalog), str(results), table)
+
+
+def _hydra(argv: list[str], catalog) -> int:
+    """The Hydra app over these arguments (one run, or a multirun through the configured launcher)."""
     status = {"code": 0}
 
     @hydra.main(config_path=conf_dir(), config_name="config", version_base="1.3")

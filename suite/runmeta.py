@@ -1,9 +1,9 @@
 """run.json: what a run folder says about itself, so that every view reads records and this file only.
 
 Written when the run starts and again when it ends: the suite, the plugins loaded, how each family is shown
-and which providers its speedups are quoted against, the tiers (order, color, own code), and how complete
-the run is (measurements planned and done, finished or not). Torch-free: the site and the tables read it
-without loading an op or a tier.
+and which providers its speedups are quoted against, the tiers (order, color, own code), how complete the
+run is (measurements planned and done, finished or not) and, for a shard, its sweep. Torch-free: the site
+and the tables read it without loading an op or a tier.
 """
 
 from __future__ import annotations
@@ -32,6 +32,12 @@ class RunMeta:
     started: float = field(default_factory=time.time)
     finished: float | None = None  # when the run ended (None: still running, killed or interrupted)
     format: int = META_FORMAT
+    # A shard of a sweep (suite/sweep.py): the sweep's id, "index/count", which launch, and the measurements
+    # the whole sweep plans (its runs together are one logical run). None for a run of its own.
+    sweep: str | None = None
+    shard: str | None = None
+    launch: int | None = None
+    sweep_planned: int | None = None
 
     @property
     def complete(self) -> bool:

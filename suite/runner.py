@@ -15,6 +15,7 @@ import torch
 
 from tierbench.timing import CpuTimer, CudaEventTimer
 
+from . import profiling, traffic
 from .ceilings import Ceilings
 from .checking import check_all
 from .envinfo import telemetry
@@ -44,6 +45,20 @@ class RunContext:
     done: set[tuple[str, str]] = field(default_factory=set)
     # Package version per provider, looked up once per run: distribution metadata scans are slow.
     versions: dict[str, str | None] = field(default_factory=dict)
+    # Measurements beyond the timed ones (config `metrics`): "traffic" runs ncu per checked provider.
+    metrics: tuple[str, ...] = ()
+    # A shard of a sweep: the sweep, "index/count", and who runs beside it now (suite/shard_job.py).
+    sweep: str | None = None
+    shard: str | None = None
+    neighbours: Callable[[], list[dict[str, Any]]] | None = None
+
+    def beside(self, seen: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """The shards running beside this one now, added to those `seen` earlier in the case."""
+        out = list(seen or [])
+        for n in self.neighbours() if self.neighbours else []:
+            if n not in out:
+                out.append(n)
+        return out
 
     def version_of(self, provider: Provider) -> str | None:
         if provider.name not in self.versions:
@@ -75,6 +90,7 @@ def run_plan(
 ) -> list[Measurement]:
     """Measure every (case, provider) of the plan not already in ctx.done; returns the new records."""
     writer = RecordWriter(ctx.run_dir)
+    launch_log = profiling.LaunchLog(ctx.run_dir)
     new: list[Measurement] = []
     todo = [(pc, [p for p in pc.providers if (pc.case.case_id, p.name) not in ctx.done]) for pc in plan]
     todo = [(pc, providers) for pc, providers in todo if providers]
@@ -90,8 +106,11 @@ def run_plan(
             case.mode,
             ", ".join(p.name for p in providers),
         )
-        for record in measure_case(case, providers, ctx, pc.op):
+        profiles: dict[tuple[str, str], profiling.Profile] = {}
+        for record in measure_case(case, providers, ctx, pc.op, profiles):
             writer.append(record)
+            if record.key in profiles:
+                launch_log.append(record.run_id, record.case_id, record.provider, profiles.pop(record.key))
             ctx.done.add(record.key)
             new.append(record)
             if on_record:
@@ -100,11 +119,20 @@ def run_plan(
     return new
 
 
-def measure_case(case: Case, providers: list[Provider], ctx: RunContext, op: Op) -> Iterator[Measurement]:
-    """Check every provider against one reference, then time the correct ones together, interleaved."""
+def measure_case(
+    case: Case,
+    providers: list[Provider],
+    ctx: RunContext,
+    op: Op,
+    profiles: dict[tuple[str, str], profiling.Profile] | None = None,
+) -> Iterator[Measurement]:
+    """Check every provider against one reference, profile each correct one's pass once, then time the
+    correct ones together, interleaved. `profiles` receives what each profiled call launched."""
     work = op.work(case)
+    seen = ctx.beside()
 
     def record(provider: Provider, status: str, reason: str = "", **fields: Any) -> Measurement:
+        fields.setdefault("launches_reason", profiling.NOT_PROFILED)
         tier = ctx.tiers.get(provider.tier)
         return Measurement(
             run_id=ctx.run_id,
@@ -124,6 +152,9 @@ def measure_case(case: Case, providers: list[Provider], ctx: RunContext, op: Op)
             env=ctx.env,
             suite=ctx.suite,
             own_code=bool(tier and tier.own_code),
+            sweep=ctx.sweep,
+            shard=ctx.shard,
+            neighbours=seen,
             **fields,
         )
 
@@ -159,7 +190,11 @@ def measure_case(case: Case, providers: list[Provider], ctx: RunContext, op: Op)
 
     checked: dict[str, tuple[Provider, Pass, dict[str, Any]]] = {}
     for provider in runnable:
-        outcome = _prepare_and_check(provider, op, case, inputs, options, refs, dy, ctx.device)
+        tier = ctx.tiers.get(provider.tier)
+        why_not_timed = tier.not_comparable(ctx.device.type) if tier else None
+        outcome = _prepare_and_check(
+            provider, op, case, inputs, options, refs, dy, ctx.device, profile_check=bool(why_not_timed)
+        )
         if changed := _restore(inputs, pristine):
             _release(ctx.device)
             yield record(provider, "error", f"wrote into its inputs ({', '.join(changed)}); they were restored")
@@ -167,9 +202,8 @@ def measure_case(case: Case, providers: list[Provider], ctx: RunContext, op: Op)
         if isinstance(outcome, Failure):
             yield record(provider, outcome.status, outcome.reason, **outcome.facts)
             continue
-        pass_, facts = outcome
-        tier = ctx.tiers.get(provider.tier)
-        why_not_timed = tier.not_comparable(ctx.device.type) if tier else None
+        pass_, facts, profile = outcome
+        facts.update(_profile(pass_, provider, case, ctx, profiles, profile))
         if why_not_timed:
             yield record(provider, "skipped", why_not_timed, **facts)
             continue
@@ -179,6 +213,7 @@ def measure_case(case: Case, providers: list[Provider], ctx: RunContext, op: Op)
         return
 
     samples = ctx.timer.measure({name: p.timed() for name, (_, p, _) in checked.items()})
+    seen = ctx.beside(seen)
     state = telemetry(ctx.device)
     for name, (provider, _, facts) in checked.items():
         result = samples[name]
@@ -196,15 +231,42 @@ def measure_case(case: Case, providers: list[Provider], ctx: RunContext, op: Op)
         )
 
 
+def _profile(
+    pass_: Pass,
+    provider: Provider,
+    case: Case,
+    ctx: RunContext,
+    profiles: dict[tuple[str, str], profiling.Profile] | None,
+    profile: profiling.Profile | None = None,
+) -> dict[str, Any]:
+    """One more call of a checked pass, outside timing (unless its checked run was profiled already): what
+    it launched, and with metrics=[traffic] the device-memory bytes it moved, measured by ncu."""
+    if profile is None:
+        profile = profiling.profile_pass(pass_, ctx.device)
+    if profiles is not None:
+        profiles[(case.case_id, provider.name)] = profile
+    fields = profile.fields()
+    if "traffic" in ctx.metrics:
+        fields.update(traffic.measure(ctx.run_dir, case.case_id, provider.name, ctx.device))
+    return fields
+
+
 def _restore(inputs: dict[str, torch.Tensor], pristine: dict[str, torch.Tensor]) -> list[str]:
     """Names of the inputs a provider changed (restored from the pristine copies), [] when none was."""
     changed = []
     with torch.no_grad():
         for name, t in inputs.items():
-            if not torch.equal(t, pristine[name]):
+            if not _same(t, pristine[name]):
                 t.copy_(pristine[name])
                 changed.append(name)
     return changed
+
+
+def _same(t: torch.Tensor, pristine: torch.Tensor) -> bool:
+    """Bit for bit; 1-byte floats (FP8) as bytes, since comparisons are not implemented for them everywhere."""
+    if t.is_floating_point() and t.element_size() == 1:
+        return torch.equal(t.view(torch.uint8), pristine.view(torch.uint8))
+    return torch.equal(t, pristine)
 
 
 def _prepare_and_check(
@@ -216,15 +278,18 @@ def _prepare_and_check(
     refs: dict[str, torch.Tensor],
     dy: torch.Tensor | None,
     device: torch.device,
+    profile_check: bool = False,
 ):
     """Prepare and run the pass once (compilation, autotuning), then run it again and check that result.
 
     The second run is the one that resembles a timed call: its peak memory is the pass's footprint (an
     autotuner's benchmarking buffers of the first run are not; for the backward, the forward's saved
-    tensors are the baseline), and its outputs are what gets checked. Returns (pass, facts) or a Failure.
+    tensors are the baseline), and its outputs are what gets checked. With `profile_check` (a pass never
+    timed here) that run is also the profiled one. Returns (pass, facts, profile or None) or a Failure.
     """
     on_gpu = device.type == "cuda"
     prepare_s = None
+    profile = None
     try:
         start = time.perf_counter()
         pass_ = Pass(op, case, provider, provider.prepare(inputs, options, case), inputs, dy)
@@ -234,15 +299,18 @@ def _prepare_and_check(
             torch.cuda.synchronize(device)
         prepare_s = time.perf_counter() - start
         if on_gpu:
-            _poison_free_memory(refs, case.dtype)
+            _poison_free_memory(refs, case.out_dtype)
             torch.cuda.synchronize(device)
             torch.cuda.reset_peak_memory_stats(device)
             baseline = torch.cuda.memory_allocated(device)
-        outs = pass_.run()
+        if profile_check:
+            outs, profile = profiling.profiled_run(pass_, device)
+        else:
+            outs = pass_.run()
         if on_gpu:
             torch.cuda.synchronize(device)
         peak = torch.cuda.max_memory_allocated(device) - baseline if on_gpu else None
-        verdict = check_all(outs, refs, case.dtype)
+        verdict = check_all(outs, refs, case.out_dtype, case.dtype)
         del outs
         pass_.release()
     except Unavailable as exc:
@@ -262,7 +330,7 @@ def _prepare_and_check(
     }
     if not verdict.ok:
         return _failure("incorrect", verdict.reason, **facts)
-    return pass_, facts
+    return pass_, facts, profile
 
 
 def _launch_of(provider: Provider) -> str | None:
@@ -306,8 +374,11 @@ def summarize(
     ordered = sorted(samples_ms)
     quantiles = {name: ordered[min(len(ordered) - 1, int(q * len(ordered)))] for name, q in _QUANTILES.items()}
     seconds = median * 1e-3
-    compute_floor = flops / (ceilings.peak_tflops(dtype) * 1e12)
+    peak = ceilings.peak_tflops(dtype)
     memory_floor = min_bytes / (ceilings.copy_gbps * 1e9)
+    # Without a ceiling for the case's precision (an FP8 rate not measured here) no SOL is stated at all:
+    # a 16-bit peak would overstate it.
+    compute_floor = flops / (peak * 1e12) if peak else None
     return {
         "median_ms": median,
         "min_ms": ordered[0],
@@ -315,6 +386,6 @@ def summarize(
         "samples_ms": [round(s, 5) for s in samples_ms],  # 10 ns resolution: events are no finer
         "tflops": flops / seconds / 1e12,
         "gbps": min_bytes / seconds / 1e9,
-        "sol": max(compute_floor, memory_floor) / seconds,
-        "bound": "compute" if compute_floor >= memory_floor else "memory",
+        "sol": max(compute_floor, memory_floor) / seconds if compute_floor is not None else None,
+        "bound": ("compute" if compute_floor >= memory_floor else "memory") if compute_floor is not None else None,
     }

@@ -21,9 +21,11 @@ from . import runmeta
 from .catalog import Catalog
 from .ceilings import Ceilings, load_or_measure, save_for_run
 from .envinfo import environment
+from .ops.base import choice_name
 from .plan import PlanError, PlannedCase, make_plan, timing_settings
 from .records import CONFIG_FILE, Measurement, RecordWriter, create_run_dir, read_records
 from .runner import RunContext, measure_case, run_plan
+from .shard_job import ShardJob
 from .tiers import Tier
 
 log = logging.getLogger("tierbench")
@@ -46,6 +48,7 @@ class Measurer:
         suite: str = "",
         tiers: dict[str, Tier] | None = None,
         remeasure_ceilings: bool = False,
+        metrics: tuple[str, ...] = (),
     ) -> Measurer:
         ceilings = load_or_measure(device, ceilings_dir, remeasure_ceilings)
         log.info(
@@ -64,6 +67,7 @@ class Measurer:
             env=environment(device),
             seed=seed,
             suite=suite,
+            metrics=tuple(metrics),
         )
         if tiers is not None:
             ctx.tiers = dict(tiers)
@@ -91,11 +95,21 @@ class RunSession:
     run_dir: Path
     plan: list[PlannedCase]
     ceilings: Ceilings | None = None
+    shard: ShardJob | None = None
+    sweep_planned: int | None = None  # a shard's: the measurements of the whole sweep
 
     @classmethod
-    def open(cls, cfg: DictConfig, device: torch.device, catalog: Catalog) -> RunSession:
-        """A new run folder, or with resume=<id> the interrupted run's own folder and its saved config."""
+    def open(cls, cfg: DictConfig, device: torch.device, catalog: Catalog, shard: ShardJob | None = None) -> RunSession:
+        """A new run folder, or with resume=<id> the interrupted run's own folder and its saved config; a
+        shard's run is always a new folder, with the shard's part of the sweep's (missing) work."""
         results = Path(cfg.results_dir)
+        if shard is not None:
+            cfg = shard.base_config(cfg)
+            part, planned = shard.assigned(cfg, make_plan(cfg, catalog))
+            run_id, run_dir = create_run_dir(results, shard.spec.run_name)
+            (run_dir / CONFIG_FILE).write_text(OmegaConf.to_yaml(cfg, resolve=True))
+            shard.attach(run_id)
+            return cls(cfg, catalog, device, run_id, run_dir, part, shard=shard, sweep_planned=planned)
         if cfg.resume:
             run_dir = results / cfg.resume
             saved = run_dir / CONFIG_FILE
@@ -130,6 +144,10 @@ class RunSession:
             finished=finished,
             **runmeta.describe_catalog(self.catalog),
         )
+        if self.shard is not None:
+            spec = self.shard.spec
+            meta.sweep, meta.shard, meta.launch = spec.sweep, spec.label, spec.launch
+            meta.sweep_planned = self.sweep_planned
         if old is not None:
             meta.started = old.started
         return meta
@@ -158,10 +176,14 @@ class RunSession:
             suite=str(self.cfg.suite),
             tiers=self.catalog.tiers,
             remeasure_ceilings=bool(self.cfg.remeasure_ceilings),
+            metrics=tuple(choice_name(m) for m in self.cfg.get("metrics") or ()),
         )
         self.ceilings = measurer.ceilings
         save_for_run(self.ceilings, self.run_dir)
         measurer.ctx.done = done
+        if self.shard is not None:
+            measurer.ctx.sweep, measurer.ctx.shard = self.shard.spec.sweep, self.shard.spec.label
+            measurer.ctx.neighbours = self.shard.neighbours
         measurer.run(self.plan)
 
     def finish(self) -> None:
@@ -169,7 +191,7 @@ class RunSession:
 
         records = read_records(self.run_dir)
         runmeta.write(self.run_dir, self._meta(finished=time.time()))
-        if self.cfg.table:
+        if self.cfg.table and self.shard is None:  # a sweep's table is printed once, by its command
             from . import table
 
             print(table.render(records, runmeta.read(self.run_dir)), flush=True)

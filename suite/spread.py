@@ -1,5 +1,7 @@
 """`tierbench spread RUN_A RUN_B`: how far the medians of two runs of one suite lie apart (an A/A check).
 
+Each side is a run folder, a run id, or a sweep id (its shard runs as one run).
+
 For every (case, provider) timed in both runs: the relative difference of the medians. Reported overall and
 for kernels of at least --min-us microseconds, where launch jitter no longer dominates.
 """
@@ -12,6 +14,7 @@ import sys
 from pathlib import Path
 
 from .records import Measurement, read_records
+from .sweep import resolve_runs
 
 
 def pair_spreads(a: list[Measurement], b: list[Measurement]) -> list[tuple[Measurement, Measurement, float]]:
@@ -38,16 +41,20 @@ def _summary(values: list[float]) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="tierbench spread", description=__doc__.splitlines()[0])
-    parser.add_argument("run_a", type=Path, help="run folder (results/runs/<id>)")
-    parser.add_argument("run_b", type=Path)
+    parser.add_argument("run_a", help="run folder (results/runs/<id>), run id, or sweep id (its shards as one run)")
+    parser.add_argument("run_b")
+    parser.add_argument("--runs", type=Path, default=Path("results/runs"), help="where run and sweep ids are looked up")
     parser.add_argument("--min-us", type=float, default=50.0, help="kernel duration for the second summary")
     parser.add_argument("--top", type=int, default=10, help="list this many of the widest spreads")
     args = parser.parse_args(argv)
-    for path in (args.run_a, args.run_b):
-        if not path.is_dir():
-            print(f"tierbench spread: {path} is not a run folder", file=sys.stderr)
+    sides = []
+    for given in (args.run_a, args.run_b):
+        folders = resolve_runs(given, args.runs)
+        if not folders:
+            print(f"tierbench spread: {given} is not a run folder, run id or sweep id", file=sys.stderr)
             return 2
-    pairs = pair_spreads(read_records(args.run_a), read_records(args.run_b))
+        sides.append(sorted((r for folder in folders for r in read_records(folder)), key=lambda r: r.time))
+    pairs = pair_spreads(*sides)
     if not pairs:
         print("tierbench spread: the two runs have no timed (case, provider) in common", file=sys.stderr)
         return 2

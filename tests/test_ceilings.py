@@ -36,6 +36,18 @@ def test_stale_or_damaged_cache_is_measured_again(tmp_path, monkeypatch):
     assert ceilings.load_or_measure(cpu, tmp_path, remeasure=True) == fake
 
 
-def test_peak_falls_back_to_the_best_known_dtype():
+def test_peak_falls_back_to_the_best_known_dtype_but_fp8_only_to_an_fp8_rate():
     c = ceilings.Ceilings(device_name="x", copy_gbps=1.0, matmul_tflops={"fp32": 50.0, "bf16": 700.0})
-    assert c.peak_tflops("bf16") == 700.0 and c.peak_tflops("fp8") == 700.0
+    assert c.peak_tflops("bf16") == 700.0 and c.peak_tflops("fp16") == 700.0
+    assert c.peak_tflops("fp8_e4m3") is None  # a 16-bit peak would overstate an FP8 case's SOL
+    c.matmul_tflops["fp8_e4m3"] = 1300.0
+    assert c.peak_tflops("fp8_e4m3") == 1300.0
+
+
+def test_committed_ceilings_of_an_older_version_still_read(tmp_path):
+    from pathlib import Path
+
+    committed = Path(__file__).resolve().parents[1] / "results" / "ceilings" / "nvidia-h200.json"
+    c = ceilings.Ceilings(**json.loads(committed.read_text()))
+    assert c.peak_tflops("bf16") > 100 and c.version < ceilings.CEILINGS_VERSION
+    assert c.peak_tflops(ceilings.FP8) is None  # measured before the FP8 rate: no FP8 SOL, no crash

@@ -60,7 +60,7 @@ def _by_name(op: str) -> dict[str, cuda_tier.Provider]:
 # --- The tier's shape ---------------------------------------------------------------------------------------
 
 
-def test_providers_cover_three_flash_attn_generations_and_quack_norms():
+def test_providers_cover_three_flash_attn_generations_quack_norms_and_quack_fp8():
     listed = [(p.name, p.tier, p.op, p.package) for p in cuda_tier.providers(OPS)]
     assert listed == [
         ("flash-attn-2", "cuda", "attention", "flash-attn"),
@@ -68,6 +68,7 @@ def test_providers_cover_three_flash_attn_generations_and_quack_norms():
         ("flash-attn-4", "cuda", "attention", "flash-attn-4"),
         ("quack", "cuda", "rms_norm", "quack-kernels"),
         ("quack", "cuda", "layer_norm", "quack-kernels"),
+        ("quack", "cuda", "matmul_fp8", "quack-kernels"),
     ]
     names = {(p.name, p.op) for p in CATALOG.providers()}
     assert {("flash-attn-4", "attention"), ("quack", "layer_norm")} <= names

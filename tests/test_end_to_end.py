@@ -37,18 +37,32 @@ def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
     by_key = {(r.op, r.case_id, r.provider): r for r in records}
     assert len(by_key) == len(records), "one record per (case, provider)"
     ops = {r.op for r in records}
-    assert ops == {"matmul", "layer_norm", "rms_norm", "bias_gelu_layer_norm", "attention", "decode"}
+    assert ops == {"matmul", "matmul_bias_gelu", "matmul_fp8", "layer_norm", "rms_norm", "bias_gelu_layer_norm",
+                   "attention", "decode"}  # fmt: skip
     for r in records:
         assert r.status in ("ok", "skipped"), (r.provider, r.op, r.status, r.reason)
         if r.status == "ok":
             assert r.median_ms > 0 and r.samples_ms and r.sol > 0 and r.rel_error <= r.tolerance
         assert r.env["git_commit"] is None or len(r.env["git_commit"]) == 40
+    fp8 = [r for r in records if r.op == "matmul_fp8"]
+    assert {r.tier for r in fp8} == {"vendor", "compiler", "triton", "cuda"}
+    assert all(r.status == "skipped" and r.reason.startswith("FP8 matmul needs FP8 tensor cores") for r in fp8)
+    epilogue = [r for r in records if r.op == "matmul_bias_gelu" and r.tier in ("vendor", "compiler")]
+    assert {r.provider for r in epilogue if r.status == "ok"} == {"eager", "compile"}
+    assert {r.mode for r in epilogue if r.status == "ok"} == {"fwd", "bwd", "fwd_bwd"}
     tiers_timed = {r.tier for r in records if r.status == "ok"}
     assert tiers_timed == {"vendor", "compiler"}
-    triton = [r for r in records if r.tier == "triton"]
-    # matmul in 3 modes, 3 norms, 2 attention cases, 2 grouped-query ones, 1 decode step
-    assert len(triton) == 11 and all("correct, not timed" in r.reason and r.rel_error is not None for r in triton)
+    triton = [r for r in records if r.tier == "triton" and r.op != "matmul_fp8"]
+    # matmul and its epilogue in 3 modes each, 3 norms, 2 attention cases, 2 grouped-query ones, 1 decode step
+    assert len(triton) == 14 and all("correct, not timed" in r.reason and r.rel_error is not None for r in triton)
     assert all(r.launch and "warps=" in r.launch for r in triton), [r.launch for r in triton]
+    # Every record counts what its call launched or says why not; the lists are in the side file.
+    assert all((r.launches is None) == bool(r.launches_reason) for r in records)
+    assert all(r.launches for r in records if r.rel_error is not None and r.tier != "compiler")
+    fused = {r.provider: r.launches for r in records if r.op == "bias_gelu_layer_norm"}
+    assert fused["eager"] == 3 and fused["triton"] == 1
+    logged = [json.loads(line) for line in (run_dir / "launches.jsonl").read_text().splitlines()]
+    assert {(e["case_id"], e["provider"]) for e in logged} == {r.key for r in records if r.rel_error is not None}
     cuda = [r for r in records if r.tier == "cuda"]
     assert cuda and all(r.status == "skipped" and r.reason for r in cuda)
     html = (run_dir / "report.html").read_text()
@@ -96,8 +110,8 @@ def test_interrupted_run_keeps_its_records_and_resume_finishes_it(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     after = read_records(runs / "first")
     keys = [r.key for r in after]
-    # 6 single-provider cases (matmul in 3 modes, 3 norms) + (2 attention cases, 2 grouped-query ones and
-    # 1 decode step) x 4 SDPA backends
+    # 6 single-provider cases (matmul's three passes, three norms) + (2 attention cases, 2 grouped-query ones
+    # and 1 decode step) x 4 SDPA backends
     assert len(keys) == len(set(keys)) == 26
     assert [r.to_json() for r in after[: len(before)]] == [r.to_json() for r in before], "old records intact"
     for line in records_file.read_text().splitlines():

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 import tierbench
-from tierbench.suite.ops.base import DType, Mode, choice_name, element_size, positive, randn
+from tierbench.suite.ops.base import DType, Mode, choice_name, element_size, per_pass, positive, randn
 from tierbench.suite.ops.norm import RMS_NORM
 from tierbench.suite.tiers import plugin_tier
 
@@ -67,12 +67,9 @@ def formula(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
 def work(case: tierbench.Case) -> tierbench.WorkModel:
     n = case.params["tokens"] * case.params["ffn"]
     size = element_size(case)
-    if case.mode == "fwd":  # gate and up read, the output written
-        return tierbench.WorkModel(flops=5.0 * n, min_bytes=3.0 * n * size)
+    fwd = tierbench.WorkModel(flops=5.0 * n, min_bytes=3.0 * n * size)  # gate and up read, the output written
     bwd = tierbench.WorkModel(flops=8.0 * n, min_bytes=5.0 * n * size)  # gate, up, dy read; dgate, dup written
-    if case.mode == "bwd":
-        return bwd
-    return tierbench.WorkModel(flops=13.0 * n, min_bytes=8.0 * n * size)
+    return per_pass(case, fwd, bwd)
 
 
 SWIGLU = tierbench.Op(

@@ -207,10 +207,14 @@ def _in_family(case: Any, family: str) -> bool:
     return case.family not in builtin_family_names() if family == PLUGINS else case.family == family
 
 
+def selects(case: Any, where: Mapping[str, Any] | None) -> bool:
+    """Whether a case holds the `where` values: its parameters, and `op` its op's name."""
+    return all((case.op if k == "op" else case.params.get(k)) == v for k, v in (where or {}).items())
+
+
 def _family_entries(family: str, where: Mapping[str, Any] | None = None) -> list[tuple[Any, str, Any]]:
-    """The family's planned cases whose parameters hold the `where` values (PLUGINS: the plugins' families)."""
-    wanted = (where or {}).items()
-    return [e for e in _plan()[2] if _in_family(e[0], family) and all(e[0].params.get(k) == v for k, v in wanted)]
+    """The family's planned cases that hold the `where` values (PLUGINS: the plugins' families)."""
+    return [e for e in _plan()[2] if _in_family(e[0], family) and selects(e[0], where)]
 
 
 def max_samples() -> int:
@@ -347,7 +351,8 @@ class FamilyBenchmark:
     family = ""
     # The built-in providers this class tracks, one `track_<provider>` each (plugins' providers join anyway).
     providers: tuple[str, ...] = ()
-    where: dict[str, Any] = {}  # only the family's cases whose parameters hold these values (all when empty)
+    # Only the family's cases whose parameters (and `op`, the op's name) hold these values; all when empty.
+    where: dict[str, Any] = {}
     unit = "seconds"
     param_names = ["case"]
     timeout = TIMEOUT_S

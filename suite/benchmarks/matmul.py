@@ -1,6 +1,8 @@
-"""asv: matmul, one track method per provider (eager/cuBLAS, torch.compile, Triton).
+"""asv: matmul, one track method per provider; the GEMM epilogue and the FP8 product as classes of their own.
 
-Benchmarks: matmul.Matmul.track_<provider>(case), for the providers listed below that run here.
+Benchmarks: matmul.Matmul.track_<provider>(case) (the plain product), matmul.MatmulEpilogue (gelu(a @ b +
+bias)) and matmul.MatmulFp8 (FP8 operands), for the providers listed that run here. One class per op:
+each series keeps its own version, so the plain product's history did not restart when the others joined.
 """
 
 from ._harness import FamilyBenchmark, finish_class, measure_family
@@ -9,10 +11,31 @@ from ._harness import FamilyBenchmark, finish_class, measure_family
 class Matmul(FamilyBenchmark):
     family = "matmul"
     providers = ("eager", "compile", "compile-max-autotune", "triton")
+    where = {"op": "matmul"}
 
-    # Defined in each family's class: asv keys a setup_cache by its source line, one cache per family.
+    # Defined in each class: asv keys a setup_cache by its source line, one cache per class.
     def setup_cache(self):
-        return measure_family(self.family)
+        return measure_family(self.family, self.where)
+
+
+class MatmulEpilogue(FamilyBenchmark):
+    family = "matmul"
+    providers = ("eager", "cublaslt-epilogue", "compile", "compile-max-autotune", "triton")
+    where = {"op": "matmul_bias_gelu"}
+
+    def setup_cache(self):
+        return measure_family(self.family, self.where)
+
+
+class MatmulFp8(FamilyBenchmark):
+    family = "matmul"
+    providers = ("eager", "compile", "compile-max-autotune", "triton", "quack")
+    where = {"op": "matmul_fp8"}
+
+    def setup_cache(self):
+        return measure_family(self.family, self.where)
 
 
 finish_class(Matmul)
+finish_class(MatmulEpilogue)
+finish_class(MatmulFp8)

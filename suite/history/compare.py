@@ -22,11 +22,12 @@ OTHER_STATES = ("failed", "skipped", "new", "gone", "incomparable")
 
 
 @functools.cache
-def default_own_providers() -> tuple[str, ...]:
-    """The asv names of the providers whose tier is own code: the built-in ones and installed plugins'."""
+def default_own_providers(plugins: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The asv names of the providers whose tier is own code: the built-in ones, installed plugins' and
+    those of the `plugins` named."""
     from ..catalog import build
 
-    return tuple(sorted({re.sub(r"\W", "_", name) for name in build().own_code_providers()}))
+    return tuple(sorted({re.sub(r"\W", "_", name) for name in build(plugins).own_code_providers()}))
 
 
 # asv names: <module>.<Class>.track_<provider>(<params>)

@@ -79,6 +79,7 @@ def _parser() -> argparse.ArgumentParser:
         help="providers built by this project, comma-separated; every other provider's series is a "
         "control (default: the providers of the own-code tiers, e.g. triton)",
     )
+    p.add_argument("--plugins", help="plugin modules whose own-code providers are judged too, comma-separated")
     p.add_argument("--json", help="write the verdicts as JSON here ('-': on stdout instead of Markdown)")
     p.add_argument("--md", help="write the Markdown here (default: results/compare/<machine>-<base>-<head>.md)")
     p.add_argument("--html", help="write the HTML here (default: results/compare/<machine>-<base>-<head>.html)")
@@ -95,7 +96,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def _own(args: argparse.Namespace) -> tuple[str, ...]:
     if args.own is None:
-        return default_own_providers()
+        return default_own_providers(tuple(p for p in (args.plugins or "").split(",") if p))
     own = tuple(p.strip() for p in args.own.split(",") if p.strip())
     if not own:
         raise AsvError("--own needs at least one provider name, e.g. --own triton")

@@ -8,6 +8,8 @@
                                            network) into .asv/builds/<sha>/, put first on PYTHONPATH, and
                                            measured by asv in this Python (--python=same --set-commit-hash)
     ... --aa N                             then N A/A runs of the last commit, and relearn the noise model
+    tierbench nightly --publish-only       measure nothing: publish every machine's results (those copied in
+                                           from other hosts' results/asv/<machine>/ too) as one history
 
 Then each measured commit is compared with the commit before it that has results on this machine (the
 cross-session verdict, noise learned from the stored history); the project's series that look slower are
@@ -62,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--head", action="store_true", help="measure HEAD with the installed tierbench")
     mode.add_argument("--commits", metavar="SPEC", help="a range A..B or a comma-separated list of commits")
+    mode.add_argument(
+        "--publish-only", action="store_true", help="measure nothing: publish every machine's results, rebuild the site"
+    )
     p.add_argument(
         "--existing-env",
         action="store_true",
@@ -159,7 +164,19 @@ def regenerate_report(config: AsvConfig) -> int:
         return 1
 
 
+def publish_only(args: argparse.Namespace, config: AsvConfig) -> int:
+    """One history from every machine's results in results/asv/ (each machine's own definitions merged)."""
+    found = asvresults.machines(config.results_dir)
+    if not found:
+        raise AsvError(f"no machine's results under {config.results_dir} to publish")
+    publish.publish(config)
+    print(f"tierbench nightly: asv site in {config.html_dir} ({len(found)} machines: {', '.join(found)})")
+    return 0 if args.no_report else (1 if regenerate_report(config) else 0)
+
+
 def nightly(args: argparse.Namespace, config: AsvConfig) -> int:
+    if args.publish_only:
+        return publish_only(args, config)
     if args.existing_env and not args.commits:
         raise AsvError("--existing-env goes with --commits SPEC (use --head for the installed build)")
     if args.aa and not (args.head or args.existing_env):

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from .base import Case, DType, Family, Mode, Op, View, WorkModel, choice_name, element_size, positive, randn
+from .base import Case, DType, Family, Mode, Op, View, WorkModel, choice_name, element_size, per_pass, positive, randn
 
 # Query rows per chunk of the reference, so its score matrix stays a few hundred MiB at any length.
 _REFERENCE_SCORE_ELEMENTS = 1 << 26
@@ -267,11 +267,7 @@ def work(case: Case) -> WorkModel:
     kv_tile *= element_size(case)
     fwd = WorkModel(forward_flops(case), float(2 * q_tile + 2 * kv_tile))
     bwd = WorkModel(BACKWARD_FLOPS_FACTOR * fwd.flops, float(4 * q_tile + 4 * kv_tile))
-    if case.mode == "fwd":
-        return fwd
-    if case.mode == "bwd":
-        return bwd
-    return WorkModel(fwd.flops + bwd.flops, fwd.min_bytes + bwd.min_bytes)
+    return per_pass(case, fwd, bwd)
 
 
 OP = Op(

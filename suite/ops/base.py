@@ -21,7 +21,13 @@ import torch
 
 from ..presentation import View
 
-DTYPES: dict[str, torch.dtype] = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+DTYPES: dict[str, torch.dtype] = {
+    "fp16": torch.float16,
+    "bf16": torch.bfloat16,
+    "fp32": torch.float32,
+    # The operands' format of an FP8 product (its output dtype is the case's `out_dtype`).
+    "fp8_e4m3": torch.float8_e4m3fn,
+}
 
 
 class DType(Enum):
@@ -65,7 +71,14 @@ class Case:
 
     @property
     def dtype(self) -> torch.dtype:
+        """The operands' dtype (params["dtype"])."""
         return DTYPES[self.params["dtype"]]
+
+    @property
+    def out_dtype(self) -> torch.dtype:
+        """The outputs' dtype, which the check's tolerance is chosen by: params["out_dtype"] where the op's
+        output differs from its operands (an FP8 product's bf16), else the operands' dtype."""
+        return DTYPES[self.params.get("out_dtype", self.params["dtype"])]
 
     @property
     def mode(self) -> str:
@@ -87,6 +100,15 @@ class WorkModel:
     min_bytes: float
 
 
+def per_pass(case: Case, fwd: WorkModel, bwd: WorkModel) -> WorkModel:
+    """The work of the case's pass: the forward's, the backward's, or both (fwd_bwd: each at its minimum)."""
+    if case.mode == "fwd":
+        return fwd
+    if case.mode == "bwd":
+        return bwd
+    return WorkModel(fwd.flops + bwd.flops, fwd.min_bytes + bwd.min_bytes)
+
+
 @dataclass(frozen=True)
 class Op:
     """One operation with one signature: `fn(*[inputs[n] for n in tensors], **options(case))`.
@@ -99,6 +121,8 @@ class Op:
     baseline: providers the speedups are quoted against, in order of preference (the first that ran).
     dynamic_dims: per input, the dims a `compiler.dynamic=true` compile makes symbolic.
     case(**params, dtype=..., mode=...): one case of this op from its parameters (the library API's way in).
+    why_unavailable(case, device): why no provider of any tier can run a case here (a precision the device's
+    hardware lacks), or None; it comes before each provider's own rule (suite/providers/base.py).
     """
 
     name: str
@@ -115,6 +139,7 @@ class Op:
     baseline: tuple[str, ...] = ("eager",)
     dynamic_dims: dict[str, tuple[int, ...]] = field(default_factory=dict)
     case: Callable[..., Case] | None = None
+    why_unavailable: Callable[[Case, torch.device], str | None] | None = None
 
     def args(self, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
         """The tensors in call order."""

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .base import Case, DType, Family, Mode, Op, View, WorkModel, choice_name, element_size, positive, randn
+from .base import Case, DType, Family, Mode, Op, View, WorkModel, choice_name, element_size, per_pass, positive, randn
 
 LAYER_NORM_EPS = 1e-5
 RMS_NORM_EPS = 1e-6
@@ -141,11 +141,7 @@ def _work(n_params: int, fwd_flops: float, bwd_flops: float):
         size = element_size(case)
         fwd = WorkModel(fwd_flops * rows * hidden, float((2 * rows * hidden + n_params * hidden) * size))
         bwd = WorkModel(bwd_flops * rows * hidden, float((3 * rows * hidden + 2 * n_params * hidden) * size))
-        if case.mode == "fwd":
-            return fwd
-        if case.mode == "bwd":
-            return bwd
-        return WorkModel(fwd.flops + bwd.flops, fwd.min_bytes + bwd.min_bytes)
+        return per_pass(case, fwd, bwd)
 
     return work
 

@@ -8,6 +8,7 @@ suite/passes.py), against the inputs or, where the provider converted them, agai
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.metadata
 from collections.abc import Callable
@@ -84,6 +85,19 @@ def call_provider(
     if describe_launch is not None:
         extra["describe_launch"] = describe_launch
     return Provider(name, tier, op.name, prepare, **extra)
+
+
+def with_op_rule(provider: Provider, op: Op) -> Provider:
+    """The provider with its op's own availability rule (a precision the device lacks) checked first."""
+    rule = op.why_unavailable
+    if rule is None:
+        return provider
+    own = provider.why_unavailable
+
+    def why(case: Case, device: torch.device) -> str | None:
+        return rule(case, device) or own(case, device)
+
+    return dataclasses.replace(provider, why_unavailable=why)
 
 
 def package_version(distribution: str) -> str | None:

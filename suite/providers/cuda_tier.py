@@ -3,7 +3,8 @@
 Attention comes from the three flash-attn generations, each under its own import name, so a machine may hold
 any of them: flash-attn 2 (`flash_attn`, CUDA C++), flash-attn 3 (`flash_attn_interface`, CUDA C++ built from
 the repository's hopper/ folder) and flash-attn 4 (`flash_attn.cute`, CuTe DSL, compiled at run time).
-RMSNorm and LayerNorm come from quack (`quack-kernels`, CuTe DSL), which flash-attn 4 installs.
+RMSNorm and LayerNorm come from quack (`quack-kernels`, CuTe DSL), which flash-attn 4 installs, and so does
+the FP8 product with per-tensor scales (quack's Hopper GEMM takes FP8 operands and one scale, `alpha`).
 
 The flash-attn packages take (batch, seq, heads, head_dim): inputs are converted while preparing, outside the
 timed call, and the checked output is viewed back as (batch, heads, seq, head_dim). The CuTe-DSL kernels
@@ -345,6 +346,41 @@ def _quack_prepare(op: str) -> Callable[[Inputs, dict[str, Any], Case], Callable
     return prepare
 
 
+# quack's GEMM: A (M, K) and B (K, N), both K-major for FP8 (the layouts matmul_fp8's inputs have), D =
+# alpha * A @ B: one scale for the product, so per-tensor scales only.
+QUACK_GEMM_MODULE = "quack.gemm_interface"
+
+
+def _quack_fp8_why(case: Case, device: torch.device) -> str | None:
+    if reason := import_problem(QUACK_GEMM_MODULE, QUACK_INSTALL):
+        return reason
+    fn = _attribute(QUACK_GEMM_MODULE, "gemm")
+    version = package_version_of(("quack-kernels",), module="quack")
+    if not callable(fn):
+        return f"quack-kernels {version} has no {QUACK_GEMM_MODULE}.gemm; upgrade: pip install -U quack-kernels"
+    missing = [p for p in ("alpha", "out_dtype") if p not in inspect.signature(fn).parameters]
+    if missing:
+        return f"quack-kernels {version}: {QUACK_GEMM_MODULE}.gemm takes no {' or '.join(missing)}; upgrade it"
+    if case.params["scaling"] != "per_tensor":
+        return (
+            f"quack's gemm takes one scale for the product (alpha), not scaling={case.params['scaling']} "
+            f"(a scale per row of a and per column of b)"
+        )
+    cc = _on_gpu(device)
+    if isinstance(cc, str):
+        return cc
+    return _too_old(cc, "quack's FP8 GEMM", (9, 0)) if cc < (9, 0) else None
+
+
+def _quack_fp8_prepare(inputs: Inputs, options: dict[str, Any], case: Case) -> Callable[[], Any]:
+    fn = _attribute(QUACK_GEMM_MODULE, "gemm")
+    a, b = inputs["a"], inputs["b"]
+    # The two per-tensor scales as quack's one alpha: a one-element product, made once here.
+    alpha = (inputs["scale_a"] * inputs["scale_b"]).reshape(1)
+    out_dtype = options["out_dtype"]
+    return lambda: fn(a, b, alpha=alpha, out_dtype=out_dtype)
+
+
 # --- The tier ----------------------------------------------------------------------------------------------
 
 
@@ -380,4 +416,17 @@ def providers(ops: list[Op]) -> list[Provider]:
         for op in QUACK_FUNCTIONS
         if op in names
     ]
+    if "matmul_fp8" in names:
+        out.append(
+            CudaTierProvider(
+                "quack",
+                "cuda",
+                "matmul_fp8",
+                _quack_fp8_prepare,
+                _quack_fp8_why,
+                package="quack-kernels",
+                distributions=("quack-kernels",),
+                version_module="quack",
+            )
+        )
     return out

@@ -29,6 +29,15 @@ def _why_unavailable(op: Op) -> Callable[[Case, torch.device], str | None]:
         if dtypes is not None and case.dtype not in dtypes:
             names = " and ".join(str(d).removeprefix("torch.") for d in dtypes)
             return f"dtype {case.params['dtype']} unsupported: the triton {op.kernel} kernel takes {names}"
+        needs = getattr(_kernels(), "COMPUTE_CAPABILITY", {}).get(op.kernel)
+        if needs is not None and device.type == "cuda":
+            (major, minor), what = needs
+            cc = torch.cuda.get_device_capability(device)
+            if cc < (major, minor):
+                return (
+                    f"compute capability {cc[0]}.{cc[1]} too old: the triton {op.kernel} kernel needs "
+                    f"{major}.{minor} or newer ({what})"
+                )
         return None
 
     return why
@@ -43,13 +52,19 @@ def _prepare(op: Op):
     return prepare
 
 
+# tierbench.kernels keeps one launch log per kernel family: the op family's name, except for these kernels.
+_LAUNCH_LOG = {
+    "matmul_bias_gelu": "matmul-epilogue",
+    "matmul_fp8": "matmul-fp8",
+    "attention_with_kvcache": "attention",
+}
+
+
 def _describe_launch(op: Op) -> Callable[[], str | None]:
     def describe() -> str | None:
         from tierbench.kernels._common import last_launch
 
-        # tierbench.kernels keeps one launch log per kernel family, named after the op family unless it says
-        log = getattr(_kernels(), "LAUNCH_LOGS", {}).get(op.kernel, op.family)
-        return last_launch(log)
+        return last_launch(_LAUNCH_LOG.get(op.kernel or "", op.family))
 
     return describe
 

@@ -1,4 +1,5 @@
-"""The vendor tier: PyTorch eager, i.e. cuBLAS, PyTorch's own norm kernels, and SDPA's pinned backends."""
+"""The vendor tier: PyTorch eager, i.e. cuBLAS, PyTorch's own norm kernels, and SDPA's pinned backends; for
+the GEMM epilogue also cuBLASLt's own bias + GELU epilogue; for FP8, torch._scaled_mm (the op's formula)."""
 
 from __future__ import annotations
 
@@ -72,6 +73,29 @@ def _sdpa_device_rule(name: str):
     return why_unavailable
 
 
+CUBLASLT_EPILOGUE = "cublaslt-epilogue"
+
+
+def _cublaslt_epilogue_why(case: Case, device: torch.device) -> str | None:
+    """torch._addmm_activation(use_gelu=True): on CUDA, cuBLASLt's GELU_BIAS epilogue where cuBLASLt takes
+    the operands (PyTorch's own gelu(tanh) after the GEMM where it does not); its GELU is the tanh form."""
+    if reason := needs_cuda(device):
+        return f"{reason}: torch._addmm_activation fuses the bias and GELU into cuBLASLt's epilogue on CUDA only"
+    if case.params["activation"] != "gelu_tanh":
+        return (
+            f"cuBLASLt's GELU epilogue is the tanh approximation; this case is activation="
+            f"{case.params['activation']} (exact GELU)"
+        )
+    if case.mode != "fwd":
+        return "torch._addmm_activation has no autograd formula (forward only)"
+    return None
+
+
+def _cublaslt_epilogue_prepare(inputs: Inputs, options: dict[str, Any], case: Case):
+    a, b, bias = inputs["a"], inputs["b"], inputs["bias"]
+    return lambda: torch._addmm_activation(bias, a, b, use_gelu=True)
+
+
 def providers(ops: list[Op]) -> list[Provider]:
     out = [call_provider("eager", "vendor", op, op.formula) for op in ops if op.formula is not None and op.eager]
     if any(op.name == "attention" for op in ops):
@@ -79,4 +103,10 @@ def providers(ops: list[Op]) -> list[Provider]:
             Provider(name, "vendor", "attention", _prepare_sdpa(backend), _sdpa_device_rule(name))
             for name, backend in SDPA_BACKENDS.items()
         ]
+    if any(op.name == "matmul_bias_gelu" for op in ops):
+        out.append(
+            Provider(
+                CUBLASLT_EPILOGUE, "vendor", "matmul_bias_gelu", _cublaslt_epilogue_prepare, _cublaslt_epilogue_why
+            )
+        )
     return out

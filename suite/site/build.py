@@ -67,7 +67,7 @@ def device_views(selected: list[runs.Run], explicit: bool, ceilings_dir: Path) -
         shown = merged + [run for run in stand_ins if id(run) not in newest]
         # Views, baselines and tiers from the runs' own run.json, the newest run's winning.
         presentation = Presentation.of(run.meta for run in sorted(shown, key=lambda r: r.finished))
-        stood = frozenset(r.run_id for r in stand_ins)
+        stood = frozenset(member for r in stand_ins for member in r.members)
         views.append(model.DeviceView(device, shown, records, found, stood, presentation))
     return views
 

@@ -281,7 +281,7 @@ class RecordHovers:
             "C": list(self.cases),
             "B": list(self.bases),
             "D": list(self.bounds),
-            "U": [SHORT_UNITS.get(u, u) for u in self.units],
+            **({"U": [SHORT_UNITS.get(u, u) for u in self.units]} if self.units else {}),
             "R": self.rows,
         }
 

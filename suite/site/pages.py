@@ -17,6 +17,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup
 
+from .. import fusion
 from .. import tiers as tier_records
 from ..ceilings import Ceilings
 from ..presentation import Presentation, View
@@ -24,6 +25,7 @@ from ..records import Measurement
 from ..summary import by_case, rank
 from . import charts, history, model
 from .charts import Axis
+from .epilogue import epilogue_costs
 from .model import DeviceView, Row, Style
 from .runs import Run, slug
 
@@ -38,8 +40,13 @@ MAX_STEPS_LISTED = 100
 @lru_cache(maxsize=1)
 def _env() -> Environment:
     env = Environment(loader=FileSystemLoader(ASSETS), autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    builtin = Presentation()
     env.globals.update(
-        css=Markup((ASSETS / "site.css").read_text()),
+        css=Markup(
+            (ASSETS / "site.css").read_text()
+            + tier_css(builtin, [])
+            + ".t-other{border-left:5px solid #999;background:#eee}"
+        ),
         js=Markup((ASSETS / "site.js").read_text()),
         tier_class=tier_class,
         icon=lambda style: Markup(charts.marker_icon(style)),
@@ -54,8 +61,9 @@ def _tint(color: str, amount: float = 0.28) -> str:
 
 
 def tier_css(shown: Presentation, names: list[str]) -> str:
-    """A class per tier on the page (index cells are colored by tier); colors are checked hex values."""
-    known = list(dict.fromkeys([*tier_records.BUILTIN, *names]))
+    """A class per tier (index cells are colored by tier): the built-in ones, or those of `names` that are
+    not built in; colors are checked hex values."""
+    known = [n for n in names if n not in tier_records.BUILTIN] if names else list(tier_records.BUILTIN)
     return "".join(
         f".t-{slug(t)}{{border-left:5px solid {c};background:{_tint(c)}}}" for t in known for c in [shown.tier_color(t)]
     )
@@ -294,6 +302,7 @@ def family_page(
     partners = roofline_partners(view.families(), family, v, view.shown)
     fc = family_charts(records, family, v, view.shown, styles, view.ceilings, view.earlier_runs, partners=partners)
     siblings = [(f, f"{slug(f)}.html") for f in view.families() if f != family]
+    epilogue = epilogue_costs(records)
     return _render(
         "family.html.j2",
         title=f"{family} on {view.device.name}",
@@ -309,6 +318,10 @@ def family_page(
         family=family,
         groups=fc.groups,
         problems=fc.problems,
+        epilogue=epilogue,
+        epilogue_tiers=view.shown.tier_names(c.epilogue for row in epilogue for c in row.costs.values()),
+        launches=fusion.launch_rows(records, view.shown),
+        fusion=fusion.fusion_lines(records, view.shown),
         defs=Markup(charts.marker_defs(fc.styles)),
         page_css=Markup(charts.marker_css(fc.styles)),
         hovers=Markup(charts.hover_script(fc.hovers)),
@@ -322,6 +335,8 @@ def family_page(
 def _run_meta(run: Run, ceilings: Ceilings | None) -> list[tuple[str, str]]:
     env = run.env
     meta = [("run", run.run_id), ("suite", run.suite or "–"), ("device", run.device.name)]
+    if run.shards:
+        meta.append(("sweep of", f"{len(run.shards)} shard runs: {', '.join(run.shards)}"))
     meta += [(k, str(env[k])) for k in ("driver", "cuda", "torch", "triton", "git_commit") if env.get(k)]
     if ceilings:
         meta.append(("copy ceiling", f"{ceilings.copy_gbps:.4g} GB/s"))
@@ -345,6 +360,7 @@ def _run_rows(records: list[Measurement], shown: Presentation) -> list[dict[str,
                     "spread": f"{model.fmt(q.get('p10'), 4)}–{model.fmt(q.get('p90'), 4)}" if q else "",
                     "speedup": f"{item.speedup:.2f}×" if getattr(item, "speedup", None) else "",
                     "mem": model.fmt(r.peak_mem_bytes / 2**20, 4) if r.peak_mem_bytes is not None else "",
+                    "traffic": f"{ratio:.3g}×" if (ratio := fusion.traffic_ratio(r)) is not None else "",
                 }
             )
     return rows
@@ -363,7 +379,15 @@ def run_page(run: Run, ceilings: Ceilings | None, shown: Presentation, standalon
         v = shown.view(family, recs)
         partners = roofline_partners(by_family, family, v, shown)
         fc = family_charts(recs, family, v, shown, styles, ceilings, hovers=hovers, partners=partners)
-        families.append({"name": family, "view": v, "charts": fc, "rows": _run_rows(recs, shown)})
+        families.append(
+            {
+                "name": family,
+                "view": v,
+                "charts": fc,
+                "rows": _run_rows(recs, shown),
+                "fusion": fusion.fusion_lines(recs, shown),
+            }
+        )
     return _render(
         "run.html.j2",
         title=f"run {run.run_id}",

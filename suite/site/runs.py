@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,12 @@ class Run:
     started: float
     finished: float
     meta: runmeta.RunMeta | None = None
+    shards: list[str] = field(default_factory=list)  # a sweep's logical run: the run ids of its shards
+
+    @property
+    def members(self) -> list[str]:
+        """The run ids whose records this run holds (its own, or its shards')."""
+        return self.shards or [self.run_id]
 
     @property
     def complete(self) -> bool:
@@ -84,10 +90,68 @@ def load_run(path: Path) -> Run | None:
 
 
 def load_runs(runs_dir: Path) -> list[Run]:
-    """Every run folder holding records, oldest first (by its first record's time)."""
+    """Every run holding records, oldest first (by its first record's time); the shards of a sweep are one
+    logical run per device type."""
     folders = sorted(p for p in runs_dir.iterdir() if (p / RECORDS_FILE).is_file()) if runs_dir.is_dir() else []
     runs = [run for run in (load_run(path) for path in folders) if run is not None]
-    return sorted(runs, key=lambda r: (r.started, r.run_id))
+    return sorted(merge_sweeps(runs), key=lambda r: (r.started, r.run_id))
+
+
+def _sweep_of(run: Run) -> str | None:
+    if run.meta is not None and run.meta.sweep:
+        return run.meta.sweep
+    return next((r.sweep for r in run.records if r.sweep), None)
+
+
+def merge_sweeps(runs: list[Run]) -> list[Run]:
+    """Runs of their own as they are; the shard runs of each sweep (every launch, every host) merged into one
+    run per device type, named after the sweep, complete once every measurement the sweep planned is done."""
+    out: list[Run] = []
+    groups: dict[tuple[str, Device], list[Run]] = {}
+    for run in runs:
+        sid = _sweep_of(run)
+        if sid is None:
+            out.append(run)
+        else:
+            groups.setdefault((sid, run.device), []).append(run)
+    for (sid, device), shards in groups.items():
+        shards.sort(key=lambda r: (r.started, r.run_id))
+        records = sorted((r for run in shards for r in run.records), key=lambda r: r.time)
+        metas = [run.meta for run in shards if run.meta is not None]
+        planned = max((m.sweep_planned or m.planned for m in metas), default=0)
+        done = len({r.key for r in records})
+        ended = [m.finished for m in metas if m.finished is not None]
+        meta = None
+        if metas:
+            base = metas[-1]
+            meta = runmeta.RunMeta(
+                run_id=sid,
+                suite=base.suite,
+                plugins=sorted({p for m in metas for p in m.plugins}),
+                views={k: v for m in metas for k, v in m.views.items()},
+                baselines={k: v for m in metas for k, v in m.baselines.items()},
+                tiers={k: v for m in metas for k, v in m.tiers.items()},
+                planned=planned,
+                done=done,
+                started=min(m.started for m in metas),
+                finished=max(ended) if ended and done >= planned else None,
+                sweep=sid,
+                sweep_planned=planned,
+            )
+        out.append(
+            Run(
+                sid,
+                shards[0].path,
+                records,
+                _suite_of(records, meta),
+                device,
+                min(r.started for r in shards),
+                max(r.finished for r in shards),
+                meta,
+                [r.run_id for r in shards],
+            )
+        )
+    return out
 
 
 def select_runs(runs: list[Run], run_ids: list[str] | None, runs_dir: Path) -> list[Run]:
@@ -97,11 +161,14 @@ def select_runs(runs: list[Run], run_ids: list[str] | None, runs_dir: Path) -> l
     if not run_ids:
         return runs
     by_id = {r.run_id: r for r in runs}
+    for run in runs:  # a shard's run id names its sweep's logical run
+        for member in run.shards:
+            by_id.setdefault(member, run)
     unknown = [i for i in run_ids if i not in by_id]
     if unknown:
         valid = ", ".join(r.run_id for r in runs[-20:])
         raise SelectionError(f"unknown run {', '.join(map(repr, unknown))}; runs under {runs_dir}: {valid}")
-    return [by_id[i] for i in dict.fromkeys(run_ids)]
+    return list({id(by_id[i]): by_id[i] for i in run_ids}.values())
 
 
 def latest_per_device(runs: list[Run]) -> OrderedDict[Device, list[Run]]:

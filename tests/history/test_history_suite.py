@@ -16,11 +16,13 @@ def table(monkeypatch):
     def build(overrides: str, family: str = "matmul") -> _harness.FamilyTable:
         monkeypatch.setenv(_harness.SUITE_ENV, "smoke")
         monkeypatch.setenv(_harness.OVERRIDES_ENV, overrides)
+        _harness.catalog.cache_clear()
         _harness.compose_config.cache_clear()
         _harness._plan.cache_clear()
         return _harness.compute_table(family)
 
     yield build
+    _harness.catalog.cache_clear()
     _harness.compose_config.cache_clear()
     _harness._plan.cache_clear()
 
@@ -76,6 +78,13 @@ def test_the_decode_class_tracks_the_decode_cases_of_its_providers(table):
     assert _harness.compute_table("attention").version != t.version
 
 
+def test_a_plugins_families_get_series_of_their_own_class(table, monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "examples" / "plugin"))
+    t = table("plugins=[bench_plugin] providers=[eager,my-swiglu] norm.enabled=false", family=_harness.PLUGINS)
+    # The user's Triton kernel is checked, never timed, under the interpreter: no series of it here.
+    assert t.labels == {"eager": ["swiglu 256x512 bf16 fwd"]} and t.family == "plugins"
+
+
 def test_method_names_and_thinning():
     assert _harness.method_name("sdpa-flash") == "track_sdpa_flash"
     assert _harness.method_name("compile-max-autotune") == "track_compile_max_autotune"
@@ -90,12 +99,15 @@ def test_nightly_yaml_and_the_fallback_for_old_builds_give_the_same_cases(compos
     models: here those are switched off to compose what such a build composes."""
     from tierbench.suite.plan import cases_from_config
 
-    old_families = ("matmul", "norm", "attention")
-    from_yaml = [c for c, _ in cases_from_config(compose(["suite=nightly"]), catalog) if c.family in old_families]
+    from_yaml = cases_from_config(compose(["suite=nightly"]), catalog)
     as_old = [*_harness.NIGHTLY_OVERRIDES, "attention.models=[]", "decode.enabled=false"]
     from_overrides = cases_from_config(compose(as_old), catalog)
-    assert [c.case_id for c in from_yaml] == [c.case_id for c, _ in from_overrides]
-    assert len(from_yaml) == 11
+    # Builds older than nightly.yaml have neither the GEMM epilogue nor the FP8 product, nor the decode family:
+    # the rest is the same.
+    newer = {"matmul_bias_gelu", "matmul_fp8", "decode", "decode_paged"}
+    assert [c.case_id for c, _ in from_yaml if c.op not in newer] == [c.case_id for c, _ in from_overrides]
+    assert len(from_overrides) == 11
+    assert {c.op for c, _ in from_yaml} >= newer
 
 
 def test_the_nightly_decode_class_is_new_and_small(compose, catalog):
@@ -119,12 +131,12 @@ def test_the_committed_gpu_history_continues(compose, catalog, monkeypatch):
     cfg = compose(["suite=nightly", "timing=default"])
     cases = [c for c, _ in cases_from_config(cfg, catalog)]
     classes = {
-        "matmul.Matmul": ("matmul", {}),
+        "matmul.Matmul": ("matmul", {"op": "matmul"}),
         "norm.Norm": ("norm", {}),
         "attention.Attention": ("attention", {"causal": True}),
     }
     for name, (family, where) in classes.items():
-        ids = [c.case_id for c in cases if c.family == family and all(c.params[k] == v for k, v in where.items())]
+        ids = [c.case_id for c in cases if c.family == family and _harness.selects(c, where)]
         stored = {k: v["version"] for k, v in committed.items() if k.startswith(name + ".track_")}
         assert stored, name
         assert set(stored.values()) == {_harness.series_version(ids, cfg, "cuda")}, name

@@ -274,6 +274,8 @@ def full_suite_records(run_id: str = "full", seed: int = 0) -> list[Measurement]
                     rel_error=rng.uniform(1e-4, 5e-3),
                     tolerance=1e-2,
                     peak_mem_bytes=int(mem),
+                    launches=1 + (i % 3) * (op == "bias_gelu_layer_norm"),
+                    traffic_bytes=min_bytes * rng.uniform(1.0, 3.2),
                 )
             out.append(record(env=dict(GPU_ENV), **kw))
     return out

@@ -1,0 +1,528 @@
+"""Backward of the row normalizations (layer_norm, rms_norm, bias_gelu_layer_norm) from the forward's statistics.
+
+The forward stores each row's fp32 rstd (and mean, LayerNorm), so no row needs its moments again. With
+xhat = (h - mean) * rstd, g = dy * weight (dy without a weight) and N the row length:
+    LayerNorm  dh = rstd * (g - mean(g) - xhat * mean(g * xhat))
+    RMSNorm    dh = rstd * (g - xhat * mean(g * xhat))
+    dweight = sum over rows of dy * xhat, dbias = sum over rows of dy.
+For the fused op h = GELU(x + bias) is recomputed from x (bit for bit as the forward computed it, so xhat
+matches the stored statistics), dx = dh * GELU'(x + bias), and the GELU bias's gradient is the sum of dx
+over rows.
+
+Two kinds of launches, by width (BLOCK_N = next power of two of the hidden size):
+- whole rows (BLOCK_N <= 8192, 4096 for the fused op): one persistent kernel; each program walks tiles of
+  ROWS rows, reads x, dy and the vectors once, writes dx once, and adds its rows' dweight/dbias terms to
+  fp32 accumulators in registers, written once per program as a row of partial sums.
+- two passes (wider rows, or a forced CHUNK config): a row-sums kernel takes mean(g) and mean(g * xhat) per
+  row in CHUNK-wide pieces, then a chunk kernel over (column chunk, group of rows) writes dx and one row of
+  partial sums per group. x and dy are read twice, dx written once.
+A third small kernel adds the partial sums over programs (no atomics: the gradients are the same from run
+to run for one config). The whole-row, row-sums and chunk kernels each have a `TurnTuner` over a few
+candidates (one config under the interpreter); the candidates are not yet measured on a GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import INTERPRET, next_pow2, note_launch, num_sms, round_to
+from ._norm_math import _gelu_and_grad, _to_f32
+from ._tuning import ROWS_PER_SM_BANDS, TurnTuner, rows_per_sm_band
+
+# ----------------------------------------------------------------------------------------------------------
+# Configs
+# ----------------------------------------------------------------------------------------------------------
+
+# Widest row (a power of two) of the whole-row backward. Each thread holds its columns' fp32 accumulators
+# (up to three vectors) across all its rows besides the row itself, so rows wider than this take two passes.
+# The fused op holds the most (GELU' too, and a third accumulator): compiled for sm_90, its whole-row
+# programs spilled registers at 8192.
+MAX_WHOLE_ROW_BLOCK = 8192
+MAX_WHOLE_ROW_BLOCK_GELU = 4096
+
+
+def max_whole_row_block(has_gelu: bool) -> int:
+    return MAX_WHOLE_ROW_BLOCK_GELU if has_gelu else MAX_WHOLE_ROW_BLOCK
+
+
+# Most warps resident per SM on sm_90: bounds blocks per SM x warps of the persistent candidates.
+_MAX_WARPS_PER_SM = 64
+
+# Each program writes one row of fp32 partial sums per gradient vector (up to three), which the reduction
+# reads again: 24 bytes a column against 6 per row and column of x, dy and dx (16-bit). So a program takes
+# at least this many rows where there are enough to keep every SM busy anyway (the partial sums then cost
+# at most 4 / 32 of the row traffic), and groups of the chunk kernel take at least this many rows.
+_MIN_ROWS_PER_PROGRAM = 32
+
+
+def whole_row_config(rows: int = 1, ctas: int = 1, warps: int = 4) -> triton.Config:
+    """A whole-row backward candidate: ROWS rows per tile, CTAS programs per SM (persistent)."""
+    return triton.Config({"ROWS": rows, "CTAS": ctas}, num_warps=warps, num_stages=1)
+
+
+def chunk_config(chunk: int, warps: int = 4) -> triton.Config:
+    """A two-pass backward candidate: rows in CHUNK-wide pieces (the row sums' and the chunk kernel's config)."""
+    return triton.Config({"CHUNK": chunk}, num_warps=warps, num_stages=1)
+
+
+def whole_row_configs() -> list[triton.Config]:
+    """Rows per tile x warps x programs per SM (see _whole_row_grid: fewer where rows are few)."""
+    if INTERPRET:
+        return [whole_row_config(rows=2, ctas=1)]
+    return [whole_row_config(rows=r, ctas=c, warps=w) for r in (1, 4) for w in (4, 8, 16, 32) for c in (1, 2, 4)]
+
+
+def prune_whole_row_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
+    """4..16 elements of the tile per thread (registers hold the accumulators too); several rows per tile only
+    for rows of 1024 or less; at most _MAX_WARPS_PER_SM warps of resident programs per SM."""
+    if len(configs) <= 1:
+        return configs
+    n_rows, block_n = named_args["n_rows"], kwargs["BLOCK_N"]
+    kept = []
+    for cfg in configs:
+        rows, ctas, warps = cfg.kwargs["ROWS"], cfg.kwargs["CTAS"], cfg.num_warps
+        if not 4 <= rows * block_n // (32 * warps) <= 16 or ctas * warps > _MAX_WARPS_PER_SM:
+            continue
+        if rows > 1 and (block_n > 1024 or rows > n_rows):
+            continue
+        kept.append(cfg)
+    return kept or [min(configs, key=lambda c: c.kwargs["ROWS"] * c.num_warps * c.kwargs["CTAS"])]
+
+
+def chunk_configs() -> list[triton.Config]:
+    if INTERPRET:
+        return [chunk_config(1024)]
+    return [chunk_config(c, w) for c in (512, 1024, 2048, 4096) for w in (2, 4, 8, 16)]
+
+
+def prune_chunk_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
+    """Chunks no wider than the row, 4..16 elements of a chunk per thread (the interpreter's one config is cut
+    to the row's width)."""
+    block_n = kwargs["BLOCK_N"]
+    if len(configs) <= 1:
+        return [chunk_config(min(c.kwargs["CHUNK"], block_n), c.num_warps) for c in configs]
+    kept = [c for c in configs if c.kwargs["CHUNK"] <= block_n and 4 <= c.kwargs["CHUNK"] // (32 * c.num_warps) <= 16]
+    return kept or [min(configs, key=lambda c: c.kwargs["CHUNK"])]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Kernels
+# ----------------------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _normalized(x, xb, mean, rstd, IS_RMS: tl.constexpr, HAS_GELU: tl.constexpr, GELU_IMPL: tl.constexpr,
+                PRECISE: tl.constexpr, INLINE_PTX: tl.constexpr):  # fmt: skip
+    # xhat of the forward (fp32), and GELU'(x + bias) for the fused op (1.0 otherwise, unused).
+    if HAS_GELU:
+        h, dgelu = _gelu_and_grad(x + xb, GELU_IMPL, PRECISE, INLINE_PTX)
+    else:
+        h = x
+        dgelu = 1.0
+    if IS_RMS:
+        xhat = h * rstd
+    else:
+        xhat = (h - mean) * rstd
+    return xhat, dgelu
+
+
+@triton.jit
+def _input_grad(g, xhat, dgelu, mean_g, mean_gx, rstd, IS_RMS: tl.constexpr, HAS_GELU: tl.constexpr):
+    # dx from g = dy * weight and the row means of g and g * xhat.
+    if IS_RMS:
+        dh = (g - xhat * mean_gx) * rstd
+    else:
+        dh = (g - mean_g - xhat * mean_gx) * rstd
+    if HAS_GELU:
+        dh = dh * dgelu
+    return dh
+
+
+@triton.jit
+def _whole_row_bwd_kernel(
+    X,
+    DY,
+    DX,
+    W,
+    XB,
+    Mean,
+    Rstd,
+    PW,  # (programs, N) fp32 partial sums of dweight, one row per program
+    PB,  # of dbias
+    PXB,  # of the GELU bias's gradient
+    n_rows,
+    N,
+    stride_x,
+    stride_dy,
+    stride_dx,
+    IS_RMS: tl.constexpr,
+    HAS_W: tl.constexpr,
+    HAS_GELU: tl.constexpr,
+    NEED_DW: tl.constexpr,
+    NEED_DB: tl.constexpr,
+    NEED_DXB: tl.constexpr,
+    GELU_IMPL: tl.constexpr,
+    PRECISE: tl.constexpr,
+    INLINE_PTX: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    ROWS: tl.constexpr,
+    CTAS: tl.constexpr,  # programs per SM: sizes the grid only
+):
+    if EVEN_N:
+        N = BLOCK_N
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    # The vectors once per program (plain widening: a thread may hold a single bf16 of them).
+    if HAS_W:
+        w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+    else:
+        w = 1.0
+    if HAS_GELU:
+        xb = tl.load(XB + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+    else:
+        xb = 0.0
+    acc_dw = tl.zeros([BLOCK_N], dtype=tl.float32)
+    acc_db = tl.zeros([BLOCK_N], dtype=tl.float32)
+    acc_dxb = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for tile in tl.range(pid, tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
+        rows = tile * ROWS + tl.arange(0, ROWS)
+        row_ok = rows < n_rows
+        mask = row_ok[:, None] & col_ok[None, :]
+        offs = rows.to(tl.int64)[:, None]
+        # Rows past the end read as zeros with rstd 0: their xhat, g and dx are 0 and add nothing.
+        x = _to_f32(tl.load(X + offs * stride_x + cols[None, :], mask=mask, other=0.0), INLINE_PTX)
+        dy = _to_f32(tl.load(DY + offs * stride_dy + cols[None, :], mask=mask, other=0.0), INLINE_PTX)
+        rstd = tl.load(Rstd + rows, mask=row_ok, other=0.0)[:, None]
+        if IS_RMS:
+            mean = 0.0
+        else:
+            mean = tl.load(Mean + rows, mask=row_ok, other=0.0)[:, None]
+        xhat, dgelu = _normalized(x, xb, mean, rstd, IS_RMS, HAS_GELU, GELU_IMPL, PRECISE, INLINE_PTX)
+        g = dy * w  # 0 in the padding lanes, so the padding adds nothing to the row sums
+        mean_gx = (tl.sum(g * xhat, axis=1) / N)[:, None]
+        mean_g = (tl.sum(g, axis=1) / N)[:, None]
+        dx = _input_grad(g, xhat, dgelu, mean_g, mean_gx, rstd, IS_RMS, HAS_GELU)
+        tl.store(DX + offs * stride_dx + cols[None, :], round_to(dx, DX.dtype.element_ty), mask=mask)
+        if NEED_DW:
+            acc_dw += tl.sum(dy * xhat, axis=0)
+        if NEED_DB:
+            acc_db += tl.sum(dy, axis=0)
+        if NEED_DXB:
+            if not EVEN_N:  # dx is not 0 in the padding lanes
+                dx = tl.where(col_ok[None, :], dx, 0.0)
+            acc_dxb += tl.sum(dx, axis=0)
+    out = pid.to(tl.int64) * N + cols
+    if NEED_DW:
+        tl.store(PW + out, acc_dw, mask=col_ok)
+    if NEED_DB:
+        tl.store(PB + out, acc_db, mask=col_ok)
+    if NEED_DXB:
+        tl.store(PXB + out, acc_dxb, mask=col_ok)
+
+
+@triton.jit
+def _row_sums_kernel(
+    X,
+    DY,
+    W,
+    XB,
+    Mean,
+    Rstd,
+    MeanG,  # (rows,) fp32: mean(g) (LayerNorm)
+    MeanGX,  # (rows,) fp32: mean(g * xhat)
+    N,
+    stride_x,
+    stride_dy,
+    IS_RMS: tl.constexpr,
+    HAS_W: tl.constexpr,
+    HAS_GELU: tl.constexpr,
+    GELU_IMPL: tl.constexpr,
+    PRECISE: tl.constexpr,
+    INLINE_PTX: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    EVEN_N: tl.constexpr,  # N == BLOCK_N: chunks (powers of two up to BLOCK_N) divide the row
+    CHUNK: tl.constexpr,
+):
+    # First pass of the two-pass backward: one row per program, in CHUNK-wide pieces.
+    if EVEN_N:
+        N = BLOCK_N
+    row = tl.program_id(0).to(tl.int64)
+    rstd = tl.load(Rstd + row)
+    mean = 0.0 if IS_RMS else tl.load(Mean + row)
+    acc_g = tl.zeros([CHUNK], dtype=tl.float32)
+    acc_gx = tl.zeros([CHUNK], dtype=tl.float32)
+    for start in tl.range(0, N, CHUNK):
+        cols = start + tl.arange(0, CHUNK)
+        ok = cols < N
+        x = _to_f32(tl.load(X + row * stride_x + cols, mask=ok, other=0.0), INLINE_PTX)
+        dy = _to_f32(tl.load(DY + row * stride_dy + cols, mask=ok, other=0.0), INLINE_PTX)
+        g = dy * _to_f32(tl.load(W + cols, mask=ok, other=0.0), INLINE_PTX) if HAS_W else dy
+        xb = _to_f32(tl.load(XB + cols, mask=ok, other=0.0), INLINE_PTX) if HAS_GELU else 0.0
+        xhat, _ = _normalized(x, xb, mean, rstd, IS_RMS, HAS_GELU, GELU_IMPL, PRECISE, INLINE_PTX)
+        acc_g += g
+        acc_gx += g * xhat
+    tl.store(MeanGX + row, tl.sum(acc_gx, axis=0) / N)
+    if not IS_RMS:
+        tl.store(MeanG + row, tl.sum(acc_g, axis=0) / N)
+
+
+@triton.jit
+def _chunk_bwd_kernel(
+    X,
+    DY,
+    DX,
+    W,
+    XB,
+    Mean,
+    Rstd,
+    MeanG,
+    MeanGX,
+    PW,  # (groups, N) fp32 partial sums, one row per group of rows
+    PB,
+    PXB,
+    n_rows,
+    N,
+    group_rows,  # rows per group
+    stride_x,
+    stride_dy,
+    stride_dx,
+    IS_RMS: tl.constexpr,
+    HAS_W: tl.constexpr,
+    HAS_GELU: tl.constexpr,
+    NEED_DW: tl.constexpr,
+    NEED_DB: tl.constexpr,
+    NEED_DXB: tl.constexpr,
+    GELU_IMPL: tl.constexpr,
+    PRECISE: tl.constexpr,
+    INLINE_PTX: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    CHUNK: tl.constexpr,
+):
+    # Second pass: program (chunk c, group g) writes dx of columns c for the rows of group g.
+    if EVEN_N:
+        N = BLOCK_N
+    n_chunks = tl.cdiv(N, CHUNK)
+    group = tl.program_id(0) // n_chunks
+    cols = (tl.program_id(0) - group * n_chunks) * CHUNK + tl.arange(0, CHUNK)
+    ok = cols < N
+    w = tl.load(W + cols, mask=ok, other=0.0).to(tl.float32) if HAS_W else 1.0
+    xb = tl.load(XB + cols, mask=ok, other=0.0).to(tl.float32) if HAS_GELU else 0.0
+    acc_dw = tl.zeros([CHUNK], dtype=tl.float32)
+    acc_db = tl.zeros([CHUNK], dtype=tl.float32)
+    acc_dxb = tl.zeros([CHUNK], dtype=tl.float32)
+    first = group.to(tl.int64) * group_rows
+    for row in tl.range(first, tl.minimum(first + group_rows, n_rows)):
+        x = _to_f32(tl.load(X + row * stride_x + cols, mask=ok, other=0.0), INLINE_PTX)
+        dy = _to_f32(tl.load(DY + row * stride_dy + cols, mask=ok, other=0.0), INLINE_PTX)
+        rstd = tl.load(Rstd + row)
+        if IS_RMS:
+            mean = 0.0
+            mean_g = 0.0
+        else:
+            mean = tl.load(Mean + row)
+            mean_g = tl.load(MeanG + row)
+        xhat, dgelu = _normalized(x, xb, mean, rstd, IS_RMS, HAS_GELU, GELU_IMPL, PRECISE, INLINE_PTX)
+        dx = _input_grad(dy * w, xhat, dgelu, mean_g, tl.load(MeanGX + row), rstd, IS_RMS, HAS_GELU)
+        tl.store(DX + row * stride_dx + cols, round_to(dx, DX.dtype.element_ty), mask=ok)
+        if NEED_DW:
+            acc_dw += dy * xhat
+        if NEED_DB:
+            acc_db += dy
+        if NEED_DXB:
+            acc_dxb += dx
+    out = group.to(tl.int64) * N + cols
+    if NEED_DW:
+        tl.store(PW + out, acc_dw, mask=ok)
+    if NEED_DB:
+        tl.store(PB + out, acc_db, mask=ok)
+    if NEED_DXB:
+        tl.store(PXB + out, acc_dxb, mask=ok)
+
+
+@triton.jit
+def _sum_partials_kernel(P, OUT, n_parts, N, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
+    # OUT[c] = sum over p of P[p, c] (fp32), in the order p = 0, 1, ...: the same sum on every run.
+    cols = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
+    acc = tl.zeros([BLOCK_P, BLOCK_C], dtype=tl.float32)
+    for start in tl.range(0, n_parts, BLOCK_P):
+        parts = start + tl.arange(0, BLOCK_P)
+        mask = (parts < n_parts)[:, None] & (cols < N)[None, :]
+        acc += tl.load(P + parts.to(tl.int64)[:, None] * N + cols[None, :], mask=mask, other=0.0)
+    tl.store(OUT + cols, round_to(tl.sum(acc, axis=0), OUT.dtype.element_ty), mask=cols < N)
+
+
+_SUM_CONFIG = triton.Config({"BLOCK_P": 16, "BLOCK_C": 64 if INTERPRET else 256}, num_warps=4, num_stages=1)
+
+_BWD_KEY = ["N", "IS_RMS", "HAS_W", "HAS_GELU", "NEED_DW", "NEED_DB", "NEED_DXB"]
+# One tuner per band of rows per SM, as for the forward.
+_whole_row_tuned = [
+    TurnTuner(_whole_row_bwd_kernel, whole_row_configs(), key=_BWD_KEY, prune=prune_whole_row_configs)
+    for _ in range(len(ROWS_PER_SM_BANDS) + 1)
+]
+_row_sums_tuned = TurnTuner(_row_sums_kernel, chunk_configs(), key=_BWD_KEY[:4], prune=prune_chunk_configs)
+_chunk_tuned = [
+    TurnTuner(_chunk_bwd_kernel, chunk_configs(), key=_BWD_KEY, prune=prune_chunk_configs)
+    for _ in range(len(ROWS_PER_SM_BANDS) + 1)
+]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Launcher
+# ----------------------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _most_programs(n_rows: int, block_n: int, sms: int) -> int:
+    """The largest grid any whole-row candidate kept for this shape launches: rows of partial sums to hold."""
+    kept = prune_whole_row_configs(whole_row_configs(), {"n_rows": n_rows}, BLOCK_N=block_n)
+    return max(_whole_row_grid(c.kwargs, n_rows, sms) for c in kept)
+
+
+def _whole_row_grid(meta: dict, n_rows: int, sms: int) -> int:
+    """CTAS programs per SM, but no more than one per tile, nor (beyond one per SM) than would leave a
+    program fewer than _MIN_ROWS_PER_PROGRAM rows."""
+    enough_rows = max(sms, triton.cdiv(n_rows, _MIN_ROWS_PER_PROGRAM))
+    return min(triton.cdiv(n_rows, meta["ROWS"]), sms * meta["CTAS"], enough_rows)
+
+
+def _row_groups(n_rows: int, sms: int) -> int:
+    """Groups of rows of the chunk kernel: at most two per SM, of at least _MIN_ROWS_PER_PROGRAM rows."""
+    return max(1, min(triton.cdiv(n_rows, _MIN_ROWS_PER_PROGRAM), 2 * sms))
+
+
+def _rows_of(t: torch.Tensor, n: int) -> torch.Tensor:
+    """t as (rows, n) with a unit last stride, copied only if it has none (a gradient may arrive expanded)."""
+    t2 = t.reshape(-1, n)
+    return t2 if t2.stride(-1) == 1 or n == 1 else t2.contiguous()
+
+
+def norm_backward(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    gelu_bias: torch.Tensor | None,
+    mean: torch.Tensor | None,
+    rstd: torch.Tensor,
+    is_rms: bool,
+    *,
+    need_dw: bool,
+    db_dtype: torch.dtype | None,
+    need_dxb: bool,
+    gelu_impl: int,
+    config: triton.Config | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+    """dx, dweight, dbias (of dtype `db_dtype`, None for none) and the GELU bias's gradient, from the output's
+    gradient dy and what the forward saved: x, weight, gelu_bias (the fused op's) and the rows' mean (None for
+    RMSNorm) and rstd. Gradients not asked for are None. `config` forces a `whole_row_config` or a
+    `chunk_config` (the two-pass kernels) instead of the tuners' picks."""
+    n = x.shape[-1]
+    x2 = x.view(-1, n)
+    n_rows = x2.shape[0]
+    need_dw = need_dw and weight is not None
+    need_dxb = need_dxb and gelu_bias is not None
+    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    grads = {
+        "W": (weight.dtype if need_dw else None),
+        "B": db_dtype,
+        "XB": (gelu_bias.dtype if need_dxb else None),
+    }
+    if n_rows == 0:
+        empty = {k: None if d is None else torch.zeros(n, dtype=d, device=x.device) for k, d in grads.items()}
+        return dx, empty["W"], empty["B"], empty["XB"]
+    dy2 = _rows_of(dy, n)
+    dx2 = dx.view(-1, n)
+    block_n = next_pow2(n)
+    sms = num_sms(x.device)
+    two_pass = block_n > max_whole_row_block(gelu_bias is not None) if config is None else "CHUNK" in config.kwargs
+    flags = {
+        "IS_RMS": is_rms,
+        "HAS_W": weight is not None,
+        "HAS_GELU": gelu_bias is not None,
+        "GELU_IMPL": gelu_impl,
+        "PRECISE": x.dtype == torch.float32,  # the forward's GELU fit, so h is recomputed bit for bit
+        # Hand-written PTX as in the forward: not under the interpreter, nor for tiles under 256 wide.
+        "INLINE_PTX": not INTERPRET and (config.kwargs["CHUNK"] if two_pass and config else block_n) >= 256,
+        "BLOCK_N": block_n,
+        "EVEN_N": n == block_n,
+    }
+    need = {"NEED_DW": grads["W"] is not None, "NEED_DB": grads["B"] is not None, "NEED_DXB": need_dxb}
+    if two_pass:
+        parts = _row_groups(n_rows, sms)
+    elif config is None:
+        parts = _most_programs(n_rows, block_n, sms)
+    else:
+        parts = _whole_row_grid(config.kwargs, n_rows, sms)
+    # One (programs, n) fp32 buffer of partial sums per gradient asked for; absent ones become x (never used).
+    partials = {k: torch.empty((parts, n), dtype=torch.float32, device=x.device) for k, d in grads.items() if d}
+    ptrs = [partials.get(k, x2) for k in ("W", "B", "XB")]
+    vectors = (x2 if weight is None else weight, x2 if gelu_bias is None else gelu_bias)
+    stats = (rstd if mean is None else mean, rstd)
+    if two_pass:
+        launches = _two_pass(x2, dy2, dx2, vectors, stats, ptrs, parts, flags, need, config, sms)
+    else:
+        launches = _whole_row(x2, dy2, dx2, vectors, stats, ptrs, flags, need, config, sms)
+        parts = _whole_row_grid(launches[0][0].kwargs, n_rows, sms)
+    note_launch("norm-bwd", *launches[0], *launches[1:])
+    out = {}
+    for k, p in partials.items():
+        out[k] = torch.empty(n, dtype=grads[k], device=x.device)
+        block_c = _SUM_CONFIG.kwargs["BLOCK_C"]
+        _sum_partials_kernel[(triton.cdiv(n, block_c),)](p, out[k], parts, n, **_SUM_CONFIG.all_kwargs())
+    return dx, out.get("W"), out.get("B"), out.get("XB")
+
+
+def _whole_row(x2, dy2, dx2, vectors, stats, ptrs, flags, need, config, sms) -> list[tuple[triton.Config, str]]:
+    n_rows, n = x2.shape
+    args = (x2, dy2, dx2, *vectors, *stats, *ptrs, n_rows, n, x2.stride(0), dy2.stride(0), dx2.stride(0))
+
+    def grid(meta: dict) -> tuple[int]:
+        return (_whole_row_grid(meta, n_rows, sms),)
+
+    if config is None:
+        tuner = _whole_row_tuned[rows_per_sm_band(n_rows, sms)]
+        tuner[grid](*args, **flags, **need)
+        config = tuner.best_config
+    else:
+        widest = max_whole_row_block(flags["HAS_GELU"])
+        if flags["BLOCK_N"] > widest:
+            raise ValueError(f"rows of {n} do not fit the whole-row backward (at most {widest})")
+        _whole_row_bwd_kernel[grid(config.kwargs)](*args, **flags, **need, **config.all_kwargs())
+    return [(config, "whole-row")]
+
+
+def _two_pass(x2, dy2, dx2, vectors, stats, ptrs, groups, flags, need, config, sms) -> list[tuple[triton.Config, str]]:
+    n_rows, n = x2.shape
+    if config is not None and config.kwargs["CHUNK"] > flags["BLOCK_N"]:
+        raise ValueError(f"a chunk of {config.kwargs['CHUNK']} is wider than rows of {n}")
+    row_means = torch.empty((2, n_rows), dtype=torch.float32, device=x2.device)  # mean(g), mean(g * xhat)
+    sums_args = (x2, dy2, *vectors, *stats, row_means[0], row_means[1], n, x2.stride(0), dy2.stride(0))
+    if config is None:
+        _row_sums_tuned[lambda meta: (n_rows,)](*sums_args, **flags)
+        sums_config = _row_sums_tuned.best_config
+    else:
+        sums_config = config
+        _row_sums_kernel[(n_rows,)](*sums_args, **flags, **config.all_kwargs())
+
+    group_rows = triton.cdiv(n_rows, groups)
+    args = (
+        x2, dy2, dx2, *vectors, *stats, row_means[0], row_means[1], *ptrs, n_rows, n, group_rows,
+        x2.stride(0), dy2.stride(0), dx2.stride(0),
+    )  # fmt: skip
+
+    def grid(meta: dict) -> tuple[int]:
+        return (triton.cdiv(n, meta["CHUNK"]) * groups,)
+
+    if config is None:
+        tuner = _chunk_tuned[rows_per_sm_band(n_rows, sms)]
+        tuner[grid](*args, **flags, **need)
+        config = tuner.best_config
+    else:
+        _chunk_bwd_kernel[grid(config.kwargs)](*args, **flags, **need, **config.all_kwargs())
+    return [(sums_config, "two-pass row sums"), (config, "two-pass chunks")]

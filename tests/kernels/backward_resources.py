@@ -1,0 +1,92 @@
+"""Registers, spills and shared memory of the backward kernels' candidates on sm_90 (not collected by pytest).
+
+    python tests/kernels/backward_resources.py [--family norm,attention]
+
+Compiles every candidate the pruning rules keep ahead of time, without a GPU, as resource_report.py does
+(its `compile_sm90`), for the shapes of the norm suite (bf16, 16384 rows) and attention at S 4096, and
+prints one line per build from ptxas's -v log. Compiler facts, not measurements. A few minutes on two CPU
+cores (the Triton cache makes a second run fast, but then ptxas is not run and its figures are blank).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+import torch
+from resource_report import _BF16, compile_sm90
+from triton import knobs
+
+nb = importlib.import_module("tierbench.kernels.norm_backward")
+ab = importlib.import_module("tierbench.kernels.attention_backward")
+_F32 = torch.empty(64)  # only its dtype and alignment reach the binder
+ROWS = 16384
+OPS = {"layer_norm": (False, False), "rms_norm": (True, False), "bias_gelu_layer_norm": (False, True)}
+
+
+def line(kernel: str, label: str, c) -> str:
+    spill = "?" if c.spill_bytes is None else str(sum(c.spill_bytes))
+    return f"{kernel:<10} {label:<58} regs {c.regs or '?':>4} spill {spill:>5} smem {c.smem:>7}"
+
+
+def norm_rows() -> list[str]:
+    rows = []
+    for op, (rms, gelu) in OPS.items():
+        flags = {"IS_RMS": rms, "HAS_W": True, "HAS_GELU": gelu, "GELU_IMPL": 1, "PRECISE": False, "INLINE_PTX": True}
+        need = {"NEED_DW": True, "NEED_DB": not rms, "NEED_DXB": gelu}
+        for hidden in (1024, 4096, 8192, 16384, 65536):
+            shape = {"BLOCK_N": hidden, "EVEN_N": True}
+            if hidden <= nb.max_whole_row_block(gelu):
+                args = (*[_BF16] * 5, *[_F32] * 5, ROWS, hidden, hidden, hidden, hidden)
+                for cfg in nb.prune_whole_row_configs(nb.whole_row_configs(), {"n_rows": ROWS}, BLOCK_N=hidden):
+                    meta = {**flags, **need, **shape, **cfg.all_kwargs()}
+                    c = compile_sm90(nb._whole_row_bwd_kernel, args, meta, "w")
+                    label = f"{op} {hidden} rows {cfg.kwargs['ROWS']} ctas {cfg.kwargs['CTAS']} w{cfg.num_warps}"
+                    rows.append(line("whole-row", label, c))
+                continue
+            for cfg in nb.prune_chunk_configs(nb.chunk_configs(), {}, BLOCK_N=hidden):
+                label = f"{op} {hidden} chunk {cfg.kwargs['CHUNK']} w{cfg.num_warps}"
+                args = (*[_BF16] * 4, *[_F32] * 4, hidden, hidden, hidden)
+                c = compile_sm90(nb._row_sums_kernel, args, {**flags, **shape, **cfg.all_kwargs()}, "s")
+                rows.append(line("row sums", label, c))
+                args = (*[_BF16] * 5, *[_F32] * 7, 2048, hidden, 16, hidden, hidden, hidden)
+                c = compile_sm90(nb._chunk_bwd_kernel, args, {**flags, **need, **shape, **cfg.all_kwargs()}, "c")
+                rows.append(line("chunks", label, c))
+    return rows
+
+
+def attention_rows() -> list[str]:
+    rows = []
+    seq = 4096
+    for head_dim in (64, 128, 256):
+        heads = 2048 // head_dim
+        strides = (heads * seq * head_dim, seq * head_dim, head_dim)
+        for causal in (False, True):
+            consts = {"HEAD_DIM": head_dim, "CAUSAL": causal, "UPCAST": False}
+            mask = "causal" if causal else "full"
+            for cfg in ab.prune_dkdv_configs(ab.dkdv_configs(), {"SK": seq}, HEAD_DIM=head_dim):
+                args = (*[_BF16] * 4, _F32, _F32, _BF16, _BF16, heads, heads, 1, seq, seq, *strides * 6, 0.18, 0.125)
+                c = compile_sm90(ab._dkdv_kernel, args, {**consts, **cfg.all_kwargs()}, "dkdv")
+                label = f"D{head_dim} {mask} {cfg.kwargs['BLOCK_M']}x{cfg.kwargs['BLOCK_N']} w{cfg.num_warps}"
+                rows.append(line("dk/dv", f"{label} s{cfg.num_stages}", c))
+            for cfg in ab.prune_dq_configs(ab.dq_configs(), {"SQ": seq}, HEAD_DIM=head_dim):
+                args = (*[_BF16] * 4, _F32, _F32, _BF16, heads, 1, seq, seq, *strides * 5, 0.18, 0.125)
+                c = compile_sm90(ab._dq_kernel, args, {**consts, "EVEN_N": True, **cfg.all_kwargs()}, "dq")
+                label = f"D{head_dim} {mask} {cfg.kwargs['BLOCK_M']}x{cfg.kwargs['BLOCK_N']} w{cfg.num_warps}"
+                rows.append(line("dq", f"{label} s{cfg.num_stages}", c))
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--family", default="norm,attention")
+    families = p.parse_args().family.split(",")
+    knobs.nvidia.dump_ptxas_log = True  # registers and spills come from ptxas -v
+    for family, rows in (("norm", norm_rows), ("attention", attention_rows)):
+        if family in families:
+            for row in rows():
+                print(row, flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,283 @@
+"""attention's backward (FlashAttention-2) against float64 autograd on the reference, and what it saves."""
+
+import importlib
+import math
+
+import pytest
+import torch
+from attention_inputs import random_qkv
+from grad_checks import assert_grad_close, reference_grads
+
+from tierbench.kernels import attention
+from tierbench.kernels._common import last_launch
+from tierbench.suite.ops.attention import attention_ref
+
+at = importlib.import_module("tierbench.kernels.attention")
+ab = importlib.import_module("tierbench.kernels.attention_backward")
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def _grad_out(q: torch.Tensor, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(q.shape, generator=g).to(device=q.device, dtype=q.dtype)
+
+
+def _check(q, k, v, do, causal, what, scale=None):
+    """Forward and backward through the public function; dq, dk, dv against float64 autograd."""
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    grads = torch.autograd.grad(attention(*leaves, causal=causal, scale=scale), leaves, do)
+    refs = reference_grads(lambda q, k, v: attention_ref(q, k, v, causal, scale), [q, k, v], do)
+    for name, grad, ref in zip(("dq", "dk", "dv"), grads, refs):
+        assert_grad_close(grad, ref, q.dtype, f"{what} {name}")
+    return grads
+
+
+def _lse_ref(q, k, causal, scale):
+    scores = (q.double() @ k.double().transpose(-1, -2)) * scale
+    if causal:
+        scores.masked_fill_(torch.ones_like(scores, dtype=torch.bool).triu(1), float("-inf"))
+    return torch.logsumexp(scores, dim=-1)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Gradients
+# ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seq", [1, 17, 77])  # 1: dq = dk = 0 exactly; 17, 77: ragged blocks of every kernel
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_attention_backward(head_dim, seq, causal, dtype, device):
+    q, k, v = random_qkv(1, 2, seq, seq, head_dim, dtype, device)
+    _check(q, k, v, _grad_out(q, 1), causal, f"S={seq} D={head_dim} causal={causal} {dtype}")
+    mask = "causal" if causal else "full"
+    assert last_launch("attention-bwd").startswith(f"{mask}, dk/dv: BLOCK_M=")
+    assert f"; {mask}, dq: BLOCK_M=" in last_launch("attention-bwd")
+
+
+@pytest.mark.parametrize("sq,sk", [(1, 17), (17, 77), (77, 33)])
+def test_attention_backward_cross_lengths(sq, sk, device):
+    q, k, v = random_qkv(1, 2, sq, sk, 64, torch.float16, device, seed=2)
+    _check(q, k, v, _grad_out(q, 3), False, f"Sq={sq} Sk={sk}", scale=0.3)
+
+
+def test_attention_backward_small_head_dims_and_batches(device):
+    q, k, v = random_qkv(2, 3, 24, 24, 32, torch.bfloat16, device, seed=4)
+    _check(q, k, v, _grad_out(q, 5), True, "B=2 H=3 D=32")
+    q, k, v = random_qkv(1, 1, 20, 20, 16, torch.float16, device, seed=6)
+    _check(q, k, v, _grad_out(q, 7), False, "D=16")
+
+
+def test_attention_backward_strided_inputs_and_an_expanded_output_gradient(device):
+    # (batch, seq, heads, dim) storage seen as (batch, heads, seq, dim); loss = sum: dO arrives expanded.
+    g = torch.Generator().manual_seed(8)
+    qkv = torch.randn(2, 50, 3, 2, 64, generator=g).to(device=device, dtype=torch.bfloat16)
+    q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
+    assert not q.is_contiguous()
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    attention(*leaves, causal=True).sum().backward()
+    refs = reference_grads(lambda q, k, v: attention_ref(q, k, v, True), [q, k, v], torch.ones_like(q))
+    for name, t, ref in zip(("dq", "dk", "dv"), leaves, refs):
+        assert_grad_close(t.grad, ref, torch.bfloat16, f"strided {name}")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dkdv,dq", [((32, 32), (64, 64)), ((32, 64), (64, 32)), ((16, 64), (32, 32))])
+def test_forced_backward_configs(dkdv, dq, causal, device):
+    """Other block shapes than the interpreter's config: 64 keys (whole blocks, dQ's unmasked single loop)
+    and 70 (a ragged last block)."""
+    for seq in (64, 70):
+        q, k, v = random_qkv(1, 2, seq, seq, 64, torch.float16, device, seed=9)
+        do = _grad_out(q, 10)
+        lse = torch.empty(q.shape[:3], dtype=torch.float32, device=device)
+        scale = 1 / math.sqrt(64)
+        o = at._attention_forward(q, k, v, causal, scale, lse=lse)
+        grads = ab.attention_backward(
+            do, q, k, v, o, lse, causal, scale, dkdv_config=ab.bwd_config(*dkdv, 4, 1),
+            dq_config=ab.bwd_config(*dq, 4, 1),
+        )  # fmt: skip
+        refs = reference_grads(lambda q, k, v, c=causal: attention_ref(q, k, v, c), [q, k, v], do)
+        for name, grad, ref in zip(("dq", "dk", "dv"), grads, refs):
+            assert_grad_close(grad, ref, torch.float16, f"S={seq} dk/dv {dkdv} dq {dq} causal={causal} {name}")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_grouped_kv_heads(causal, device):
+    """The backward's GQA form: 4 query heads on 2 K/V heads (group 2), dK/dV summed over each group. The
+    forward has no grouped heads yet: it runs on K/V repeated per query head."""
+    q, _, _ = random_qkv(1, 4, 33, 33, 64, torch.bfloat16, device, seed=11)
+    _, k, v = random_qkv(1, 2, 33, 33, 64, torch.bfloat16, device, seed=12)
+    do = _grad_out(q, 13)
+    lse = torch.empty(q.shape[:3], dtype=torch.float32, device=device)
+    k4, v4 = k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1)
+    o = at._attention_forward(q, k4, v4, causal, 0.125, lse=lse)
+    grads = ab.attention_backward(do, q, k, v, o, lse, causal, 0.125, group=2)
+
+    def ref(q, k, v):
+        return attention_ref(q, k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1), causal, 0.125)
+
+    for name, grad, r in zip(("dq", "dk", "dv"), grads, reference_grads(ref, [q, k, v], do)):
+        assert_grad_close(grad, r, torch.bfloat16, f"group 2 causal={causal} {name}")
+    with pytest.raises(ValueError, match="4 query heads do not make groups of 3 over 2 K/V heads"):
+        ab.attention_backward(do, q, k, v, o, lse, causal, 0.125, group=3)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_grouped_query_heads_through_the_public_function(causal, device):
+    """attention() with fewer K/V heads than query heads (6 on 2): the forward reads each K/V head for its
+    group, the backward sums dK/dV over the group; a decode-length query (S 3) takes this path too."""
+    for seq in (33, 3):
+        q, k, v = random_qkv(1, 6, seq, seq, 64, torch.float16, device, seed=21, kv_heads=2)
+        _check(q, k, v, _grad_out(q, 22), causal, f"GQA 6/2 S={seq} causal={causal}")
+
+
+def test_causal_backward_with_a_shorter_query_is_a_clear_error(device):
+    q, k, v = random_qkv(1, 2, 8, 16, 64, torch.float16, device, seed=23)
+    leaves = [t.requires_grad_() for t in (q, k, v)]
+    with pytest.raises(ValueError, match="backward of causal attention takes equal q and k lengths"):
+        attention(*leaves, causal=True)
+
+
+def test_only_the_inputs_that_require_grad_get_one(device):
+    q, k, v = random_qkv(1, 2, 30, 30, 64, torch.float16, device, seed=14)
+    do = _grad_out(q, 15)
+    refs = reference_grads(lambda q, k, v: attention_ref(q, k, v, True), [q, k, v], do)
+    qr = q.clone().requires_grad_()
+    (dq,) = torch.autograd.grad(attention(qr, k, v, causal=True), [qr], do)
+    assert_grad_close(dq, refs[0], torch.float16, "dq alone")
+    assert "dk/dv" not in last_launch("attention-bwd")
+    vr = v.clone().requires_grad_()
+    (dv,) = torch.autograd.grad(attention(q, k, vr, causal=True), [vr], do)
+    assert_grad_close(dv, refs[2], torch.float16, "dv alone")
+    assert "dq" not in last_launch("attention-bwd")
+
+
+def test_gradients_are_the_same_on_every_run(device):
+    """Two passes, each gradient element written once by one program: bit for bit the same gradients."""
+    q, k, v = random_qkv(1, 2, 45, 45, 64, torch.bfloat16, device, seed=16)
+    do = _grad_out(q, 17)
+    runs = []
+    for _ in range(2):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        runs.append(torch.autograd.grad(attention(*leaves, causal=True), leaves, do))
+    assert all(torch.equal(a, b) for a, b in zip(*runs))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# What the forward stores and saves
+# ----------------------------------------------------------------------------------------------------------
+
+
+def test_forward_only_calls_store_and_save_nothing(device, monkeypatch):
+    calls = []
+    real = at._attention_forward
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("lse"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(at, "_attention_forward", spy)
+    q, k, v = random_qkv(1, 2, 20, 20, 64, torch.float16, device, seed=18)
+    assert attention(q, k, v).grad_fn is None
+    qr = q.clone().requires_grad_()
+    with torch.no_grad():
+        assert attention(qr, k, v).grad_fn is None
+    with torch.inference_mode():
+        attention(qr, k, v)
+    assert calls == [None] * 3, "no log-sum-exp stored for inference"
+    assert ", lse:" not in last_launch("attention")
+
+    out = attention(qr, k, v, causal=True)
+    lse = calls[-1]
+    assert lse.dtype == torch.float32 and lse.shape == (1, 2, 20)
+    assert torch.allclose(lse.double(), _lse_ref(q, k, True, 1 / 8), atol=1e-5)
+    saved = out.grad_fn.saved_tensors  # q, k, v, O, LSE (the same storage, no copies): never P
+    assert [t.data_ptr() for t in saved] == [t.data_ptr() for t in (qr, k, v, out, lse)]
+    assert last_launch("attention").endswith("lse: BLOCK_M=32, BLOCK_N=16, WARP_SPECIALIZE=False, warps=4, stages=2")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seq,packed", [(70, False), (128, True)])
+def test_the_forward_stores_the_log_sum_exp(seq, packed, causal, device, assert_close):
+    # Packed rows (contiguous, lengths multiples of 128) and per-head descriptors store it alike.
+    q, k, v = random_qkv(1, 2, seq, seq, 64, torch.bfloat16, device, seed=19)
+    lse = torch.full(q.shape[:3], float("nan"), dtype=torch.float32, device=device)
+    out = at._attention_forward(q, k, v, causal, 0.1, lse=lse)
+    assert ("packed rows" in last_launch("attention")) == packed
+    assert torch.allclose(lse.double(), _lse_ref(q, k, causal, 0.1), atol=1e-5)
+    assert torch.equal(out, at._attention_forward(q, k, v, causal, 0.1)), "the output does not change"
+    with pytest.raises(ValueError, match="does not store the log-sum-exp"):
+        at._attention_forward(q, k, v, causal, 0.1, lse=lse, kernel="gluon")
+
+
+def test_backward_pruning_rules():
+    gpu_dkdv = [ab.bwd_config(m, n, w, s) for m in (16, 32, 64) for n in (64, 128) for w in (4, 8) for s in (2, 3, 4)]
+    for head_dim in (64, 128, 256):
+        kept = ab.prune_dkdv_configs(gpu_dkdv, {"SK": 4096}, HEAD_DIM=head_dim)
+        assert kept, head_dim
+        for c in kept:
+            m, n = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]
+            assert n % m == 0 and (2 * n * head_dim + 2 * n * m) // (32 * c.num_warps) <= 160
+            assert (2 * n + 2 * m * c.num_stages) * head_dim * 2 <= 200 * 1024
+    gpu_dq = [ab.bwd_config(m, n, w, s) for m in (64, 128) for n in (16, 32, 64) for w in (4, 8) for s in (2, 3)]
+    for head_dim in (64, 128):
+        kept = ab.prune_dq_configs(gpu_dq, {"SQ": 4096}, HEAD_DIM=head_dim)
+        assert kept and all(c.kwargs["BLOCK_M"] % c.kwargs["BLOCK_N"] == 0 for c in kept)
+    assert all(c.kwargs["BLOCK_M"] <= 64 for c in ab.prune_dq_configs(gpu_dq, {"SQ": 20}, HEAD_DIM=64))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# GPU, full size
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _gpu_check(b, h, s, d, dtype, causal, seed):
+    q, k, v = random_qkv(b, h, s, s, d, dtype, "cuda", seed=seed)
+    do = _grad_out(q, seed + 1)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    grads = torch.autograd.grad(attention(*leaves, causal=causal), leaves, do)
+    assert "gluon" not in last_launch("attention") and ", lse:" in last_launch("attention")
+    for i in range(b):  # the float32 reference one batch at a time, to bound its memory
+        refs = reference_grads(lambda q, k, v: attention_ref(q, k, v, causal), [t[i : i + 1] for t in (q, k, v)],
+                               do[i : i + 1])  # fmt: skip
+        for name, grad, ref in zip(("dq", "dk", "dv"), grads, refs):
+            assert_grad_close(grad[i : i + 1], ref, dtype, f"B{b} H{h} S{s} D{d} causal={causal} {name} batch {i}")
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_attention_backward_gpu_full_size(head_dim, causal, dtype):
+    _gpu_check(2, 16, 4096, head_dim, dtype, causal, seed=20)
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seq,head_dim", [(1000, 64), (4097, 128), (333, 256), (77, 32)])
+def test_attention_backward_gpu_ragged(seq, head_dim, causal):
+    _gpu_check(1, 4, seq, head_dim, torch.bfloat16, causal, seed=22)
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_every_backward_candidate_gpu(head_dim):
+    """Each dK/dV and dQ candidate the autotuners may pick, forced, causal and not."""
+    q, k, v = random_qkv(1, 8, 1024, 1024, head_dim, torch.bfloat16, "cuda", seed=24)
+    do = _grad_out(q, 25)
+    scale = 1 / math.sqrt(head_dim)
+    dkdv = ab.prune_dkdv_configs(ab.dkdv_configs(), {"SK": 1024}, HEAD_DIM=head_dim)
+    dq = ab.prune_dq_configs(ab.dq_configs(), {"SQ": 1024}, HEAD_DIM=head_dim)
+    for causal in (False, True):
+        lse = torch.empty(q.shape[:3], dtype=torch.float32, device="cuda")
+        o = at._attention_forward(q, k, v, causal, scale, lse=lse)
+        refs = reference_grads(lambda q, k, v, c=causal: attention_ref(q, k, v, c), [q, k, v], do)
+        for i in range(max(len(dkdv), len(dq))):
+            c1, c2 = dkdv[i % len(dkdv)], dq[i % len(dq)]
+            grads = ab.attention_backward(do, q, k, v, o, lse, causal, scale, dkdv_config=c1, dq_config=c2)
+            for name, grad, ref in zip(("dq", "dk", "dv"), grads, refs):
+                assert_grad_close(grad, ref, torch.bfloat16, f"{c1} / {c2} causal={causal} {name}")
