@@ -20,7 +20,8 @@ from tierbench.suite.records import read_records
 
 REPO = Path(__file__).resolve().parent.parent
 # A cut-down smoke suite: matmul's forward and the three norms, vendor tier only (4 cases, one provider each).
-CUT = ["suite=smoke", "tiers=[vendor]", "timing=quick", "matmul.modes=[fwd]", "attention.enabled=false"]
+CUT = ["suite=smoke", "tiers=[vendor]", "timing=quick", "matmul.modes=[fwd]", "attention.enabled=false",
+       "decode.enabled=false"]  # fmt: skip
 
 
 def _paths(tmp_path: Path) -> list[str]:

@@ -226,9 +226,10 @@ def family_charts(
     ceilings: Ceilings | None,
     earlier_runs: frozenset[str] = frozenset(),
     hovers: model.RecordHovers | None = None,
-    partners: Partners = (),
+    partners: Partners | None = None,
 ) -> FamilyCharts:
     x_axis = Axis(v.x, log=True, at_data=True)
+    partners = partners or []
     roof_records = records + [r for _, recs in partners for r in recs]
     # The legend names providers with marks; the others are in the list of what was not timed.
     used = {r.provider for r in roof_records if model.timed(r)}
