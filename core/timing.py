@@ -5,7 +5,8 @@ replayed from a CUDA graph where it can be captured, and the providers of a case
 so that clock and power drift hits all of them alike. CPU: the same schedule with a plain monotonic clock.
 
 This module knows no op, no tier and no config tree: `TimingSettings` is both the Hydra schema node of
-`timing` and what the timers read, and kernels/ may import it (it imports nothing of tierbench).
+`timing` and what the timers read, and kernels/ may import it (of tierbench it imports only
+tierbench.interrupts, which tells a real interrupt from a provider's own exception).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 
 import torch
 
+from .interrupts import reraise_real
+
 # Fallback flush size when the device does not report its L2 (bytes): larger than any current GPU's L2.
 _DEFAULT_FLUSH_BYTES = 256 << 20
 # CPU caches are flushed by writing a buffer larger than any last-level cache before each repetition.
@@ -24,6 +27,9 @@ _CPU_FLUSH_BYTES = 64 << 20
 # A warm-up or time budget longer than this could not finish a suite: refused when the config is composed.
 MAX_BUDGET_MS = 60_000.0
 MAX_STEADY_STATE_S = 600.0
+# Counts bounded for the same reason: a provider is called at least rounds x min_reps times.
+MAX_ROUNDS = 1000
+MAX_REPS = 100_000
 
 
 @dataclass
@@ -53,9 +59,13 @@ class TimingSettings:
         ):
             if not low <= value <= high:  # also refuses NaN
                 out.append(f"timing.{key}={value} is outside [{low:g}, {high:g}]")
-        for key, value in (("rounds", self.rounds), ("min_reps", self.min_reps), ("max_reps", self.max_reps)):
-            if value < 1:
-                out.append(f"timing.{key}={value} must be at least 1")
+        for key, value, high in (
+            ("rounds", self.rounds, MAX_ROUNDS),
+            ("min_reps", self.min_reps, MAX_REPS),
+            ("max_reps", self.max_reps, MAX_REPS),
+        ):
+            if not 1 <= value <= high:
+                out.append(f"timing.{key}={value} is outside [1, {high}]")
         if self.min_reps > self.max_reps:
             out.append(f"timing.min_reps={self.min_reps} exceeds timing.max_reps={self.max_reps}")
         return out
@@ -116,7 +126,8 @@ def graph_replay(
         with torch.cuda.graph(graph, stream=side):
             fn()
         torch.cuda.synchronize(device)
-    except Exception:  # noqa: BLE001 - not capturable: timed by plain launches, and the record says so
+    except BaseException as exc:  # not capturable: timed by plain launches, and the record says so
+        reraise_real(exc)
         torch.cuda.synchronize(device)
         return None
     return graph.replay
@@ -238,7 +249,8 @@ def _build(fns: dict[str, Callable[[], Any] | Staged]) -> tuple[dict[str, Callab
     for name, fn in fns.items():
         try:
             calls[name] = fn.build() if isinstance(fn, Staged) else fn
-        except Exception as exc:  # noqa: BLE001 - one provider's failure must not stop the others
+        except BaseException as exc:  # one provider's failure (whatever it raises) must not stop the others
+            reraise_real(exc)
             failed[name] = exc
     return calls, failed
 
@@ -259,7 +271,8 @@ def interleaved(
     for name, fn in fns.items():
         try:
             est = max(per_call_ms(fn), 1e-6)
-        except Exception as exc:  # noqa: BLE001 - one provider's failure must not stop the others
+        except BaseException as exc:  # one provider's failure must not stop the others
+            reraise_real(exc)
             result[name] = exc
             continue
         per_round = settings.rep_ms / est
@@ -274,7 +287,8 @@ def interleaved(
                 continue
             try:
                 samples.extend(one_round(fns[name], reps[name]))
-            except Exception as exc:  # noqa: BLE001
+            except BaseException as exc:
+                reraise_real(exc)
                 result[name] = exc
     return result
 

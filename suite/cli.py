@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 # subcommand -> (module with main(argv) -> int, one-line help)
@@ -25,7 +26,14 @@ USAGE = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
+    try:
+        return _dispatch(sys.argv[1:] if argv is None else argv)
+    except BrokenPipeError:  # the reader went away (`tierbench --help | grep -q`): nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor at exit, when stdout flushes
+        return 141  # as a process killed by SIGPIPE
+
+
+def _dispatch(args: list[str]) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(USAGE)
         return 0

@@ -19,7 +19,7 @@ from .fusion import RATIO, fusion_lines, traffic_ratio
 from .presentation import Presentation
 from .records import Measurement, read_records
 from .summary import by_case
-from .text import plain
+from .text import plain, warnings_as_lines
 
 
 def _best_per_tier(group: list[Measurement]) -> dict[str, Measurement]:
@@ -92,7 +92,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--family", action="append", help="only these families")
     args = parser.parse_args(argv)
     folders = sweep.resolve_runs(args.run, args.runs)
-    records = [r for folder in folders for r in read_records(folder)]
+    with warnings_as_lines("tierbench summary"):
+        records = [r for folder in folders for r in read_records(folder)]
     if not records:
         print(
             f"tierbench summary: {args.run} holds no records (is it a run folder, run id or sweep id?)", file=sys.stderr

@@ -6,6 +6,8 @@ drop it with a warning, and a resumed run cuts it off before appending.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import math
 import os
@@ -15,6 +17,8 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .runfolder import check_run_id
 
 RECORDS_FILE = "measurements.jsonl"
 CONFIG_FILE = "config.yaml"
@@ -75,6 +79,14 @@ class Measurement:
             value = getattr(self, name)
             if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
                 raise TypeError(f"field {name!r} holds {type(value).__name__}, expected {_type_names(kinds)}")
+        for name in _NUMBERS_BY_NAME:
+            if not all(isinstance(k, str) and _is_number(v) for k, v in getattr(self, name).items()):
+                raise TypeError(f"field {name!r} must map names to numbers")
+        if not all(_is_number(v) for v in self.samples_ms):
+            raise TypeError("field 'samples_ms' must be a list of numbers")
+        for name in ("case", "env", "telemetry"):
+            if not all(isinstance(k, str) for k in getattr(self, name)):
+                raise TypeError(f"field {name!r} must have names as keys")
 
     @property
     def mode(self) -> str:
@@ -147,6 +159,13 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+_NUMBERS_BY_NAME = ("quantiles_ms", "errors")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _type_names(kinds: tuple[type, ...]) -> str:
     return " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
 
@@ -168,6 +187,8 @@ def new_run_id() -> str:
 
 def create_run_dir(results_dir: str | Path, run_id: str | None = None) -> tuple[str, Path]:
     """Make a fresh run folder; mkdir without exist_ok means two runs can never share one."""
+    if run_id:
+        check_run_id(run_id)
     root = Path(results_dir)
     root.mkdir(parents=True, exist_ok=True)
     for _ in range(100):
@@ -185,25 +206,42 @@ def create_run_dir(results_dir: str | Path, run_id: str | None = None) -> tuple[
 
 
 def read_records(path: str | Path) -> list[Measurement]:
-    """All complete records of a run folder (or file); damaged lines are dropped with a warning."""
+    """All complete records of a run folder (or file), one per (case_id, provider).
+
+    Damaged lines are dropped with a warning naming the file and line; where a key appears twice (a run
+    folder written by two processes before runs were locked), the last record wins, with a warning.
+    """
     path = Path(path)
     if path.is_dir():
         path = path / RECORDS_FILE
     if not path.exists():
         return []
-    out: list[Measurement] = []
+    out: dict[tuple[str, str], Measurement] = {}
+    repeated: dict[tuple[str, str], list[int]] = {}
     lines = path.read_bytes().split(b"\n")
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            out.append(Measurement.from_dict(json.loads(line)))
+            record = Measurement.from_dict(json.loads(line))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             where = "truncated last line" if number == len(lines) else f"damaged line {number}"
             warnings.warn(f"{path}: dropped a {where} (an interrupted write: {exc})", stacklevel=2)
+            continue
         except (TypeError, ValueError) as exc:
             warnings.warn(f"{path}: dropped line {number}, not a record: {exc}", stacklevel=2)
-    return out
+            continue
+        if record.key in out:
+            repeated.setdefault(record.key, []).append(number)
+        out[record.key] = record  # a repeated key keeps its first place and takes the last record
+    if repeated:
+        lines_named = ", ".join(str(n) for numbers in repeated.values() for n in numbers)
+        warnings.warn(
+            f"{path}: {len(repeated)} (case, provider) pairs recorded more than once; the last record of each "
+            f"is kept (repeats on lines {lines_named})",
+            stacklevel=2,
+        )
+    return list(out.values())
 
 
 def _cut_partial_tail(path: Path) -> None:
@@ -227,12 +265,24 @@ class JsonLines:
         _cut_partial_tail(self.path)
 
     def append_line(self, text: str) -> None:
-        line = text + "\n"
+        """Append one line, or raise OSError (a full disk) with the file as it was before the call."""
+        data = (text + "\n").encode()
         # One write of a whole line in append mode: concurrent writers of one file never interleave lines.
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, line.encode())
-            os.fsync(fd)
+            size = os.fstat(fd).st_size
+            try:
+                written = os.write(fd, data)
+                while written < len(data):  # a short write: the disk filled up, or a signal came
+                    more = os.write(fd, data[written:])
+                    if more == 0:
+                        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.path))
+                    written += more
+                os.fsync(fd)
+            except OSError:
+                with contextlib.suppress(OSError):  # no half record stays behind: those before are intact
+                    os.ftruncate(fd, size)
+                raise
         finally:
             os.close(fd)
 

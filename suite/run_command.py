@@ -42,7 +42,7 @@ def plugin_names(argv: list[str]) -> list[str]:
         names = [names]
     resume = _override_value(argv, "resume")
     results = _override_value(argv, "results_dir") or "results/runs"
-    if isinstance(resume, str) and resume:
+    if isinstance(resume, str) and resume and "/" not in resume and not resume.startswith("."):
         from . import sweep
 
         saved = Path(str(results)) / resume / "config.yaml"
@@ -67,7 +67,14 @@ def _decide_interpreter(argv: list[str]) -> None:
 
 
 def execute(cfg: DictConfig, catalog) -> int:
-    """One job: returns the process exit code (0 done, 2 bad config, 130 interrupted)."""
+    """One job: returns the process exit code (0 done, 1 a write failed, 2 bad input, 130 interrupted)."""
+    from tierbench import interrupts
+
+    with interrupts.watch():  # a provider's own KeyboardInterrupt is its failure; only a real one stops
+        return _execute(cfg, catalog)
+
+
+def _execute(cfg: DictConfig, catalog) -> int:
     from .shard_job import is_sharded
 
     if is_sharded(cfg):
@@ -106,25 +113,52 @@ def execute_shard(cfg: DictConfig, catalog) -> int:
 
 def _measure(cfg: DictConfig, device, catalog, shard=None) -> int:
     from .plan import PlanError
+    from .runfolder import RunFolderError
     from .session import RunSession
 
     try:
         session = RunSession.open(cfg, device, catalog, shard)
-    except (PlanError, FileExistsError, FileNotFoundError) as exc:
+    except (PlanError, RunFolderError, FileExistsError, FileNotFoundError) as exc:
         print(f"tierbench run: {exc}", file=sys.stderr)
         return 2
     try:
         session.run()
+        session.finish()
     except KeyboardInterrupt:
-        session.interrupted()
+        _keep_meta(session)
         print(
             f"\ntierbench run: interrupted; {session.count()} records are safe in {session.run_dir}. "
             f"Finish with: tierbench run resume={session.run_id}",
             file=sys.stderr,
         )
         return 130
-    session.finish()
+    except OSError as exc:  # the run's own files: a full disk, a folder removed or made read-only
+        _keep_meta(session)
+        print(
+            f"\ntierbench run: could not write to {exc.filename or session.run_dir}: {exc.strerror or exc}. "
+            f"{_safe_count(session)} records are safe in {session.run_dir} (a failed write leaves no partial record). "
+            f"Free some space, then finish with: tierbench run resume={session.run_id}",
+            file=sys.stderr,
+        )
+        return 1
+    finally:
+        session.close()
     return 0
+
+
+def _keep_meta(session) -> None:
+    """Keep run.json true after an interrupt or a failed write, where the disk still takes it."""
+    try:
+        session.interrupted()
+    except OSError:
+        pass
+
+
+def _safe_count(session) -> int | str:
+    try:
+        return session.count()
+    except OSError:
+        return "the"
 
 
 def main(argv: list[str]) -> int:
@@ -148,20 +182,25 @@ def main(argv: list[str]) -> int:
         print(f"tierbench run: {exc}", file=sys.stderr)
         return 2
     if launches is None:
-        return _hydra(argv, catalog)
+        return _hydra(argv, catalog, in_process=True)
     results = _override_value(argv, "results_dir") or "results/runs"
     table = _override_value(argv, "table") is not False
     return launch.run_all(launches, lambda args: _hydra(args, catalog), str(results), table)
 
 
-def _hydra(argv: list[str], catalog) -> int:
-    """The Hydra app over these arguments (one run, or a multirun through the configured launcher)."""
-    status = {"code": 0}
+def _hydra(argv: list[str], catalog, in_process: bool = False) -> int:
+    """The Hydra app over these arguments (one run, or a multirun through the configured launcher).
+
+    in_process: its jobs run here (not a sharded sweep's launcher), so a Hydra exit before any job ran is
+    a config it could not compose: bad input, exit 2."""
+    status = {"code": 0, "in_job": False}
 
     @hydra.main(config_path=conf_dir(), config_name="config", version_base="1.3")
     def app(cfg: DictConfig) -> None:
+        status["in_job"] = True
         code = execute(cfg, catalog)
         status["code"] = max(status["code"], code)
+        status["in_job"] = False
         if code == 130:
             raise KeyboardInterrupt  # stop a sweep too
 
@@ -171,6 +210,12 @@ def _hydra(argv: list[str], catalog) -> int:
         app()
     except KeyboardInterrupt:
         return 130
+    except SystemExit as exc:
+        # Hydra exits 1 when it cannot compose the config (an unknown key, group or value: bad input, which
+        # is 2 here); an error escaping a job itself stays 1.
+        if in_process and exc.code == 1 and not status["in_job"]:
+            return 2
+        raise
     finally:
         sys.argv = saved
     return status["code"]

@@ -59,8 +59,12 @@ def describe_catalog(catalog: Any) -> dict[str, Any]:
 def write(run_dir: Path, meta: RunMeta) -> None:
     path = Path(run_dir) / META_FILE
     tmp = path.with_name(f".{META_FILE}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(asdict(meta), indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    try:
+        tmp.write_text(json.dumps(asdict(meta), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # the old run.json stays whole
+        raise
 
 
 def read(run_dir: Path) -> RunMeta | None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from tierbench.interrupts import reraise_real
 from tierbench.timing import CpuTimer, CudaEventTimer
 
 from . import profiling, traffic
@@ -66,8 +67,13 @@ class RunContext:
         return self.versions[provider.name]
 
 
+# How allocators say they ran out: CUDA's caching allocator, and the CPU's (DefaultCPUAllocator, errno 12).
+_OOM_TEXTS = ("out of memory", "can't allocate memory", "cannot allocate memory", "not enough memory")
+
+
 def is_oom(exc: BaseException) -> bool:
-    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
+    text = str(exc).lower()
+    return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or any(t in text for t in _OOM_TEXTS)
 
 
 def describe(exc: BaseException) -> str:
@@ -75,8 +81,9 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
 
 
-# What a provider may raise that still ends as its own record: everything but a real interrupt.
-Caught = (Exception, SystemExit)
+# A provider may raise anything (SystemExit, a KeyboardInterrupt of its own, any BaseException): each
+# handler catches it all, hands a real interrupt on (tierbench.interrupts) and records the rest.
+Caught = BaseException
 
 
 def _release(device: torch.device) -> None:
@@ -163,6 +170,7 @@ def measure_case(
         try:
             why = provider.why_unavailable(case, ctx.device)
         except Caught as exc:  # a broken availability rule skips only its provider
+            reraise_real(exc)
             why = f"availability check failed: {describe(exc)}"
         if why:
             yield record(provider, "skipped", why)
@@ -183,6 +191,7 @@ def measure_case(
             yield record(provider, "skipped", str(exc))
         return
     except Caught as exc:  # the case is lost, the run goes on
+        reraise_real(exc)
         status = "oom" if is_oom(exc) else "error"
         for provider in runnable:
             yield record(provider, status, f"making inputs or reference: {describe(exc)}")
@@ -316,6 +325,7 @@ def _prepare_and_check(
     except Unavailable as exc:
         return _failure("skipped", str(exc))
     except Caught as exc:  # one provider's failure is its own record
+        reraise_real(exc)
         _release(device)
         return _failure("oom" if is_oom(exc) else "error", describe(exc), prepare_s=prepare_s)
     facts = {
@@ -337,14 +347,16 @@ def _launch_of(provider: Provider) -> str | None:
     """The provider's account of the call just checked (the one the timed calls repeat), if it gives one."""
     try:
         return provider.describe_launch()
-    except Exception:  # noqa: BLE001 - a description is a courtesy: it never costs the measurement
+    except Caught as exc:  # a description is a courtesy: it never costs the measurement
+        reraise_real(exc)
         return None
 
 
 def _executed_flops(provider: Provider, case: Case) -> float | None:
     try:
         return provider.executed_flops(case)
-    except Exception:  # noqa: BLE001 - a courtesy too
+    except Caught as exc:  # a courtesy too
+        reraise_real(exc)
         return None
 
 

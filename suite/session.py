@@ -8,16 +8,18 @@ the asv benchmarks (suite/benchmarks/_harness.py) and the library API (suite/api
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from tierbench.timing import TimingSettings, bring_to_steady_state, make_timer
 
-from . import runmeta
+from . import runfolder, runmeta
 from .catalog import Catalog
 from .ceilings import Ceilings, load_or_measure, save_for_run
 from .envinfo import environment
@@ -29,6 +31,46 @@ from .shard_job import ShardJob
 from .tiers import Tier
 
 log = logging.getLogger("tierbench")
+
+
+def _new_run_folder(cfg: DictConfig, name: str | None) -> tuple[str, Path, runfolder.RunLock]:
+    """A new run folder under a writable results_dir (the ceilings_dir writable too), locked by this
+    process and holding the config; on a full disk, no folder at all."""
+    run_id = runfolder.check_run_id(name) if name else None
+    results = runfolder.check_writable_dir(cfg.results_dir, "results_dir")
+    runfolder.check_writable_dir(cfg.ceilings_dir, "ceilings_dir")
+    run_id, run_dir = create_run_dir(results, run_id)
+    lock = runfolder.RunLock(run_dir).acquire()
+    try:
+        (run_dir / CONFIG_FILE).write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    except OSError as exc:  # a full disk: leave no half-made run folder behind
+        lock.release()
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise runfolder.RunFolderError(
+            f"results_dir={cfg.results_dir} is not a writable directory: {exc.strerror or exc}"
+        ) from None
+    return run_id, run_dir, lock
+
+
+def _saved_config(cfg: DictConfig, saved: Path, run_id: str) -> DictConfig:
+    """The run's own config (what it started with, keys added by `+key=...` included) over the schema's."""
+    where = f"resume={run_id}: {saved}"
+    try:
+        data = yaml.safe_load(saved.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise PlanError(f"{where} cannot be read ({type(exc).__name__}); the run cannot be resumed") from None
+    if not isinstance(data, dict) or "suite" not in data:
+        raise PlanError(f"{where} holds no run config (empty, or no `suite`); the run cannot be resumed")
+    base = cfg.copy()
+    OmegaConf.set_struct(base, False)
+    try:
+        resumed = OmegaConf.merge(base, OmegaConf.create(data))
+    except Exception as exc:  # noqa: BLE001 - a value of the wrong type for the schema
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise PlanError(f"{where} does not fit the config schema ({first}); the run cannot be resumed") from None
+    OmegaConf.set_struct(resumed, True)
+    resumed.resume = run_id
+    return resumed
 
 
 @dataclass
@@ -97,38 +139,54 @@ class RunSession:
     ceilings: Ceilings | None = None
     shard: ShardJob | None = None
     sweep_planned: int | None = None  # a shard's: the measurements of the whole sweep
+    lock: runfolder.RunLock | None = None
 
     @classmethod
     def open(cls, cfg: DictConfig, device: torch.device, catalog: Catalog, shard: ShardJob | None = None) -> RunSession:
         """A new run folder, or with resume=<id> the interrupted run's own folder and its saved config; a
-        shard's run is always a new folder, with the shard's part of the sweep's (missing) work."""
-        results = Path(cfg.results_dir)
+        shard's run is always a new folder, with the shard's part of the sweep's (missing) work.
+
+        Either way this process holds the folder's lock until close(). Raises PlanError for a config that
+        cannot work and RunFolderError for a folder that cannot be used, before anything is written.
+        """
         if shard is not None:
             cfg = shard.base_config(cfg)
             part, planned = shard.assigned(cfg, make_plan(cfg, catalog))
-            run_id, run_dir = create_run_dir(results, shard.spec.run_name)
-            (run_dir / CONFIG_FILE).write_text(OmegaConf.to_yaml(cfg, resolve=True))
+            run_id, run_dir, lock = _new_run_folder(cfg, shard.spec.run_name)
             shard.attach(run_id)
-            return cls(cfg, catalog, device, run_id, run_dir, part, shard=shard, sweep_planned=planned)
+            return cls(cfg, catalog, device, run_id, run_dir, part, shard=shard, sweep_planned=planned, lock=lock)
         if cfg.resume:
-            run_dir = results / cfg.resume
-            saved = run_dir / CONFIG_FILE
-            if not saved.exists():
-                known = (
-                    sorted(p.name for p in results.iterdir() if (p / CONFIG_FILE).exists()) if results.is_dir() else []
-                )
-                raise PlanError(
-                    f"resume={cfg.resume}: no run folder {run_dir} with a {CONFIG_FILE}; "
-                    f"runs here: {', '.join(known[-10:]) or 'none'}"
-                )
-            # The plan comes from the run's own config: a resumed run finishes what it started.
-            resumed = OmegaConf.merge(cfg, OmegaConf.load(saved))
-            resumed.resume = cfg.resume
-            return cls(resumed, catalog, device, cfg.resume, run_dir, make_plan(resumed, catalog))
+            return cls._resume(cfg, device, catalog)
         plan = make_plan(cfg, catalog)  # fails before any folder is made
-        run_id, run_dir = create_run_dir(results, cfg.run_id)
-        (run_dir / CONFIG_FILE).write_text(OmegaConf.to_yaml(cfg, resolve=True))
-        return cls(cfg, catalog, device, run_id, run_dir, plan)
+        run_id, run_dir, lock = _new_run_folder(cfg, str(cfg.run_id) if cfg.run_id else None)
+        return cls(cfg, catalog, device, run_id, run_dir, plan, lock=lock)
+
+    @classmethod
+    def _resume(cls, cfg: DictConfig, device: torch.device, catalog: Catalog) -> RunSession:
+        name = runfolder.check_existing_name(str(cfg.resume))
+        results = runfolder.check_writable_dir(cfg.results_dir, "results_dir")
+        run_dir = results / name
+        saved = run_dir / CONFIG_FILE
+        if not saved.is_file():
+            known = sorted(p.name for p in results.iterdir() if (p / CONFIG_FILE).is_file())
+            raise PlanError(
+                f"resume={name}: no run folder {run_dir} with a {CONFIG_FILE}; "
+                f"runs here: {', '.join(known[-10:]) or 'none'}"
+            )
+        lock = runfolder.RunLock(run_dir).acquire()
+        try:
+            resumed = _saved_config(cfg, saved, name)
+            runfolder.check_writable_dir(resumed.ceilings_dir, "ceilings_dir")
+            plan = make_plan(resumed, catalog)
+        except BaseException:
+            lock.release()
+            raise
+        return cls(resumed, catalog, device, name, run_dir, plan, lock=lock)
+
+    def close(self) -> None:
+        """Let another process have the run folder."""
+        if self.lock is not None:
+            self.lock.release()
 
     def count(self) -> int:
         return len(read_records(self.run_dir))

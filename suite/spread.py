@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .records import Measurement, read_records
 from .sweep import resolve_runs
+from .text import plain, warnings_as_lines
 
 
 def pair_spreads(a: list[Measurement], b: list[Measurement]) -> list[tuple[Measurement, Measurement, float]]:
@@ -53,7 +54,8 @@ def main(argv: list[str]) -> int:
         if not folders:
             print(f"tierbench spread: {given} is not a run folder, run id or sweep id", file=sys.stderr)
             return 2
-        sides.append(sorted((r for folder in folders for r in read_records(folder)), key=lambda r: r.time))
+        with warnings_as_lines("tierbench spread"):
+            sides.append(sorted((r for folder in folders for r in read_records(folder)), key=lambda r: r.time))
     pairs = pair_spreads(*sides)
     if not pairs:
         print("tierbench spread: the two runs have no timed (case, provider) in common", file=sys.stderr)
@@ -64,7 +66,9 @@ def main(argv: list[str]) -> int:
     print("widest:")
     for ra, rb, s in sorted(pairs, key=lambda t: -t[2])[: args.top]:
         print(
-            f"  {100 * s:6.2f}%  {ra.op} {ra.label} {ra.case.get('dtype', '')} {ra.provider}: "
-            f"{ra.median_ms:.4f} vs {rb.median_ms:.4f} ms"
+            plain(
+                f"  {100 * s:6.2f}%  {ra.op} {ra.label} {ra.case.get('dtype', '')} {ra.provider}: "
+                f"{ra.median_ms:.4f} vs {rb.median_ms:.4f} ms"
+            )
         )
     return 0

@@ -84,9 +84,9 @@ def test_device_resolution():
         ("providers=[nope]", ["valid choices:", "sdpa-math"]),
     ],
 )
-def test_bad_overrides_exit_nonzero_and_name_the_choices(tmp_path, override, expected):
+def test_bad_overrides_exit_2_and_name_the_choices(tmp_path, override, expected):
     result = tierbench_cli("run", override, f"results_dir={tmp_path}/runs", cwd=tmp_path, timeout=120)
-    assert result.returncode != 0
+    assert result.returncode == 2
     for text in expected:
         assert text in result.stderr + result.stdout
     assert "Traceback" not in result.stderr
@@ -97,3 +97,40 @@ def test_unknown_subcommand_names_the_valid_ones(tmp_path):
     result = tierbench_cli("benchmark", cwd=tmp_path, timeout=60)
     assert result.returncode == 2
     assert "valid choices: run" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("norm.hidden=[0]", "norm.hidden=[0]: sizes must be whole numbers >= 1"),
+        ("norm.rows=[-4]", "norm.rows=[-4]: sizes must be whole numbers >= 1"),
+        ("matmul.square=[0]", "matmul.square=[0]: sizes must be whole numbers >= 1"),
+        ("attention.tokens=0", "attention.tokens=0: sizes must be whole numbers >= 1"),
+        ("attention.tokens=-512", "attention.tokens=-512: sizes must be whole numbers >= 1"),
+        ("attention.seq_lens=[0]", "attention.seq_lens=[0]: sizes must be whole numbers >= 1"),
+        ("attention.head_dims=[0]", "attention.head_dims=[0]: sizes must be whole numbers >= 1"),
+        ("attention.head_dims=[3]", "attention.head_dims: 3 is not a multiple of 8"),
+        ("attention.head_dims=[48]", "attention.model_dim=128 is not a multiple of head_dim=48"),
+        ("attention.model_dim=0", "attention.model_dim=0: sizes must be whole numbers >= 1"),
+        ("timing.rounds=0", "timing.rounds=0 is outside [1, 1000]"),
+        ("timing.rounds=-1", "timing.rounds=-1 is outside [1, 1000]"),
+        ("timing.rounds=1000000", "timing.rounds=1000000 is outside [1, 1000]"),
+        ("timing.max_reps=0", "timing.max_reps=0 is outside [1, 100000]"),
+        ("timing.min_reps=10", "timing.min_reps=10 exceeds timing.max_reps=5"),
+        ("timing.rep_ms=-1", "timing.rep_ms=-1.0 is outside [0, 60000]"),
+        ("timing.warmup_ms=1e12", "timing.warmup_ms=1000000000000.0 is outside [0, 60000]"),
+        ("timing.steady_state_s=nan", "timing.steady_state_s=nan is outside [0, 600]"),
+    ],
+)
+def test_values_that_cannot_work_are_refused_when_the_plan_is_made(compose, catalog, override, message):
+    overrides = ["suite=smoke", override] + (["timing.max_reps=5"] if "min_reps" in override else [])
+    with pytest.raises(PlanError) as caught:
+        make_plan(compose(overrides), catalog)
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize("override", ["norm.hidden=[0]", "timing.rounds=0"])
+def test_a_value_that_cannot_work_exits_2_before_any_run_folder(tmp_path, override):
+    result = tierbench_cli("run", override, f"results_dir={tmp_path}/runs", cwd=tmp_path, timeout=120)
+    assert result.returncode == 2 and override.split("=")[0] in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "runs").exists()

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import multiprocessing as mp
+import os
+import re
 
 import pytest
 
 from tierbench.suite.records import RECORDS_FILE, Measurement, RecordWriter, create_run_dir, read_records
+from tierbench.suite.runfolder import RunFolderError
 
 
 def _record(provider: str, status: str = "ok", **fields) -> Measurement:
@@ -108,3 +112,65 @@ def test_concurrent_runs_get_distinct_folders(tmp_path):
     for p in procs:
         p.join(timeout=60)
     assert len(ids) == len(set(ids)) == 60
+
+
+@pytest.mark.parametrize(
+    "line, why",
+    [
+        ("42", "got int"),
+        ("null", "got NoneType"),
+        ("[1, 2]", "got list"),
+        ({"median_ms": "fast"}, "'median_ms' holds str"),
+        ({"case": ["m", 1]}, "'case' holds list"),
+        ({"quantiles_ms": {"p10": "x"}}, "'quantiles_ms' must map names to numbers"),
+        ({"samples_ms": ["a", None]}, "'samples_ms' must be a list of numbers"),
+        ({"errors": {"out": [1]}}, "'errors' must map names to numbers"),
+        ({"own_code": 1}, "'own_code' holds int"),
+    ],
+)
+def test_a_line_that_is_json_but_not_a_record_is_dropped_with_a_warning(tmp_path, line, why):
+    writer = RecordWriter(tmp_path)
+    writer.append(_record("a"))
+    if isinstance(line, dict):  # a record with one field of the wrong type
+        line = json.dumps({**json.loads(_record("b").to_json()), **line})
+    with (tmp_path / RECORDS_FILE).open("a") as f:
+        f.write(line + "\n")
+    writer.append(_record("c"))
+    with pytest.warns(UserWarning, match=rf"{RECORDS_FILE}: dropped line 2, not a record: .*{re.escape(why)}"):
+        records = read_records(tmp_path)
+    assert [r.provider for r in records] == ["a", "c"]
+
+
+def test_a_key_recorded_twice_is_read_once_the_last_record_winning(tmp_path):
+    writer = RecordWriter(tmp_path)
+    writer.append(_record("a", median_ms=1.0))
+    writer.append(_record("b"))
+    writer.append(_record("a", median_ms=2.0))  # what two processes writing one run used to leave
+    with pytest.warns(UserWarning, match=r"1 \(case, provider\) pairs recorded more than once.*lines 3"):
+        records = read_records(tmp_path)
+    assert [(r.provider, r.median_ms) for r in records] == [("a", 2.0), ("b", None)]
+
+
+def test_a_write_that_fails_leaves_only_whole_records(tmp_path, monkeypatch):
+    writer = RecordWriter(tmp_path)
+    writer.append(_record("a"))
+    real_write = os.write
+
+    def disk_fills_up(fd, data):  # half the line goes in, then the disk is full
+        real_write(fd, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", disk_fills_up)
+    with pytest.raises(OSError, match="No space left"):
+        writer.append(_record("b"))
+    monkeypatch.undo()
+    assert (tmp_path / RECORDS_FILE).read_bytes().endswith(b"}\n")
+    assert [r.provider for r in read_records(tmp_path)] == ["a"]  # no warning: nothing was left half-written
+
+
+@pytest.mark.parametrize("run_id", ["../../escape", "/tmp/absolute", "a/b", ".hidden", " ", "x" * 101])
+def test_a_run_id_is_a_plain_name(tmp_path, run_id):
+    root = tmp_path / "results" / "runs"
+    with pytest.raises(RunFolderError, match="is not a plain name"):
+        create_run_dir(root, run_id)
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == []

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 
 import pytest
 import torch
 
+from tierbench import interrupts
 from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops import matmul
 from tierbench.suite.plan import PlannedCase
 from tierbench.suite.providers import compiler, vendor
 from tierbench.suite.providers.base import Provider, Unavailable
 from tierbench.suite.records import Measurement, read_records
-from tierbench.suite.runner import RunContext, measure_case, run_plan
+from tierbench.suite.runner import RunContext, is_oom, measure_case, run_plan
 from tierbench.timing import CpuTimer, TimingSettings
 
 OP = matmul.OP
@@ -161,3 +165,87 @@ def test_a_provider_raising_system_exit_gets_a_record_and_the_run_goes_on(tmp_pa
     records = {r.provider: r for r in measure_case(CASE, [_provider("exits", exits), _eager()], _ctx(tmp_path), OP)}
     assert records["exits"].status == "error" and records["exits"].reason.startswith("SystemExit")
     assert records["eager"].status == "ok"
+
+
+class _OwnAbort(BaseException):
+    """What a provider's library might raise: not an Exception, not an interrupt the process received."""
+
+
+def test_a_provider_raising_any_base_exception_gets_a_record_and_the_run_goes_on(tmp_path):
+    def raising(exc):
+        def prepare(i, o, c):
+            def call():
+                raise exc
+
+            return call
+
+        return prepare
+
+    calls = {"n": 0}
+
+    def exits_while_timed(i, o, c):
+        def call():
+            calls["n"] += 1
+            if calls["n"] > 2:  # the two checked calls pass; the timer's calls do not
+                raise SystemExit("library called sys.exit")
+            return i["a"] @ i["b"]
+
+        return call
+
+    providers = [
+        _provider("own-interrupt", raising(KeyboardInterrupt())),
+        _provider("own-abort", raising(_OwnAbort("stop"))),
+        Provider("exits-while-timed", "vendor", "matmul", exits_while_timed),  # a tier timed on a CPU
+        _eager(),
+    ]
+    try:
+        with interrupts.watch():  # as in `tierbench run`: only a SIGINT the process received is an interrupt
+            records = {r.provider: r for r in measure_case(CASE, providers, _ctx(tmp_path), OP)}
+    except BaseException as exc:  # noqa: BLE001 - reported as this test's failure, not pytest's interrupt
+        pytest.fail(f"a provider's own {type(exc).__name__} ended the run: {exc!r}")
+    assert records["own-interrupt"].status == "error" and records["own-interrupt"].reason.startswith(
+        "KeyboardInterrupt"
+    )
+    assert records["own-abort"].status == "error" and records["own-abort"].reason == "_OwnAbort: stop"
+    timed = records["exits-while-timed"]
+    assert timed.status == "error" and timed.reason == "while timing: SystemExit: library called sys.exit"
+    assert records["eager"].status == "ok" and records["eager"].median_ms > 0
+
+
+def test_a_real_interrupt_still_ends_the_run(tmp_path):
+    def interrupted(i, o, c):
+        def call():
+            os.kill(os.getpid(), signal.SIGINT)  # as Ctrl-C would, while the provider runs
+            time.sleep(1)
+            return i["a"] @ i["b"]
+
+        return call
+
+    with interrupts.watch(), pytest.raises(KeyboardInterrupt):
+        list(measure_case(CASE, [_provider("ctrl-c", interrupted), _eager()], _ctx(tmp_path), OP))
+
+
+def test_an_allocation_the_cpu_cannot_make_is_oom(tmp_path):
+    def four_terabytes(i, o, c):
+        buffer = torch.empty(1 << 42, dtype=torch.uint8)  # 4 TiB: more than this machine has
+        return lambda: buffer
+
+    (record,) = measure_case(CASE, [_provider("huge", four_terabytes)], _ctx(tmp_path), OP)
+    if record.status == "incorrect":
+        pytest.skip("this machine's allocator handed out 4 TiB (overcommit), so nothing failed")
+    assert record.status == "oom", record.reason
+    assert "can't allocate memory" in record.reason
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to "
+        "allocate 4398046511104 bytes. Error code 12 (Cannot allocate memory)",
+        "CUDA out of memory. Tried to allocate 80.00 GiB",
+        "not enough memory: you tried to allocate 4398046511104 bytes.",
+    ],
+)
+def test_allocator_failures_are_out_of_memory(message):
+    assert is_oom(RuntimeError(message))
+    assert not is_oom(RuntimeError("illegal memory access"))

@@ -20,8 +20,18 @@ from tierbench.suite.records import read_records
 
 REPO = Path(__file__).resolve().parent.parent
 # A cut-down smoke suite: matmul's forward and the three norms, vendor tier only (4 cases, one provider each).
-CUT = ["suite=smoke", "tiers=[vendor]", "timing=quick", "matmul.modes=[fwd]", "attention.enabled=false",
-       "decode.enabled=false"]  # fmt: skip
+# Four cases of one provider each: the plain matmul's forward and the three norms, eager only.
+CUT = [
+    "suite=smoke",
+    "tiers=[vendor]",
+    "timing=quick",
+    "matmul.modes=[fwd]",
+    "matmul.ops=[matmul]",
+    "matmul.dtypes=[fp32]",
+    "norm.modes=[fwd]",
+    "attention.enabled=false",
+    "decode.enabled=false",
+]
 
 
 def _paths(tmp_path: Path) -> list[str]:

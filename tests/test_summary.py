@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cli_runner import tierbench_cli
 
-from tierbench.suite import markdown, runmeta, table
+from tierbench.suite import markdown, runmeta, spread, table
 from tierbench.suite.catalog import build
 from tierbench.suite.presentation import Presentation
 from tierbench.suite.records import Measurement, RecordWriter
@@ -72,11 +72,20 @@ def test_markdown_summary_has_a_column_per_tier(tmp_path):
     assert by_id.returncode == 0 and by_id.stdout == result.stdout  # a run id works as well as its folder
 
 
-def test_views_escape_control_characters_from_records():
-    hostile = _rec("evil\x1b[2J\x1b]0;title\x07", "vendor", 3.0)
-    text = table.render([*RECORDS, hostile], META)
-    assert "\x1b" not in text and "\\x1b[2J" in text
-    assert "\x1b" not in markdown.render([*RECORDS, hostile], SHOWN)
+def test_views_escape_control_characters_from_records(tmp_path, capsys):
+    hostile = _rec("evil\x1b[2J\x1b]0;title\x07\u202eesrever", "vendor", 3.0)
+    failed = _rec("oops", "vendor", None, "error", "RuntimeError: \x1b[31mred\x1b[0m \u202eback")
+    text = table.render([*RECORDS, hostile, failed], META)
+    assert "\x1b" not in text and "\\x1b[2J" in text and "\u202e" not in text and "\\u202eesrever" in text
+    assert "\\x1b[31mred" in text
+    summary = markdown.render([*RECORDS, hostile, failed], SHOWN)
+    assert "\x1b" not in summary and "\u202e" not in summary
+    for name in ("a", "b"):  # the spread between two runs names providers too
+        (tmp_path / name).mkdir()
+        RecordWriter(tmp_path / name).append(hostile)
+    assert spread.main([str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    printed = capsys.readouterr().out
+    assert "evil\\x1b[2J" in printed and "\x1b" not in printed and "\u202e" not in printed
 
 
 def test_run_report_names_what_each_provider_launched(tmp_path):

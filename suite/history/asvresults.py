@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,12 +76,18 @@ def load(path: str | Path) -> ResultFile:
     columns = data["result_columns"]
     if not isinstance(columns, list) or not isinstance(data["results"], dict):
         raise ResultsError(f"{path}: result_columns must be a list and results an object")
+    params = data.get("params", {})
+    date = data.get("date")
+    if not isinstance(data["commit_hash"], str) or not isinstance(params, dict):
+        raise ResultsError(f"{path}: commit_hash must be a string and params an object")
+    if date is not None and (isinstance(date, bool) or not isinstance(date, (int, float))):
+        raise ResultsError(f"{path}: date must be a number (ms since the epoch)")
     out = ResultFile(
         path=path,
-        machine=str(data.get("params", {}).get("machine", path.parent.name)),
+        machine=str(params.get("machine", path.parent.name)),
         commit=data["commit_hash"],
-        env=data.get("env_name", ""),
-        date=data.get("date"),
+        env=str(data.get("env_name", "")),
+        date=date,
     )
     for name, row in data["results"].items():
         if not isinstance(row, list):
@@ -170,28 +177,43 @@ def result_files(results_dir: Path, machine: str) -> list[Path]:
     return sorted(p for p in folder.glob("*.json") if p.name not in NOT_RESULTS)
 
 
-def _header(path: Path) -> tuple[str, str]:
-    """(commit, env) of a result file from its name (<commit8>-<env>.json), read from the file if odd."""
+def _header(path: Path) -> tuple[str, str] | None:
+    """(commit, env) of a result file from its name (<commit8>-<env>.json), read from the file if odd;
+    None (with a warning naming it) for a file that is not a result."""
     stem = path.stem
     if len(stem) > 9 and stem[8] == "-":
         return stem[:8], stem[9:]
-    data = load(path)
+    try:
+        data = load(path)
+    except ResultsError as exc:
+        warnings.warn(f"left out: {exc}", stacklevel=3)
+        return None
     return data.commit[:8], data.env
 
 
+def _headers(results_dir: Path, machine: str) -> list[tuple[Path, str, str]]:
+    return [(p, *h) for p in result_files(results_dir, machine) if (h := _header(p)) is not None]
+
+
 def commits_with_results(results_dir: Path, machine: str) -> list[str]:
-    return sorted({_header(p)[0] for p in result_files(results_dir, machine)})
+    return sorted({commit for _, commit, _ in _headers(results_dir, machine)})
+
+
+def _full_commit(path: Path) -> str:
+    try:
+        return load(path).commit
+    except ResultsError as exc:
+        warnings.warn(f"left out: {exc}", stacklevel=3)
+        return ""
 
 
 def find(results_dir: Path, machine: str, commit: str, env: str | None = None) -> ResultFile:
     """The result file of a commit (full hash or a prefix of at least 4) on a machine."""
     prefix = commit.lower()
-    matches = [
-        p
-        for p in result_files(results_dir, machine)
-        if _header(p)[0].startswith(prefix[:8]) and (env is None or _header(p)[1] == env)
-    ]
-    matches = [p for p in matches if load(p).commit.startswith(prefix)] if len(prefix) > 8 else matches
+    headers = {p: (c, e) for p, c, e in _headers(results_dir, machine)}
+    matches = [p for p, (c, e) in headers.items() if c.startswith(prefix[:8]) and (env is None or e == env)]
+    if len(prefix) > 8:
+        matches = [p for p in matches if _full_commit(p).startswith(prefix)]
     if not matches:
         known = commits_with_results(results_dir, machine)
         raise ResultsError(
@@ -200,8 +222,8 @@ def find(results_dir: Path, machine: str, commit: str, env: str | None = None) -
             + f"; commits with results: {', '.join(known[-20:]) or 'none'}"
         )
     if len(matches) > 1:
-        envs = sorted({_header(p)[1] for p in matches})
-        commits = sorted({_header(p)[0] for p in matches})
+        envs = sorted({headers[p][1] for p in matches})
+        commits = sorted({headers[p][0] for p in matches})
         if len(commits) > 1:
             raise ResultsError(f"commit prefix {commit} is ambiguous: {', '.join(commits)}")
         raise ResultsError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import functools
 import math
 import re
@@ -150,6 +151,15 @@ _ORDER = {state: i for i, state in enumerate(("slower", "faster", "ambiguous", *
 
 def sort_rows(rows: list[Row]) -> None:
     rows.sort(key=lambda r: (_ORDER[r.final], r.key))
+
+
+def bench_regex(text: str) -> str:
+    """argparse type of --bench: a regular expression (asv's and ours), or a clear error."""
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a regular expression ({exc})") from None
+    return text
 
 
 def select(keys: set[str], bench: str | None) -> list[str]:

@@ -20,6 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..text import warnings_as_lines
 from . import ab, asvresults, noise, render, validate
 from .asvresults import ResultFile, ResultsError
 from .asvtool import (
@@ -34,7 +35,7 @@ from .asvtool import (
     resolve_commit,
     run_asv,
 )
-from .compare import Report, compare_results, default_own_providers, own_test, sort_rows
+from .compare import Report, bench_regex, compare_results, default_own_providers, own_test, sort_rows
 from .stats import Settings
 
 
@@ -73,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--floor", type=float, default=Settings.floor, help="smallest change called (0.02 = 2%%)")
     p.add_argument("--alpha", type=float, default=Settings.alpha, help="two-sided significance level")
-    p.add_argument("--bench", help="only benchmarks whose name matches this regex")
+    p.add_argument("--bench", type=bench_regex, help="only benchmarks whose name matches this regex")
     p.add_argument(
         "--own",
         help="providers built by this project, comma-separated; every other provider's series is a "
@@ -331,6 +332,11 @@ def record_aa_run(
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    with warnings_as_lines("tierbench compare"):
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         config = find_config(args.config)
         if args.learn_noise is not None or args.validate:

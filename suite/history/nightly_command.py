@@ -47,7 +47,7 @@ from .asvtool import (
     require_commit,
     run_asv,
 )
-from .compare import compare_results, default_own_providers
+from .compare import bench_regex, compare_results, default_own_providers
 from .compare_command import confirm, learn_model, record_aa_run
 from .stats import Settings
 
@@ -82,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-existing", action="store_true", help="skip commits that already have results")
     p.add_argument("--machine", help="asv machine name (default: <gpu model>-<host> or cpu-<host>)")
     p.add_argument("--config", help="asv config (default: asv.conf.json of this checkout)")
-    p.add_argument("--bench", help="only benchmarks matching this regex (asv --bench)")
+    p.add_argument("--bench", type=bench_regex, help="only benchmarks matching this regex (asv --bench)")
     p.add_argument("--no-publish", action="store_true", help="skip asv publish")
     p.add_argument("--no-report", action="store_true", help="skip `tierbench report`")
     p.add_argument("--no-compare", action="store_true", help="skip the verdicts on the measured commits")

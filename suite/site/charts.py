@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from ..text import isolate, unbidi
 from .model import Point, Style
 
 # Marker shapes centred on the origin, as path data (markers and legend swatches share them).
@@ -29,6 +30,27 @@ SHAPES = {
     "down": "M0 5L5-4H-5Z",
     "cross": "M-1.6-5h3.2v3.4h3.4v3.2h-3.4v3.4h-3.2v-3.4h-3.4v-3.2h3.4Z",
 }
+
+
+def _text(value: Any) -> str:
+    """Text from records or asv inside SVG or HTML: escaped, and isolated (FSI ... PDI)."""
+    return escape(isolate(str(value)))
+
+
+def _attr(value: Any) -> str:
+    return escape(unbidi(str(value)))
+
+
+def _isolated(value: Any, top: bool = True) -> Any:
+    """The hover table's names (in its lists) isolated, its unit stripped of bidirectional controls:
+    site.js joins them with numbers into one text."""
+    if isinstance(value, str):
+        return unbidi(value) if top else isolate(value)
+    if isinstance(value, list):
+        return [_isolated(v, top=False) for v in value]
+    if isinstance(value, dict):
+        return {k: _isolated(v, top) for k, v in value.items()}
+    return value
 
 
 class CommitHovers:
@@ -60,7 +82,8 @@ class CommitHovers:
 def hover_script(table: Any) -> str:
     """The page's hover table as JSON in a script element (read by site.js)."""
     # "<" written as \u003c: no text can close the script element or open a comment.
-    data = json.dumps(table.payload(), ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
+    payload = _isolated(table.payload())
+    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
     return f'<script type="application/json" id="hovers">{data}</script>'
 
 
@@ -125,7 +148,7 @@ class Frame:
         return self.top + self.ph - self._t(v, self.y_lo, self.y_hi, self.y.log) * self.ph
 
     def axes(self, title: str) -> list[str]:
-        out = [f'<text x="{self.left}" y="15" class="title">{escape(title)}</text>']
+        out = [f'<text x="{self.left}" y="15" class="title">{_text(title)}</text>']
         for t in _ticks(self.y_lo, self.y_hi, self.y.log):
             y = self.py(t)
             out.append(
@@ -149,9 +172,9 @@ class Frame:
         out.append(
             f'<path class="axis" d="M{self.left} {self.top}V{bottom}H{self.left + self.pw}"/>'
             f'<text x="{self.left + self.pw / 2:.0f}" y="{self.height - 6}" class="label" '
-            f'text-anchor="middle">{escape(self.x.label)}</text>'
+            f'text-anchor="middle">{_text(self.x.label)}</text>'
             f'<text transform="translate(13 {self.top + self.ph / 2:.0f}) rotate(-90)" class="label" '
-            f'text-anchor="middle">{escape(self.y.label)}</text>'
+            f'text-anchor="middle">{_text(self.y.label)}</text>'
         )
         return out
 
@@ -216,7 +239,7 @@ def _series(frame: Frame, name: str, style: Style, points: list[Point], connect:
     # Connected: one move, then implicit line-tos; scattered: a move per point. Markers sit on vertices.
     d = "M" + " ".join(xy) if connect else "M" + "M".join(xy)
     ids = " ".join(str(hovers.add(p.hover)) for p in pts)
-    out = [f'<g class="s" data-s="{escape(name)}" stroke="{style.color}">']
+    out = [f'<g class="s" data-s="{_attr(name)}" stroke="{style.color}">']
     bars = "".join(
         f"M{frame.px(p.x):.0f} {frame.py(p.lo):.0f}V{frame.py(p.hi):.0f}"
         for p in pts
@@ -231,7 +254,7 @@ def _series(frame: Frame, name: str, style: Style, points: list[Point], connect:
 def _svg(frame: Frame, title: str, body: Iterable[str]) -> str:
     return (
         f'<svg class="chart" viewBox="0 0 {frame.width} {frame.height}" width="{frame.width}" '
-        f'height="{frame.height}" role="img" aria-label="{escape(title)}">'
+        f'height="{frame.height}" role="img" aria-label="{_attr(title)}">'
         + "".join(frame.axes(title))
         + "".join(body)
         + "</svg>"
@@ -255,7 +278,7 @@ def line_chart(
     ceiling)."""
     pts = [p for ps in series.values() for p in ps]
     if not pts:
-        return f'<p class="empty">{escape(title)}: nothing recorded to draw.</p>'
+        return f'<p class="empty">{_text(title)}: nothing recorded to draw.</p>'
     ys = [p.y for p in pts] + [v for p in pts for v in (p.lo, p.hi) if v is not None]
     if ref:
         ys.append(ref[0])
@@ -266,7 +289,7 @@ def line_chart(
         body.append(
             f'<path class="ref" d="M{frame.left} {yr:.0f}h{frame.pw}"/>'
             f'<text x="{frame.left + frame.pw - 2}" y="{yr - 3:.0f}" class="tick" text-anchor="end">'
-            f"{escape(ref[1])}</text>"
+            f"{_text(ref[1])}</text>"
         )
     body += [_series(frame, name, styles[name], ps, True, hovers) for name, ps in series.items()]
     return _svg(frame, title, body)
@@ -282,7 +305,7 @@ def _share_axis(frame: Frame, whole: float, label: str) -> list[str]:
     ]
     out.append(
         f'<text transform="translate({frame.width - 12} {frame.top + frame.ph / 2:.0f}) rotate(90)" class="label" '
-        f'text-anchor="middle">{escape(label)}</text>'
+        f'text-anchor="middle">{_text(label)}</text>'
     )
     return out
 
@@ -305,7 +328,7 @@ def roofline(
     """
     pts = [p for ps in series.values() for p in ps if p.x > 0 and p.y > 0]
     if not pts:
-        return f'<p class="empty">{escape(title)}: nothing timed with a work model to draw.</p>'
+        return f'<p class="empty">{_text(title)}: nothing timed with a work model to draw.</p>'
     peak = max(peaks.values()) if peaks else None
     ridge = peak * 1e3 / copy_gbps if peak and copy_gbps else None
     xs = [p.x for p in pts] + ([ridge / 4, ridge * 4] if ridge else [])
@@ -347,7 +370,7 @@ def roofline(
                 body.append(f'<path class="roof dash" d="M{frame.px(tf * 1e3 / copy_gbps):.0f} {y:.0f}H{right}"/>')
             body.append(
                 f'<text x="{right - 4}" y="{label_y:.0f}" class="tick" text-anchor="end">'
-                f"{escape(dtype)} {tf:.4g} TFLOP/s</text>"
+                f"{_text(dtype)} {tf:.4g} TFLOP/s</text>"
             )
     body += [_series(frame, name, styles[name], ps, False, hovers) for name, ps in series.items()]
     return _svg(frame, title, body)
@@ -367,7 +390,7 @@ def history_chart(
     """Values over commits (x is the commit's position in date order); steps are dashed verticals."""
     pts = [p for ps in series.values() for p in ps]
     if not pts:
-        return f'<p class="empty">{escape(title)}: no results.</p>'
+        return f'<p class="empty">{_text(title)}: no results.</p>'
     frame = Frame(
         width, height, [p.x for p in pts], [p.y for p in pts], Axis("commits, oldest to newest"), Axis(y_label)
     )
@@ -376,12 +399,12 @@ def history_chart(
     body = []
     for x, text in steps:
         body.append(
-            f'<path class="step" d="M{frame.px(x):.0f} {frame.top}v{frame.ph}"><title>{escape(text)}</title></path>'
+            f'<path class="step" d="M{frame.px(x):.0f} {frame.top}v{frame.ph}"><title>{_text(text)}</title></path>'
         )
     for x, text in tick_labels.items():
         body.append(
             f'<text x="{frame.px(x):.0f}" y="{frame.top + frame.ph + 14}" class="tick" '
-            f'text-anchor="middle">{escape(text)}</text>'
+            f'text-anchor="middle">{_text(text)}</text>'
         )
     body += [_series(frame, name, styles[name], ps, True, hovers) for name, ps in series.items()]
     return _svg(frame, title, body)

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..text import warnings_as_lines
 from . import browser
 from .build import build
 from .runs import SelectionError
@@ -48,7 +49,8 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     ceilings = args.ceilings or args.runs.parent / "ceilings"
     try:
-        result = build(args.runs, args.out, args.asv, ceilings, args.run_ids)
+        with warnings_as_lines("tierbench report"):
+            result = build(args.runs, args.out, args.asv, ceilings, args.run_ids)
     except SelectionError as exc:
         print(f"tierbench report: {exc}", file=sys.stderr)
         return 2

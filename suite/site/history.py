@@ -14,6 +14,7 @@ import itertools
 import json
 import math
 import statistics
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,14 +76,30 @@ def _load(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def _definitions(path: Path, fallback: dict[str, Any]) -> dict[str, Any]:
+    """asv's benchmark definitions (benchmarks.json): name -> spec; the fallback where the file is missing,
+    and where it is unreadable or not an object (with a warning naming it)."""
+    if not path.is_file():
+        return fallback
+    try:
+        data = _load(path)
+    except (OSError, ValueError) as exc:
+        warnings.warn(f"{path}: benchmark definitions not read ({exc}); names and units guessed", stacklevel=3)
+        return fallback
+    if not isinstance(data, dict):
+        warnings.warn(f"{path}: benchmark definitions are not a JSON object; names and units guessed", stacklevel=3)
+        return fallback
+    return {k: v for k, v in data.items() if isinstance(v, dict)}
+
+
 def read_asv(asv_dir: Path) -> list[Benchmark]:
-    """Every benchmark with at least one result, its series per (parameter combination, machine)."""
+    """Every benchmark with at least one result, its series per (parameter combination, machine).
+
+    A file that is not an asv result of this format is left out with a warning naming it; the others
+    are read."""
     if not asv_dir.is_dir():
         return []
-    try:
-        definitions = _load(asv_dir / "benchmarks.json")
-    except (OSError, json.JSONDecodeError):
-        definitions = {}
+    definitions = _definitions(asv_dir / "benchmarks.json", {})
     raw: dict[tuple[str, tuple[str, ...], str], dict[Commit, float]] = {}
     meta: dict[str, Benchmark] = {}
     per_machine: dict[Path, dict] = {}  # a machine's own definitions (<machine>/benchmarks.json), where kept
@@ -91,24 +108,26 @@ def read_asv(asv_dir: Path) -> list[Benchmark]:
             continue
         try:
             data = asvresults.load(path)
-        except asvresults.ResultsError:
-            continue  # not a result file of this format
+        except asvresults.ResultsError as exc:
+            warnings.warn(f"left out of the history: {exc}", stacklevel=2)
+            continue
         if path.parent not in per_machine:
-            try:
-                per_machine[path.parent] = _load(path.parent / "benchmarks.json")
-            except (OSError, json.JSONDecodeError):
-                per_machine[path.parent] = definitions
+            per_machine[path.parent] = _definitions(path.parent / "benchmarks.json", definitions)
         defined = per_machine[path.parent]
         commit = Commit(str(data.commit), float(data.date or 0))
         for result in data.results.values():
-            spec = defined.get(result.name) if isinstance(defined.get(result.name), dict) else {}
+            spec = defined.get(result.name) or {}
             # asv hides results measured by another version of the benchmark's code: so do we.
             if spec.get("version") and result.version and result.version != spec["version"]:
                 continue
             if result.name not in meta:
-                names = spec.get("param_names") or [f"param{i + 1}" for i in range(len(result.params))]
+                names = spec.get("param_names")
+                if not (isinstance(names, list) and len(names) == len(result.params)):
+                    names = [f"param{i + 1}" for i in range(len(result.params))]
                 kind = spec.get("type") or result.name.rsplit(".", 1)[-1].split("_")[0]
-                meta[result.name] = Benchmark(result.name, str(kind), str(spec.get("unit") or ""), list(names))
+                meta[result.name] = Benchmark(
+                    result.name, str(kind), str(spec.get("unit") or ""), list(map(str, names))
+                )
             if result.value is not None and math.isfinite(result.value):
                 raw.setdefault((result.name, result.params, f"{data.machine}\0{data.env}"), {})[commit] = result.value
     envs_per_machine: dict[str, set[str]] = {}

@@ -2,7 +2,9 @@
 
 Templates (assets/*.html.j2) autoescape everything they are given, so a reason, a provider or a case
 name from the records renders as text whatever it holds; the few fragments built here in Python (chart
-SVG, matrix cells) escape their own strings and are then marked safe.
+SVG, matrix cells) escape their own strings and are then marked safe. Bidirectional controls in any of
+them are written as escapes (every template value passes through text.unbidi), and names from the
+records are shown in <bdi>, so a right-to-left name cannot reorder the text around it.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
-from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from ..ceilings import Ceilings
 from ..presentation import Presentation, View
 from ..records import Measurement
 from ..summary import by_case, rank
+from ..text import isolate, unbidi
 from . import charts, history, model
 from .charts import Axis
 from .epilogue import epilogue_costs
@@ -39,7 +41,14 @@ MAX_STEPS_LISTED = 100
 
 @lru_cache(maxsize=1)
 def _env() -> Environment:
-    env = Environment(loader=FileSystemLoader(ASSETS), autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    env = Environment(
+        loader=FileSystemLoader(ASSETS),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        finalize=_no_bidi_controls,
+    )
+    env.filters["bdi"] = bdi
     builtin = Presentation()
     env.globals.update(
         css=Markup(
@@ -52,6 +61,16 @@ def _env() -> Environment:
         icon=lambda style: Markup(charts.marker_icon(style)),
     )
     return env
+
+
+def _no_bidi_controls(value: Any) -> Any:
+    """Every value a template writes (text and attributes alike): its bidirectional controls as escapes."""
+    return unbidi(value) if isinstance(value, str) and not isinstance(value, Markup) else value
+
+
+def bdi(text: Any) -> Markup:
+    """Untrusted text as an isolated, escaped HTML fragment."""
+    return Markup("<bdi>%s</bdi>") % unbidi(str(text))
 
 
 def _tint(color: str, amount: float = 0.28) -> str:
@@ -117,16 +136,16 @@ def _cell(row: Row, tier: str, f: FamilySummary) -> Markup:
     if cell.best is None:
         status = cell.status()
         css = "na" if status in ("skipped", "absent") else "na bad"
-        return Markup(f'<td class="{css}">{escape(status)}{refs}</td>')
+        return Markup(f'<td class="{css}">{bdi(status)}{refs}</td>')
     r = cell.best
     value = model.metric_of(r, f.view)
     shown = f"{model.fmt(value)} {model.SHORT_UNITS.get(f.unit, f.unit)}" if value else f"{model.fmt(r.median_ms)} ms"
     if r.run_id in f.earlier_runs:  # the newest run skipped this provider: its last measurement
-        refs = f"<small>measured in run {escape(r.run_id)}</small>{refs}"
+        refs = f"<small>measured in run {bdi(r.run_id)}</small>{refs}"
     if row.winner == tier:
-        note = f"{row.margin:.2f}× over {escape(row.runner_up or '')}" if row.margin else "the only tier timed"
-        return Markup(f'<td class="w {tier_class(tier)}">{escape(r.provider)} {shown}<small>{note}</small>{refs}</td>')
-    return Markup(f"<td>{escape(r.provider)} {shown}<small>{cell.relative:.2f}× the winner</small>{refs}</td>")
+        note = f"{row.margin:.2f}× over {bdi(row.runner_up or '')}" if row.margin else "the only tier timed"
+        return Markup(f'<td class="w {tier_class(tier)}">{bdi(r.provider)} {shown}<small>{note}</small>{refs}</td>')
+    return Markup(f"<td>{bdi(r.provider)} {shown}<small>{cell.relative:.2f}× the winner</small>{refs}</td>")
 
 
 def _device_meta(view: DeviceView) -> list[tuple[str, str]]:
@@ -306,7 +325,7 @@ def family_page(
     epilogue = epilogue_costs(records)
     return _render(
         "family.html.j2",
-        title=f"{family} on {view.device.name}",
+        title=Markup("{} on {}").format(isolate(family), isolate(view.device.name)),
         root="../../",
         device=view.device,
         runs=view.runs,
@@ -343,8 +362,8 @@ def _run_meta(run: Run, ceilings: Ceilings | None) -> list[tuple[str, str]]:
         meta.append(("copy ceiling", f"{ceilings.copy_gbps:.4g} GB/s"))
         meta += [(f"matmul ceiling {k}", f"{v:.4g} TFLOP/s") for k, v in ceilings.matmul_tflops.items()]
     if run.meta is not None:
-        state = "complete" if run.complete else ("interrupted or failed" if run.meta.finished is None else "partial")
-        meta.append(("measurements", f"{run.meta.done} of {run.meta.planned} planned ({state})"))
+        done = f"{run.meta.done} of {run.meta.planned} planned (complete)"
+        meta.append(("measurements", done if run.complete else run.completeness))
     return meta
 
 
@@ -391,7 +410,7 @@ def run_page(run: Run, ceilings: Ceilings | None, shown: Presentation, standalon
         )
     return _render(
         "run.html.j2",
-        title=f"run {run.run_id}",
+        title=Markup("run {}").format(isolate(run.run_id)),
         root="../../",
         standalone=standalone,
         meta=_run_meta(run, ceilings),
@@ -416,6 +435,7 @@ def runs_page(runs: list[Run], shown: set[str], asv_site: bool) -> str:
             "counts": sorted(r.status_counts().items()),
             "commit": str(r.env.get("git_commit") or "")[:12],
             "shown": r.run_id in shown,
+            "completeness": r.completeness,
         }
         for r in reversed(runs)
     ]
@@ -553,7 +573,7 @@ def _trend_page(
         }
     html = _render(
         "trend.html.j2",
-        title=bench.name,
+        title=Markup("{}").format(isolate(bench.name)),
         root="../",
         bench=bench,
         unit=unit,

@@ -57,6 +57,16 @@ class Run:
         """Whether the run measured all it planned (a run older than run.json is taken as complete)."""
         return self.meta is None or self.meta.complete
 
+    @property
+    def completeness(self) -> str:
+        """How much of its plan the run measured, in words."""
+        if self.meta is None:
+            return "complete (a run older than run.json)"
+        if self.complete:
+            return "complete"
+        how = "interrupted, failed or still running" if self.meta.finished is None else "ended early"
+        return f"incomplete: {self.meta.done} of {self.meta.planned} measured ({how})"
+
     def families(self) -> set[str]:
         return {r.family for r in self.records}
 

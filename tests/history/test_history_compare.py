@@ -257,3 +257,29 @@ def test_no_drift_line_when_the_controls_stay_put(project, capsys):
     drifting_machine(project, control_factor=1.0, own_factor=1.0)
     code, out, _ = run(project, BASE, HEAD, "--noise", "none", capsys=capsys)
     assert code == 0 and "Machine drift" not in out
+
+
+@pytest.mark.parametrize(
+    "name, content",
+    [
+        ("cccccccc-existing-py_python.json", b"[1, 2, 3]"),  # a list where an object belongs
+        ("cccccccc-existing-py_python.json", b'{"commit_hash": "\xff\xfe"}'),  # not UTF-8
+        ("odd-name.json", b'{"commit_hash": "\xff\xfe"}'),  # a name that makes the reader open it
+        ("dddddddd-existing-py_python.json", b'{"commit_hash": 5, "results": {}, "version": 2, "result_columns": []}'),
+    ],
+)
+def test_a_malformed_file_among_the_results_is_named_and_the_others_compared(project, capsys, name, content):
+    results = two_commits(project)
+    bad = results / "h200-x" / name
+    bad.write_bytes(content)
+    code, out, err = run(project, BASE, HEAD, capsys=capsys)
+    assert code == 1 and "| 🔴 slower |" in out, err
+    assert f"tierbench compare: warning: {bad}" in err and "Traceback" not in err + out
+
+
+def test_a_bench_filter_that_is_not_a_regular_expression_is_a_clear_error(project, capsys):
+    two_commits(project)
+    with pytest.raises(SystemExit) as exited:
+        compare_command.main(["--config", str(project / "asv.conf.json"), BASE, HEAD, "--bench", "("])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "argument --bench: '(' is not a regular expression" in err

@@ -86,7 +86,7 @@ def test_one_roofline_holds_decode_and_prefill_points(tree):
     assert drawn == len(steps) + len(prefill)
     hovers = json.loads(re.search(r'<script type="application/json" id="hovers">(.*?)</script>', html).group(1))
     assert any("tiny-gqa" in c and c.split(" · ")[1] == "attention" for c in hovers["C"])
-    assert "The points of attention share this chart" in html
+    assert "share this chart with <bdi>decode</bdi>'s" in html
     # The attention page keeps its own roofline: prefill points only.
     att = (page / "attention.html").read_text()
     assert 'aria-label="attention: roofline"' in att and "decode and attention" not in att
