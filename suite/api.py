@@ -61,8 +61,9 @@ def measure(
     on one case of `op`, beside the `peers` (built-in providers of that op); returns every record.
 
     params: the op's case parameters (matmul m, n, k; norms rows, hidden; attention batch, heads, seq,
-    head_dim, causal). triton: your callable runs Triton kernels, so under Triton's CPU interpreter it is
-    checked but not timed, like the triton tier.
+    head_dim, causal, and kv_heads, kv_seq where they differ; decode batch, heads, kv_heads, q_len, kv_len,
+    head_dim, causal, lengths, and for decode_paged page_size). triton: your callable runs Triton kernels, so
+    under Triton's CPU interpreter it is checked but not timed, like the triton tier.
     """
     catalog = catalog or build()
     op = catalog.ops[op] if isinstance(op, str) and op in catalog.ops else op
@@ -72,7 +73,7 @@ def measure(
         raise PlanError(f"op {op.name} declares no case(**params): it cannot be measured one case at a time")
     try:
         case = op.case(**params, dtype=dtype, mode=mode)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise PlanError(f"params={params} do not make a case of {op.name}: {exc}") from None
     tiers = dict(catalog.tiers)
     if tier not in tiers:

@@ -18,20 +18,34 @@ from .runmeta import RunMeta
 
 @dataclass(frozen=True)
 class View:
-    """How a family is shown: the record field charted, its unit, the x axis, the params that split charts."""
+    """How a family is shown: the record field charted, its unit, the x axis, the params that split charts,
+    and the families whose points join its roofline (attention's prefill and decode share one)."""
 
     metric: str
     unit: str
     x: str
     split: tuple[str, ...] = ("dtype",)
+    roofline_with: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"metric": self.metric, "unit": self.unit, "x": self.x, "split": list(self.split)}
+        out: dict[str, Any] = {"metric": self.metric, "unit": self.unit, "x": self.x, "split": list(self.split)}
+        if self.roofline_with:
+            out["roofline_with"] = list(self.roofline_with)
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> View:
         split = data.get("split") or ("dtype",)
-        return cls(str(data["metric"]), str(data["unit"]), str(data["x"]), tuple(str(s) for s in split))
+        joined = data.get("roofline_with") or ()
+        if not isinstance(joined, (list, tuple)):
+            joined = ()
+        return cls(
+            str(data["metric"]),
+            str(data["unit"]),
+            str(data["x"]),
+            tuple(str(s) for s in split),
+            tuple(str(f) for f in joined),
+        )
 
 
 METRIC_UNITS = {"tflops": "TFLOP/s", "gbps": "GB/s"}

@@ -22,9 +22,27 @@ SUITES = {
     "smoke": ("small shapes of every op: the whole product on a CPU", "2-8 min", "not yet measured"),
     "matmul": ("squares 512-8192 and Llama-3 8B/70B projections at 16k tokens", "GPU-sized", "under 1 min"),
     "norm": ("LayerNorm, RMSNorm, fused bias+GELU+LayerNorm at 4k/16k rows x 1k-16k", "GPU-sized", "1-3 min"),
-    "attention": ("seq 512-16384 at 16k tokens, head_dim 64/128, causal and not, fp16/bf16", "GPU-sized", "3-5 min"),
-    "all": ("matmul, norm and attention suites together", "GPU-sized", "4-7 min"),
-    "nightly": ("one shape per family that matters most: what asv tracks per commit", "GPU-sized", "2-3 min"),
+    "attention": (
+        "seq 512-16384 at 16k tokens, head_dim 64/128, causal and not, fp16/bf16; Llama-3 GQA",
+        "GPU-sized",
+        "3-5 min (MHA)",
+    ),
+    "decode": (
+        "Llama-3 8B/70B decode steps over 1k-128k-key KV caches, contiguous and paged",
+        "GPU-sized",
+        "not yet measured",
+    ),
+    "all": ("matmul, norm, attention and decode suites together", "GPU-sized", "not yet measured"),
+    "training": (
+        "fwd, bwd and fwd_bwd of matmul, norm and attention at training shapes",
+        "GPU-sized",
+        "not yet measured",
+    ),
+    "nightly": (
+        "one shape per family and pass that matters most: what asv tracks per commit",
+        "GPU-sized",
+        "not yet measured",
+    ),
 }
 
 EXAMPLES = (

@@ -8,14 +8,14 @@ from cli_runner import tierbench_cli
 from tierbench.suite.plan import PlanError, cases_from_config, make_plan, resolve_device, select_providers
 
 
-@pytest.mark.parametrize("suite", ["smoke", "matmul", "norm", "attention", "all", "nightly", "training"])
+@pytest.mark.parametrize("suite", ["smoke", "matmul", "norm", "attention", "decode", "all", "nightly", "training"])
 def test_every_suite_composes_and_plans(compose, catalog, suite):
     cfg = compose([f"suite={suite}"])
     cases = [case for case, _ in cases_from_config(cfg, catalog)]
     assert cases, suite
     families = {c.family for c in cases}
-    every = {"matmul", "norm", "attention"}
-    expected = {"smoke": every, "all": every, "nightly": every, "training": every}
+    every = {"matmul", "norm", "attention", "decode"}
+    expected = {"smoke": every, "all": every, "nightly": every, "training": every - {"decode"}}
     assert families == expected.get(suite, {suite})
 
 
@@ -184,7 +184,7 @@ def test_run_help_teaches_groups_keys_suites_and_examples(capsys):
     assert run_command.main(["--help"]) == 0
     text = capsys.readouterr().out
     assert "powered by Hydra" not in text
-    assert "suite=   all, attention, matmul, nightly, norm, smoke" in text
+    assert "suite=   all, attention, decode, matmul, nightly, norm, smoke, training" in text
     assert "  smoke " in text and "not yet measured" in text and "GPU-sized" in text  # suites and their durations
     lines = {line.split()[0]: line for line in text.splitlines() if line.startswith("  ") and line.split()}
     assert "auto|cuda|cpu (default auto)" in lines["device"]

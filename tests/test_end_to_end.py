@@ -38,7 +38,7 @@ def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
     assert len(by_key) == len(records), "one record per (case, provider)"
     ops = {r.op for r in records}
     assert ops == {"matmul", "matmul_bias_gelu", "matmul_fp8", "layer_norm", "rms_norm", "bias_gelu_layer_norm",
-                   "attention"}  # fmt: skip
+                   "attention", "decode"}  # fmt: skip
     for r in records:
         assert r.status in ("ok", "skipped"), (r.provider, r.op, r.status, r.reason)
         if r.status == "ok":
@@ -53,7 +53,8 @@ def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
     tiers_timed = {r.tier for r in records if r.status == "ok"}
     assert tiers_timed == {"vendor", "compiler"}
     # Every op in every pass, each output and gradient checked, through the vendor and compiler tiers.
-    every = {(op, mode) for op in ops - {"matmul_fp8"} for mode in ("fwd", "bwd", "fwd_bwd")}
+    every = {(op, mode) for op in ops - {"matmul_fp8", "decode"} for mode in ("fwd", "bwd", "fwd_bwd")}
+    every.add(("decode", "fwd"))  # a decode step has no backward
     grads = {
         "matmul": {"da", "db"},
         "matmul_bias_gelu": {"da", "db", "dbias"},
@@ -68,8 +69,9 @@ def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
         assert {(r.op, r.mode) for r in timed} == every, tier
         assert all(set(r.errors) == checked[r.mode](r.op) for r in timed), tier
     triton = [r for r in records if r.tier == "triton" and r.op != "matmul_fp8"]
-    assert {(r.op, r.mode) for r in triton} == every and len(triton) == 21
-    # Every Triton kernel, its backward too, checked through the interpreter (every gradient), never timed.
+    assert {(r.op, r.mode) for r in triton} == every and len(triton) == 28
+    # matmul and its epilogue, 3 norms, 2 attention cases and 2 grouped-query ones in 3 passes each, 1 decode
+    # step. Every Triton kernel, its backward too, checked through the interpreter (every gradient), never timed.
     assert all("correct, not timed" in r.reason for r in triton), [r.reason for r in triton]
     assert all(r.rel_error is not None and r.rel_error <= r.tolerance for r in triton)
     assert all(set(r.errors) == checked[r.mode](r.op) for r in triton), [(r.op, r.mode, r.errors) for r in triton]
@@ -87,6 +89,8 @@ def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
     assert "<svg" in html and "sdpa-flash" in html and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
     assert "speedup" in html
     assert "Recomputation: the textbook attention beside the flash-style kernels" in html
+    # Decode's roofline holds the prefill points too; its GB/s is read against the copy ceiling.
+    assert 'aria-label="decode and attention: one roofline"' in html and "SOL (% of copy)" in html
     # The terminal table ranks providers per case with their speedup over the vendor baseline.
     assert "matmul  128^3" in result.stdout and "1.00x" in result.stdout
     saved = (run_dir / "config.yaml").read_text()

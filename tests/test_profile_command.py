@@ -14,6 +14,7 @@ SMALL_NORMS = [
     "suite=smoke",
     "matmul.enabled=false",
     "attention.enabled=false",
+    "decode.enabled=false",
     "norm.rows=[8]",
     "norm.hidden=[32]",
     "norm.dtypes=[bf16]",

@@ -30,6 +30,7 @@ CUT = [
     "matmul.dtypes=[fp32]",
     "norm.modes=[fwd]",
     "attention.enabled=false",
+    "decode.enabled=false",
 ]
 
 

@@ -1,4 +1,17 @@
-"""Attention: softmax(q k^T * scale [+ causal mask]) v, layout (batch, heads, seq, head_dim)."""
+"""Attention (prefill): softmax(q k^T * scale [+ causal mask]) v, layout (batch, heads, seq, head_dim).
+
+q is (batch, heads, seq, head_dim); k and v (batch, kv_heads, kv_seq, head_dim). kv_heads may divide heads
+(grouped-query attention, as Llama-3's 32 or 64 query heads over 8 K/V heads): query head h reads K/V head
+h // (heads // kv_heads). kv_seq may exceed seq (a chunk of queries over a longer context). causal=True is
+then bottom-right aligned, as flash-attn defines it: query i sees keys 0..i + kv_seq - seq. SDPA's
+`is_causal` is top-left aligned (query i sees keys 0..i), which is the same only when seq == kv_seq; its
+bottom-right mask is `torch.nn.attention.bias.causal_lower_right`, whose dispatch calls the flash or
+memory-efficient kernels directly, past `sdpa_kernel`'s pinning, so the vendor tier passes that mask
+materialised instead (providers/vendor.py).
+
+A case names kv_heads and kv_seq only where they differ from heads and seq, so the multi-head cases keep
+the case ids (and asv history) they had before either existed.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +28,16 @@ _REFERENCE_SCORE_ELEMENTS = 1 << 26
 
 
 @dataclass
+class HeadLayout:
+    """A model's attention heads: query heads, K/V heads (fewer with grouped-query attention), head_dim."""
+
+    name: str = "???"
+    heads: int = 32
+    kv_heads: int = 8
+    head_dim: int = 128
+
+
+@dataclass
 class AttentionConf:
     enabled: bool = True
     dtypes: list[DType] = field(default_factory=lambda: [DType.bf16])
@@ -27,12 +50,38 @@ class AttentionConf:
     model_dim: int = 2048
     # null runs both causal and non-causal; true or false runs one.
     causal: bool | None = None
+    # Models' head layouts (grouped-query attention), each at every length of model_seq_lens, batch x seq_len
+    # held at `tokens` too.
+    models: list[HeadLayout] = field(default_factory=list)
+    model_seq_lens: list[int] = field(default_factory=list)
+
+
+def layout_problems(section: str, models: Any) -> list[str]:
+    """What is wrong with a list of HeadLayouts, each message naming `<section>.models[<name>]`."""
+    problems = []
+    for model in models:
+        key = f"{section}.models[{model.name}]"
+        sizes = positive(key, {"heads": model.heads, "kv_heads": model.kv_heads, "head_dim": model.head_dim})
+        if sizes:
+            problems += sizes
+            continue
+        if model.heads % model.kv_heads:
+            problems.append(f"{key}: heads={model.heads} is not a multiple of kv_heads={model.kv_heads}")
+        if model.head_dim % 8:
+            problems.append(f"{key}: head_dim={model.head_dim} is not a multiple of 8 (tensor-core kernels need it)")
+    return problems
 
 
 def validate(conf: Any) -> list[str]:
     problems = positive(
         "attention",
-        {"tokens": conf.tokens, "seq_lens": conf.seq_lens, "head_dims": conf.head_dims, "model_dim": conf.model_dim},
+        {
+            "tokens": conf.tokens,
+            "seq_lens": conf.seq_lens,
+            "head_dims": conf.head_dims,
+            "model_dim": conf.model_dim,
+            "model_seq_lens": conf.model_seq_lens,
+        },
     )
     if problems:
         return problems
@@ -41,11 +90,30 @@ def validate(conf: Any) -> list[str]:
             problems.append(f"attention.head_dims: {head_dim} is not a multiple of 8 (tensor-core kernels need it)")
         elif conf.model_dim % head_dim:
             problems.append(f"attention.model_dim={conf.model_dim} is not a multiple of head_dim={head_dim}")
-    return problems
+    return problems + layout_problems("attention", conf.models)
 
 
-def make_case(batch: int, heads: int, seq: int, head_dim: int, causal: bool, dtype: str, mode: str) -> Case:
-    params = {
+def make_case(
+    batch: int,
+    heads: int,
+    seq: int,
+    head_dim: int,
+    causal: bool,
+    dtype: str,
+    mode: str,
+    kv_heads: int | None = None,
+    kv_seq: int | None = None,
+    name: str = "",
+) -> Case:
+    """One case; kv_heads and kv_seq enter its params only where they differ from heads and seq. ValueError
+    for heads that kv_heads does not divide, and for causal with seq > kv_seq (a query row with no key)."""
+    kv_heads = heads if kv_heads is None else kv_heads
+    kv_seq = seq if kv_seq is None else kv_seq
+    if kv_heads < 1 or heads % kv_heads:
+        raise ValueError(f"attention: heads={heads} must be a multiple of kv_heads={kv_heads}")
+    if causal and seq > kv_seq:
+        raise ValueError(f"attention: causal needs seq <= kv_seq (bottom-right aligned), got {seq} > {kv_seq}")
+    params: dict[str, Any] = {
         "batch": batch,
         "heads": heads,
         "seq": seq,
@@ -54,13 +122,19 @@ def make_case(batch: int, heads: int, seq: int, head_dim: int, causal: bool, dty
         "dtype": dtype,
         "mode": mode,
     }
-    label = f"B{batch} H{heads} S{seq} D{head_dim}" + (" causal" if causal else "")
-    return Case("attention", "attention", params, label, x=float(seq))
+    if kv_heads != heads:
+        params["kv_heads"] = kv_heads
+    if kv_seq != seq:
+        params["kv_seq"] = kv_seq
+    heads_label = f"H{heads}" + (f"/{kv_heads}" if kv_heads != heads else "")
+    seq_label = f"S{seq}" + (f"/{kv_seq}" if kv_seq != seq else "")
+    label = f"B{batch} {heads_label} {seq_label} D{head_dim}" + (" causal" if causal else "")
+    return Case("attention", "attention", params, f"{name} {label}" if name else label, x=float(kv_seq))
 
 
 def cases(conf: Any) -> list[Case]:
     causal_values = [False, True] if conf.causal is None else [bool(conf.causal)]
-    return [
+    out = [
         make_case(
             max(1, conf.tokens // seq),
             conf.model_dim // head_dim,
@@ -76,12 +150,36 @@ def cases(conf: Any) -> list[Case]:
         for causal in causal_values
         for seq in conf.seq_lens
     ]
+    out += [
+        make_case(
+            max(1, conf.tokens // seq),
+            model.heads,
+            seq,
+            model.head_dim,
+            causal,
+            choice_name(dtype),
+            choice_name(mode),
+            kv_heads=model.kv_heads,
+            name=model.name,
+        )
+        for dtype in conf.dtypes
+        for mode in conf.modes
+        for model in conf.models
+        for causal in causal_values
+        for seq in conf.model_seq_lens
+    ]
+    # A model whose layout is also the sweep's makes the same case twice: keep the first.
+    unique: dict[str, Case] = {}
+    for case in out:
+        unique.setdefault(case.case_id, case)
+    return list(unique.values())
 
 
 def make_inputs(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, torch.Tensor]:
     p = case.params
-    shape = (p["batch"], p["heads"], p["seq"], p["head_dim"])
-    return {name: randn(shape, case.dtype, device, gen) for name in ("q", "k", "v")}
+    q_shape = (p["batch"], p["heads"], p["seq"], p["head_dim"])
+    kv_shape = (p["batch"], p.get("kv_heads", p["heads"]), p.get("kv_seq", p["seq"]), p["head_dim"])
+    return {name: randn(q_shape if name == "q" else kv_shape, case.dtype, device, gen) for name in ("q", "k", "v")}
 
 
 def options(case: Case) -> dict[str, Any]:
@@ -129,19 +227,30 @@ def attention_ref(
 
 
 def attention_math(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float) -> torch.Tensor:
-    """The textbook formula in the inputs' dtype (softmax in float32): what the compiler tier compiles."""
+    """The textbook formula in the inputs' dtype (softmax in float32): what the compiler tier compiles. Grouped
+    K/V heads are repeated to the query heads; causal is bottom-right aligned."""
+    group = q.shape[1] // k.shape[1]
+    if group > 1:
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
     scores = (q @ k.transpose(-1, -2)) * scale
     if causal:
         seq_q, seq_k = q.shape[-2], k.shape[-2]
-        mask = torch.ones(seq_q, seq_k, dtype=torch.bool, device=q.device).tril()
+        mask = torch.ones(seq_q, seq_k, dtype=torch.bool, device=q.device)
+        mask = mask.tril() if seq_q == seq_k else mask.tril(seq_k - seq_q)
         scores = scores.masked_fill(~mask, float("-inf"))
     return torch.softmax(scores.float(), dim=-1).to(q.dtype) @ v
 
 
 def forward_flops(case: Case) -> float:
+    """4·B·H·S·S_kv·D; causal: half of it when S == S_kv (FlashAttention's count), else the S x S triangle
+    counted as half (4·B·H·D·(S·S_kv − S²/2))."""
     p = case.params
-    flops = 4.0 * p["batch"] * p["heads"] * p["seq"] * p["seq"] * p["head_dim"]
-    return flops / 2 if p["causal"] else flops
+    seq, kv_seq = p["seq"], p.get("kv_seq", p["seq"])
+    if kv_seq == seq:
+        flops = 4.0 * p["batch"] * p["heads"] * p["seq"] * p["seq"] * p["head_dim"]
+        return flops / 2 if p["causal"] else flops
+    pairs = seq * kv_seq - seq * seq / 2 if p["causal"] else seq * kv_seq
+    return 4.0 * p["batch"] * p["heads"] * p["head_dim"] * pairs
 
 
 # FlashAttention's count of the backward: five products against the forward's two (the four of the
@@ -171,12 +280,14 @@ def executed_flops(case: Case, backward_products: int, skips_masked: bool) -> fl
 
 
 def work(case: Case) -> WorkModel:
-    """fwd: q, k, v read once and o written once (the score matrix never needs to reach memory).
-    bwd: q, k, v, o and dO read, dq, dk, dv written. fwd_bwd: both passes."""
+    """fwd: q, k, v read once and o written once (the score matrix never needs to reach memory); k and v
+    have kv_heads heads of kv_seq rows. bwd: q, k, v, o and dO read, dq, dk, dv written. fwd_bwd: both."""
     p = case.params
-    tile = p["batch"] * p["heads"] * p["seq"] * p["head_dim"] * element_size(case)
-    fwd = WorkModel(forward_flops(case), float(4 * tile))
-    bwd = WorkModel(BACKWARD_FLOPS_FACTOR * fwd.flops, float(8 * tile))
+    q_tile = p["batch"] * p["heads"] * p["seq"] * p["head_dim"] * element_size(case)
+    kv_tile = p["batch"] * p.get("kv_heads", p["heads"]) * p.get("kv_seq", p["seq"]) * p["head_dim"]
+    kv_tile *= element_size(case)
+    fwd = WorkModel(forward_flops(case), float(2 * q_tile + 2 * kv_tile))
+    bwd = WorkModel(BACKWARD_FLOPS_FACTOR * fwd.flops, float(4 * q_tile + 4 * kv_tile))
     return per_pass(case, fwd, bwd)
 
 
@@ -202,7 +313,9 @@ FAMILY = Family(
     ops=(OP,),
     schema=AttentionConf,
     cases=cases,
-    view=View("tflops", "TFLOP/s", "sequence length", ("dtype", "head_dim", "causal")),
+    # heads and kv_heads split grouped-query layouts from the multi-head sweep (decode's page draws these
+    # points on its roofline too).
+    view=View("tflops", "TFLOP/s", "sequence length", ("dtype", "head_dim", "heads", "kv_heads", "causal")),
     validate=validate,
     order=2,
 )

@@ -54,7 +54,11 @@ def _prepare(op: Op):
 
 
 # tierbench.kernels keeps one launch log per kernel family: the op family's name, except for these kernels.
-_LAUNCH_LOG = {"matmul_bias_gelu": "matmul-epilogue", "matmul_fp8": "matmul-fp8"}
+_LAUNCH_LOG = {
+    "matmul_bias_gelu": "matmul-epilogue",
+    "matmul_fp8": "matmul-fp8",
+    "attention_with_kvcache": "attention",
+}
 
 
 def _describe_launch(op: Op) -> Callable[[], str | None]:

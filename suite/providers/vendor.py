@@ -4,6 +4,7 @@ the GEMM epilogue also cuBLASLt's own bias + GELU epilogue; for FP8, torch._scal
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -22,25 +23,42 @@ SDPA_BACKENDS = {
 }
 
 
+def first_call(backend: SDPBackend, call: Callable[[], Any]) -> None:
+    """Run `call` once: a backend that cannot take its inputs raises "No available kernel" and warns why,
+    which becomes the provider's Unavailable reason."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            call()
+        except RuntimeError as exc:
+            if "No available kernel" not in str(exc):
+                raise
+            why = "; ".join(str(w.message).strip() for w in caught) or str(exc)
+            raise Unavailable(f"SDPA {backend.name} backend cannot run this case: {why}") from None
+
+
+def bottom_right_mask(seq_q: int, seq_k: int, device: torch.device) -> torch.Tensor:
+    """What SDPA's causal_lower_right bias means, as a boolean mask: query i sees keys 0..i + seq_k - seq_q.
+    Materialised because the bias object's dispatch calls the flash or memory-efficient kernels directly,
+    past sdpa_kernel's pinning."""
+    return torch.ones(seq_q, seq_k, dtype=torch.bool, device=device).tril(seq_k - seq_q)
+
+
 def _prepare_sdpa(backend: SDPBackend):
     def prepare(inputs: Inputs, options: dict[str, Any], case: Case):
         q, k, v = inputs["q"], inputs["k"], inputs["v"]
         causal, scale = options["causal"], options["scale"]
+        # Grouped K/V heads need enable_gqa; multi-head cases make exactly the call they always made.
+        extra: dict[str, Any] = {"enable_gqa": True} if k.shape[1] != q.shape[1] else {}
+        if causal and q.shape[2] != k.shape[2]:  # is_causal is top-left aligned: pass the bottom-right mask
+            extra["attn_mask"] = bottom_right_mask(q.shape[2], k.shape[2], q.device)
+            causal = False
 
         def call() -> torch.Tensor:
             with sdpa_kernel([backend]):
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, **extra)
 
-        # A backend that cannot take these inputs raises "No available kernel" and warns why: keep the why.
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                call()
-            except RuntimeError as exc:
-                if "No available kernel" not in str(exc):
-                    raise
-                why = "; ".join(str(w.message).strip() for w in caught) or str(exc)
-                raise Unavailable(f"SDPA {backend.name} backend cannot run this case: {why}") from None
+        first_call(backend, call)
         return call
 
     return prepare

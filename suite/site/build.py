@@ -109,7 +109,8 @@ def build(runs_dir: Path, out: Path, asv_dir: Path, ceilings_dir: Path, run_ids:
     w.append(write_atomic(out / "index.html", pages.index_page(views, asv_site, str(runs_dir), trend_rows), out))
     for view in views:
         for family, records in view.families().items():
-            html = pages.family_page(view, family, records, model.provider_styles(records, view.shown), asv_site)
+            styles = model.provider_styles(pages.styled_records(view, family, records), view.shown)
+            html = pages.family_page(view, family, records, styles, asv_site)
             w.append(write_atomic(out / pages.family_href(view, family), html, out))
     shown = {r.run_id for v in views for r in v.runs}
     w.append(write_atomic(out / "runs.html", pages.runs_page(every, shown, asv_site), out))

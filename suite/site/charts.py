@@ -125,8 +125,12 @@ class Frame:
 
     left, right, top, bottom = 56, 12, 26, 40
 
-    def __init__(self, width: int, height: int, xs: list[float], ys: list[float], x: Axis, y: Axis) -> None:
+    def __init__(
+        self, width: int, height: int, xs: list[float], ys: list[float], x: Axis, y: Axis, right: int | None = None
+    ) -> None:
         self.width, self.height, self.x, self.y = width, height, x, y
+        if right is not None:  # room for a second axis
+            self.right = right
         self.pw = width - self.left - self.right
         self.ph = height - self.top - self.bottom
         self.x_lo, self.x_hi = _range(xs, x, pad=0.0 if x.at_data else 0.05)
@@ -271,16 +275,19 @@ def line_chart(
     width: int = 440,
     height: int = 270,
     ref: tuple[float, str] | None = None,
+    share_of: tuple[float, str] | None = None,
 ) -> str:
-    """One line per provider (the points joined in x order); ref draws a labelled horizontal line."""
+    """One line per provider (the points joined in x order); ref draws a labelled horizontal line; share_of
+    (whole, label) labels a right-hand axis with y as a percentage of `whole` (GB/s as a share of the copy
+    ceiling)."""
     pts = [p for ps in series.values() for p in ps]
     if not pts:
         return f'<p class="empty">{_text(title)}: nothing recorded to draw.</p>'
     ys = [p.y for p in pts] + [v for p in pts for v in (p.lo, p.hi) if v is not None]
     if ref:
         ys.append(ref[0])
-    frame = Frame(width, height, [p.x for p in pts], ys, x, y)
-    body = []
+    frame = Frame(width, height, [p.x for p in pts], ys, x, y, right=50 if share_of else None)
+    body = _share_axis(frame, *share_of) if share_of else []
     if ref:
         yr = frame.py(ref[0])
         body.append(
@@ -290,6 +297,21 @@ def line_chart(
         )
     body += [_series(frame, name, styles[name], ps, True, hovers) for name, ps in series.items()]
     return _svg(frame, title, body)
+
+
+def _share_axis(frame: Frame, whole: float, label: str) -> list[str]:
+    """Ticks on the right at 0, 25, .., 100% of `whole` (those inside the y range), and the axis's label."""
+    right = frame.left + frame.pw
+    out = [
+        f'<text x="{right + 4}" y="{frame.py(whole * pct / 100) + 4:.0f}" class="tick">{pct}%</text>'
+        for pct in (0, 25, 50, 75, 100)
+        if frame.y_lo <= whole * pct / 100 <= frame.y_hi
+    ]
+    out.append(
+        f'<text transform="translate({frame.width - 12} {frame.top + frame.ph / 2:.0f}) rotate(90)" class="label" '
+        f'text-anchor="middle">{_text(label)}</text>'
+    )
+    return out
 
 
 def roofline(

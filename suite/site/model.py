@@ -82,13 +82,14 @@ MODE_ORDER = ("fwd", "bwd", "fwd_bwd")
 
 
 def group_key(r: Measurement, view: View, with_mode: bool = True) -> str:
-    """The chart (and matrix block) a case belongs to: its op and the parameters that split charts."""
+    """The chart (and matrix block) a case belongs to: its op and the parameters that split charts (a name
+    such as a dtype or a mode as it is, a number or a flag with its key)."""
     split = tuple(view.split) + (("mode",) if with_mode else ())
     parts = [r.op]
     for k in split:
         if k in r.case:
             v = r.case[k]
-            parts.append(f"{k}={v}" if isinstance(v, bool) or k in ("head_dim",) else str(v))
+            parts.append(str(v) if isinstance(v, str) else f"{k}={v}")
     return " · ".join(parts)
 
 
@@ -320,7 +321,7 @@ def describe(
     for group in cases.values():
         base = shown.baseline(group)
         for r in group:
-            if timed(r):
+            if timed(r) and r.key not in table.by_key:  # a family drawn twice on a page (a shared roofline)
                 table.add_record(r, view, base)
     return table
 

@@ -10,7 +10,7 @@ records are shown in <bdi>, so a right-to-left name cannot reorder the text arou
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -219,14 +219,24 @@ def index_page(views: list[DeviceView], asv_site: bool, runs_dir: str, trends: l
 
 @dataclass
 class FamilyCharts:
-    """A family's charts on one page: per chart group throughput, speedup and memory; the roofline; what
-    was not timed; the legend's styles and the page's hover table."""
+    """A family's charts on one page: per chart group throughput (GB/s against the copy ceiling, with its share
+    of it on a second axis), speedup and memory; the roofline; what was not timed; the legend's styles and
+    the page's hover table."""
 
     groups: list[dict[str, Any]]
     roofline: Markup
     problems: list[model.Problem]
     styles: dict[str, Style]
     hovers: model.RecordHovers
+    joined: list[str] = field(default_factory=list)  # families whose points share the roofline
+
+
+Partners = list[tuple[View, list[Measurement]]]
+
+
+def roofline_partners(families: dict[str, list[Measurement]], family: str, v: View, shown: Presentation) -> Partners:
+    """The families whose points join this family's roofline (its view's roofline_with), with their views."""
+    return [(shown.view(f, families[f]), families[f]) for f in v.roofline_with if f != family and families.get(f)]
 
 
 def family_charts(
@@ -238,12 +248,21 @@ def family_charts(
     ceilings: Ceilings | None,
     earlier_runs: frozenset[str] = frozenset(),
     hovers: model.RecordHovers | None = None,
+    partners: Partners | None = None,
 ) -> FamilyCharts:
     x_axis = Axis(v.x, log=True, at_data=True)
+    partners = partners or []
+    roof_records = records + [r for _, recs in partners for r in recs]
     # The legend names providers with marks; the others are in the list of what was not timed.
-    used = {r.provider for r in records if model.timed(r)}
+    used = {r.provider for r in roof_records if model.timed(r)}
     drawn = {k: s for k, s in styles.items() if k in used}
     table = model.describe(records, v, shown, earlier_runs, hovers)
+    for partner_view, recs in partners:
+        model.describe(recs, partner_view, shown, earlier_runs, table)
+    c = ceilings
+    # A bandwidth-bound family's throughput is read against the copy ceiling: drawn in, and its share of it
+    # (the speed of light) on the right-hand axis.
+    copy_gbps = c.copy_gbps if c and v.metric == "gbps" else None
     groups = []
     for key, recs in model.by_group(records, v).items():
         speed, base = model.speedup_points(recs, shown)
@@ -252,7 +271,14 @@ def family_charts(
                 "key": key,
                 "throughput": Markup(
                     charts.line_chart(
-                        model.throughput_points(recs, v), drawn, table, f"achieved {v.unit}", x_axis, Axis(v.unit)
+                        model.throughput_points(recs, v),
+                        drawn,
+                        table,
+                        f"achieved {v.unit}",
+                        x_axis,
+                        Axis(v.unit),
+                        ref=(copy_gbps, f"copy {copy_gbps:.4g} GB/s") if copy_gbps else None,
+                        share_of=(copy_gbps, "SOL (% of copy)") if copy_gbps else None,
                     )
                 ),
                 "speedup": Markup(
@@ -275,16 +301,21 @@ def family_charts(
                 ),
             }
         )
-    c = ceilings
-    dtypes = {str(r.case.get("dtype")) for r in records}
+    dtypes = {str(r.case.get("dtype")) for r in roof_records}
     peaks = {k: t for k, t in (c.matmul_tflops.items() if c else ()) if k in dtypes} or (
         dict(c.matmul_tflops) if c else {}
     )
-    roof = charts.roofline(
-        model.roofline_points(records), drawn, table, f"{family}: roofline", c.copy_gbps if c else None, peaks
-    )
+    joined = [recs[0].family for _, recs in partners]
+    title = f"{' and '.join([family, *joined])}: {'one ' if joined else ''}roofline"
+    roof = charts.roofline(model.roofline_points(roof_records), drawn, table, title, c.copy_gbps if c else None, peaks)
     problems, _ = model.problems(records, v, shown)
-    return FamilyCharts(groups, Markup(roof), problems, drawn, table)
+    return FamilyCharts(groups, Markup(roof), problems, drawn, table, joined)
+
+
+def styled_records(view: DeviceView, family: str, records: list[Measurement]) -> list[Measurement]:
+    """The records a family page draws: its own and those of the families sharing its roofline."""
+    partners = roofline_partners(view.families(), family, view.view(family), view.shown)
+    return records + [r for _, recs in partners for r in recs]
 
 
 def _recompute_panel(records: list[Measurement], fc: FamilyCharts) -> recompute.Panel | None:
@@ -298,7 +329,9 @@ def _recompute_panel(records: list[Measurement], fc: FamilyCharts) -> recompute.
 def family_page(
     view: DeviceView, family: str, records: list[Measurement], styles: dict[str, Style], asv_site: bool
 ) -> str:
-    fc = family_charts(records, family, view.view(family), view.shown, styles, view.ceilings, view.earlier_runs)
+    v = view.view(family)
+    partners = roofline_partners(view.families(), family, v, view.shown)
+    fc = family_charts(records, family, v, view.shown, styles, view.ceilings, view.earlier_runs, partners=partners)
     siblings = [(f, f"{slug(f)}.html") for f in view.families() if f != family]
     epilogue = epilogue_costs(records)
     panel = _recompute_panel(records, fc)
@@ -313,6 +346,8 @@ def family_page(
         tiers_of={r.provider: r.tier for r in records},
         ceilings=view.ceilings,
         roofline=fc.roofline,
+        joined=fc.joined,
+        family=family,
         groups=fc.groups,
         problems=fc.problems,
         epilogue=epilogue,
@@ -370,10 +405,13 @@ def run_page(run: Run, ceilings: Ceilings | None, shown: Presentation, standalon
     styles = model.provider_styles(records, shown)
     hovers = model.RecordHovers("")
     families = []
-    for family in dict.fromkeys(r.family for r in records):
-        recs = [r for r in records if r.family == family]
+    by_family: dict[str, list[Measurement]] = {}
+    for r in records:
+        by_family.setdefault(r.family, []).append(r)
+    for family, recs in by_family.items():
         v = shown.view(family, recs)
-        fc = family_charts(recs, family, v, shown, styles, ceilings, hovers=hovers)
+        partners = roofline_partners(by_family, family, v, shown)
+        fc = family_charts(recs, family, v, shown, styles, ceilings, hovers=hovers, partners=partners)
         families.append(
             {
                 "name": family,

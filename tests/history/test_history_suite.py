@@ -73,6 +73,12 @@ def test_a_class_restricted_to_causal_cases_keeps_the_version_of_the_causal_only
     assert sorted(causal.labels["sdpa-math"] + non_causal.labels["sdpa-math"]) == sorted(both.labels["sdpa-math"])
 
 
+def test_the_decode_class_tracks_the_decode_cases_of_its_providers(table):
+    t = table("providers=[sdpa-math,sdpa-cudnn]", family="decode")
+    assert t.family == "decode" and t.labels == {"sdpa-math": ["tiny-gqa B2 H4/2 q1 KV256 D64 ragged causal bf16 fwd"]}
+    assert _harness.compute_table("attention").version != t.version
+
+
 def test_a_plugins_families_get_series_of_their_own_class(table, monkeypatch):
     monkeypatch.syspath_prepend(str(REPO / "examples" / "plugin"))
     t = table("plugins=[bench_plugin] providers=[eager,my-swiglu] norm.enabled=false", family=_harness.PLUGINS)
@@ -90,19 +96,33 @@ def test_method_names_and_thinning():
 
 
 def test_nightly_yaml_and_the_fallback_for_old_builds_give_the_same_cases(compose, catalog):
+    """The fallback serves builds older than nightly.yaml, which have neither the decode family nor attention's
+    models: here those are switched off to compose what such a build composes."""
     from tierbench.suite.plan import cases_from_config
 
     from_yaml = [c for c, _ in cases_from_config(compose(["suite=nightly"]), catalog)]
-    from_overrides = [c for c, _ in cases_from_config(compose(list(_harness.NIGHTLY_OVERRIDES)), catalog)]
-    # Builds older than nightly.yaml have neither the GEMM epilogue nor the FP8 product, nor passes: the
-    # fallback gives the plain forward cases; the yaml adds those ops and the norms' and attention's backward.
-    newer = {"matmul_bias_gelu", "matmul_fp8"}
+    as_old = [*_harness.NIGHTLY_OVERRIDES, "attention.models=[]", "decode.enabled=false"]
+    from_overrides = [c for c, _ in cases_from_config(compose(as_old), catalog)]
+    # Builds older than nightly.yaml have neither the GEMM epilogue nor the FP8 product, nor passes, nor the
+    # decode family: the fallback gives the plain forward cases; the yaml adds those ops, the decode family and
+    # the norms' and attention's backward.
+    newer = {"matmul_bias_gelu", "matmul_fp8", "decode", "decode_paged"}
     old = [c.case_id for c in from_yaml if c.op not in newer and c.mode == "fwd"]
     assert old == [c.case_id for c in from_overrides]
     assert len(from_overrides) == 11 and {c.mode for c in from_overrides} == {"fwd"}
     assert {c.op for c in from_yaml} >= newer
     backward = [c for c in from_yaml if c.mode == "bwd"]
     assert len(backward) == 7 and {c.family for c in backward} == {"norm", "attention"}
+
+
+def test_the_nightly_decode_class_is_new_and_small(compose, catalog):
+    from tierbench.suite.plan import cases_from_config
+
+    cases = [c for c, _ in cases_from_config(compose(["suite=nightly"]), catalog) if c.family == "decode"]
+    assert len(cases) == 8 and {c.op for c in cases} == {"decode", "decode_paged"}
+    assert {(c.params["batch"], c.params["kv_len"], c.params["q_len"]) for c in cases} == {
+        (b, n, 1) for b in (1, 32) for n in (8192, 32768)
+    }
 
 
 def test_the_committed_gpu_history_continues(compose, catalog, monkeypatch):

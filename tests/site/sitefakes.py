@@ -63,6 +63,7 @@ PROVIDERS = {  # family -> [(provider, tier)], 7 each, as a full GPU run has the
         ("flash-attn-4", "cuda"),
     ],
 }
+PROVIDERS["decode"] = PROVIDERS["attention"]
 
 
 def record(**kw: Any) -> Measurement:
@@ -176,6 +177,28 @@ def full_suite_cases() -> list[tuple[str, str, dict[str, Any], str, float, float
                                 8.0 * b * h * seq * head_dim,
                             )
                         )
+    return out + shipped_cases("attention", grouped_only=True) + shipped_cases("decode")
+
+
+def shipped_cases(
+    family: str, grouped_only: bool = False
+) -> list[tuple[str, str, dict[str, Any], str, float, float, float]]:
+    """The cases conf/shapes/<family>.yaml makes (attention: only its grouped-query models), as full_suite_cases."""
+    from omegaconf import OmegaConf
+
+    from tierbench.suite.run_command import conf_dir
+
+    catalog = build(entry_points=False)
+    fam = catalog.family(family)
+    section = OmegaConf.merge(
+        OmegaConf.structured(fam.schema), OmegaConf.load(Path(conf_dir()) / "shapes" / f"{family}.yaml")
+    )
+    out = []
+    for case in fam.cases(section):
+        if grouped_only and "kv_heads" not in case.params:
+            continue
+        w = catalog.ops[case.op].work(case)
+        out.append((family, case.op, case.to_json(), case.label, case.x, w.flops, w.min_bytes))
     return out
 
 

@@ -79,9 +79,9 @@ def test_every_page_loads_clean_and_every_chart_has_marks(chromium, site):
         assert load.errors == [], (page, load.errors)
         assert all(n > 0 for n in load.value), (page, load.value)  # no chart without marks
     family = chromium.load(_url(site / "devices/nvidia-h100-80gb-hbm3/attention.html"), probe=CHARTS)
-    # The roofline, per group throughput, speedup and memory, then the recomputation panel's time, executed
-    # FLOPs and memory for each of the fakes' two passes.
-    assert len(family.value) == 1 + 16 * 3 + 2 * 3
+    # The roofline, per group (16 multi-head, 8 grouped-query) throughput, speedup and memory, then the
+    # recomputation panel's time, executed FLOPs and memory for each of the fakes' two passes.
+    assert len(family.value) == 1 + (16 + 8) * 3 + 2 * 3
 
 
 def test_hover_shows_the_exact_value_and_the_legend_hides_a_provider(chromium, site):

@@ -1,0 +1,77 @@
+"""The vendor tier's decode: SDPA with each backend pinned, grouped K/V heads through `enable_gqa`.
+
+SDPA reads a contiguous cache as it is (its heads-first shape is what SDPA takes; the sequence-first memory
+behind it is what its flash backend prefers). Each sequence's length and the bottom-right causal mask (SDPA's
+`is_causal` is top-left aligned) become one boolean mask, built while preparing; where no row misses a key
+(every sequence full, one query token or not causal) no mask is passed, which is what lets the flash backend,
+which takes none, run. SDPA has no block table, so a paged cache is not an input it can take: those cases
+are skipped with that reason rather than timed with a gather no serving stack would make.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from ..ops.base import Case, Op
+from .base import Inputs, Provider, needs_cuda
+from .vendor import SDPA_BACKENDS, first_call
+
+
+def length_mask(cache_seqlens: torch.Tensor, q_len: int, capacity: int, causal: bool) -> torch.Tensor:
+    """(batch, 1, q_len, capacity) booleans: query token i of sequence b (of length n) sees keys 0..n - 1, or
+    with causal 0..i + n - q_len (bottom-right aligned)."""
+    last = cache_seqlens.long()[:, None] - 1
+    if causal:
+        last = last - (q_len - 1) + torch.arange(q_len, device=cache_seqlens.device)[None, :]
+    keys = torch.arange(capacity, device=cache_seqlens.device)
+    return (keys[None, None, :] <= last.expand(-1, q_len)[:, :, None])[:, None]
+
+
+def needs_mask(case: Case) -> bool:
+    """Whether some query row of the case misses a key of the cache."""
+    p = case.params
+    return p["lengths"] != "full" or (bool(p["causal"]) and p["q_len"] > 1)
+
+
+def _prepare(backend: SDPBackend):
+    def prepare(inputs: Inputs, options: dict[str, Any], case: Case):
+        q, k, v, lens = inputs["q"], inputs["k_cache"], inputs["v_cache"], inputs["cache_seqlens"]
+        mask = length_mask(lens, q.shape[2], k.shape[2], bool(options["causal"])) if needs_mask(case) else None
+        scale = options["scale"]
+
+        def call() -> torch.Tensor:
+            with sdpa_kernel([backend]):
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=True)
+
+        first_call(backend, call)
+        return call
+
+    return prepare
+
+
+def _why(name: str, op: str):
+    def why_unavailable(case: Case, device: torch.device) -> str | None:
+        if op == "decode_paged":
+            return (
+                "SDPA takes no block table: a paged KV cache is not an input it has (gathering the blocks "
+                "first would time a copy no serving stack makes)"
+            )
+        if name in ("sdpa-cudnn", "sdpa-efficient"):  # CUDA-only backends; math and flash run on a CPU too
+            return needs_cuda(device)
+        return None
+
+    return why_unavailable
+
+
+def providers(ops: list[Op]) -> list[Provider]:
+    names = {op.name for op in ops}
+    return [
+        Provider(name, "vendor", op, _prepare(backend), _why(name, op))
+        for op in ("decode", "decode_paged")
+        if op in names
+        for name, backend in SDPA_BACKENDS.items()
+    ]
