@@ -69,12 +69,15 @@ def test_suite_attention_has_llama3_grouped_layouts_at_2k_to_16k(compose, catalo
     assert len({c.case_id for c in cases}) == len(cases)
 
 
-def test_smoke_has_one_grouped_prefill_layout_and_one_decode_case(compose, catalog):
+def test_smoke_has_one_grouped_prefill_layout_and_one_decode_step_per_cache_layout(compose, catalog):
     cases = [c for c, _ in cases_from_config(compose(["suite=smoke"]), catalog)]
     grouped = [c for c in cases if c.op == "attention" and "kv_heads" in c.params]
     assert grouped and all(c.params["kv_heads"] < c.params["heads"] for c in grouped)
-    (step,) = [c for c in cases if c.family == "decode"]
-    assert step.op == "decode" and step.params["q_len"] == 1 and step.params["kv_heads"] < step.params["heads"]
+    steps = [c for c in cases if c.family == "decode"]
+    assert sorted(c.op for c in steps) == ["decode", "decode_paged"]
+    assert all(c.params["q_len"] == 1 and c.params["kv_heads"] < c.params["heads"] for c in steps)
+    (paged,) = [c for c in steps if c.op == "decode_paged"]
+    assert paged.params["kv_len"] // paged.params["page_size"] > 1  # a block table of several blocks
 
 
 def test_suite_decode_sweeps_kv_length_per_layout_batch_and_query_length(compose, catalog):

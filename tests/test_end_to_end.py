@@ -38,7 +38,7 @@ def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
     assert len(by_key) == len(records), "one record per (case, provider)"
     ops = {r.op for r in records}
     assert ops == {"matmul", "matmul_bias_gelu", "matmul_fp8", "layer_norm", "rms_norm", "bias_gelu_layer_norm",
-                   "attention", "decode"}  # fmt: skip
+                   "attention", "decode", "decode_paged"}  # fmt: skip
     for r in records:
         assert r.status in ("ok", "skipped"), (r.provider, r.op, r.status, r.reason)
         if r.status == "ok":
@@ -53,8 +53,9 @@ def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
     tiers_timed = {r.tier for r in records if r.status == "ok"}
     assert tiers_timed == {"vendor", "compiler"}
     # Every op in every pass, each output and gradient checked, through the vendor and compiler tiers.
-    every = {(op, mode) for op in ops - {"matmul_fp8", "decode"} for mode in ("fwd", "bwd", "fwd_bwd")}
-    every.add(("decode", "fwd"))  # a decode step has no backward
+    decode = {"decode", "decode_paged"}
+    every = {(op, mode) for op in ops - {"matmul_fp8", *decode} for mode in ("fwd", "bwd", "fwd_bwd")}
+    every |= {(op, "fwd") for op in decode}  # a decode step has no backward
     grads = {
         "matmul": {"da", "db"},
         "matmul_bias_gelu": {"da", "db", "dbias"},
@@ -66,12 +67,15 @@ def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
     checked = {"fwd": lambda op: {"out"}, "bwd": lambda op: grads[op], "fwd_bwd": lambda op: grads[op] | {"out"}}
     for tier in ("vendor", "compiler"):
         timed = [r for r in records if r.tier == tier and r.status == "ok"]
-        assert {(r.op, r.mode) for r in timed} == every, tier
+        # SDPA takes no block table: the vendor tier has no paged decode.
+        expected = every - {("decode_paged", "fwd")} if tier == "vendor" else every
+        assert {(r.op, r.mode) for r in timed} == expected, tier
         assert all(set(r.errors) == checked[r.mode](r.op) for r in timed), tier
     triton = [r for r in records if r.tier == "triton" and r.op != "matmul_fp8"]
-    assert {(r.op, r.mode) for r in triton} == every and len(triton) == 28
-    # matmul and its epilogue, 3 norms, 2 attention cases and 2 grouped-query ones in 3 passes each, 1 decode
-    # step. Every Triton kernel, its backward too, checked through the interpreter (every gradient), never timed.
+    assert {(r.op, r.mode) for r in triton} == every and len(triton) == 29
+    # matmul and its epilogue, 3 norms, 2 attention cases and 2 grouped-query ones in 3 passes each, a decode
+    # step per cache layout. Every Triton kernel, its backward too, checked through the interpreter (every
+    # gradient), never timed.
     assert all("correct, not timed" in r.reason for r in triton), [r.reason for r in triton]
     assert all(r.rel_error is not None and r.rel_error <= r.tolerance for r in triton)
     assert all(set(r.errors) == checked[r.mode](r.op) for r in triton), [(r.op, r.mode, r.errors) for r in triton]

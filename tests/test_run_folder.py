@@ -33,6 +33,7 @@ SMALL = [
     "attention.enabled=false",
     "norm.kinds=[layer_norm,rms_norm]",
     "norm.modes=[fwd]",
+    "decode.enabled=false",
     "html=false",
     "table=false",
 ]

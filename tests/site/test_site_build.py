@@ -28,7 +28,8 @@ def _pages(out: Path) -> list[Path]:
 
 def test_full_gpu_suite_pages_stay_light(tree):
     """~570 cases x 7 providers (the decode suite's and attention's grouped-query cases those the shapes
-    make): every page of the site (not runs' own reports) stays under 300 KB."""
+    make), the norms and attention in two passes: every page of the site (not runs' own reports) stays
+    under 400 KB."""
     write_run(tree["runs"], "full", full_suite_records(), "all")
     write_asv(tree["asv"])
     result = _build(tree)
@@ -44,7 +45,7 @@ def test_full_gpu_suite_pages_stay_light(tree):
         "trends/matmul-timematmul-time-matmul.html",
     }
     sizes = {p.name: p.stat().st_size for p in pages}
-    assert max(sizes.values()) < 300_000, sizes
+    assert max(sizes.values()) < 400_000, sizes
     assert result.benchmarks == 2
     assert not list(tree["html"].rglob("*.tmp"))  # every page went in by rename
     for page in pages:  # nothing to fetch: no CDN, no fonts, no network

@@ -22,7 +22,7 @@ CPU_ENV = {"device_type": "cpu", "device_name": "x86_64", "threads": 2}
 def _cpu_records(tmp_path):
     """sdpa-math and sdpa-flash measured on this CPU, every pass, two sequence lengths, causal and not."""
     catalog = build_catalog(entry_points=False)
-    chosen = [p for p in catalog.providers() if p.name in ("sdpa-math", "sdpa-flash")]
+    chosen = [p for p in catalog.providers() if p.op == "attention" and p.name in ("sdpa-math", "sdpa-flash")]
     ceilings = Ceilings(device_name="cpu", copy_gbps=10.0, matmul_tflops={"fp32": 0.1})
     ctx = RunContext("cpu-run", tmp_path, torch.device("cpu"), CpuTimer(FAST), ceilings, CPU_ENV, suite="smoke")
     out = []
