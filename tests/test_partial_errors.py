@@ -85,6 +85,7 @@ class _DamagedGradient(torch.autograd.Function):
 
 def damaged(real: Provider, name: str, damage, op, mode: str) -> Provider:
     """The real provider with one damage: to its output (fwd) or to its first input's gradient (bwd)."""
+
     def prepare(inputs, options, case):
         if mode == "fwd":
             prepared = real.prepare(inputs, options, case)
