@@ -84,11 +84,17 @@ def element_error(out_hi: torch.Tensor, ref: torch.Tensor) -> float:
 
 
 def check(
-    out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype, name: str = "", operands: torch.dtype | None = None
+    out: torch.Tensor,
+    ref: torch.Tensor,
+    dtype: torch.dtype,
+    name: str = "",
+    operands: torch.dtype | None = None,
+    element_tolerance: float | None = None,
 ) -> Check:
     """Compare a provider's output of `dtype` (made from `operands`) with the reference; a wrong shape or any
-    NaN/Inf fails outright."""
+    NaN/Inf fails outright. element_tolerance: the elementwise bound, where the op states its own."""
     tol, elem_tol = tolerances(dtype, operands)
+    elem_tol = elem_tol if element_tolerance is None else element_tolerance
     what = f"{name}: " if name else ""
     if not isinstance(out, torch.Tensor):
         return Check(False, math.inf, tol, f"{what}the provider returned {type(out).__name__}, not a tensor")
@@ -120,13 +126,17 @@ def check_all(
     refs: dict[str, torch.Tensor],
     dtype: torch.dtype,
     operands: torch.dtype | None = None,
+    gradient_element_tolerance: dict[torch.dtype, float] | None = None,
 ) -> Check:
-    """Every named output (the forward's, each gradient) against its reference; the first failure decides."""
+    """Every named output (the forward's, each gradient) against its reference; the first failure decides.
+    gradient_element_tolerance: the op's own elementwise bound for its gradients (every output but `out`)."""
     missing = [name for name in refs if name not in outs]
     if missing:
         return Check(False, math.inf, tolerances(dtype, operands)[0], f"no {', '.join(missing)} computed")
+    own = (gradient_element_tolerance or {}).get(dtype)
     results = {
-        name: check(outs[name], ref, dtype, name if len(refs) > 1 else "", operands) for name, ref in refs.items()
+        name: check(outs[name], ref, dtype, name if len(refs) > 1 else "", operands, None if name == "out" else own)
+        for name, ref in refs.items()
     }
     errors = {name: r.rel_error for name, r in results.items()}
     failed = [r for r in results.values() if not r.ok]

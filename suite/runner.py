@@ -331,7 +331,7 @@ def _prepare_and_check(
         if on_gpu:
             torch.cuda.synchronize(device)
         peak = torch.cuda.max_memory_allocated(device) - baseline if on_gpu else None
-        verdict = check_all(outs, refs, case.out_dtype, case.dtype)
+        verdict = check_all(outs, refs, case.out_dtype, case.dtype, op.gradient_element_tolerance)
         del outs
         pass_.release()
     except Unavailable as exc:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from tierbench.suite.checking import TOLERANCE, check
+from tierbench.suite.checking import TOLERANCE, check, check_all
 
 
 def test_correct_low_precision_output_passes():
@@ -36,3 +36,25 @@ def test_shape_mismatch_fails():
     ref = torch.randn(4, 8, dtype=torch.float64)
     verdict = check(ref.t().contiguous(), ref, torch.float32)
     assert not verdict.ok and "shape" in verdict.reason
+
+
+def test_an_ops_own_gradient_bound_applies_to_its_gradients_only():
+    """Attention's 16-bit gradients get a wider elementwise bound (ill-conditioned first causal rows); its
+    forward output, and a gradient element of the size an unwritten one scores, still fail."""
+    from tierbench.suite.ops.attention import GRADIENT_ELEMENT_TOLERANCE
+
+    g = torch.Generator().manual_seed(3)
+    ref = torch.randn(4096, generator=g, dtype=torch.float64)
+    rms = float(ref.pow(2).mean().sqrt())
+    off = ref.clone()
+    off[7] += 0.15 * (rms + abs(float(ref[7])))  # 0.15 of (rms + |ref|): past 0.1, within attention's 0.25
+    outs = {"out": ref.to(torch.bfloat16), "dq": off.to(torch.bfloat16)}
+    refs = {"out": ref, "dq": ref}
+    assert not check_all(outs, refs, torch.bfloat16).ok
+    assert check_all(outs, refs, torch.bfloat16, gradient_element_tolerance=GRADIENT_ELEMENT_TOLERANCE).ok
+    forward = check_all({**outs, "out": off.to(torch.bfloat16)}, refs, torch.bfloat16, None, GRADIENT_ELEMENT_TOLERANCE)
+    assert not forward.ok and "out" in forward.reason
+    unwritten = ref.clone()
+    unwritten[7] = 0.0 if abs(float(ref[7])) > 0.5 * rms else 3 * rms  # an element that should not read so
+    outs = {"out": ref.to(torch.bfloat16), "dq": unwritten.to(torch.bfloat16)}
+    assert not check_all(outs, refs, torch.bfloat16, gradient_element_tolerance=GRADIENT_ELEMENT_TOLERANCE).ok

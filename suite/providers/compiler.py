@@ -28,6 +28,10 @@ def _compiled(op: Op, mode: str, dynamic: bool) -> Callable[..., torch.Tensor]:
             torch._dynamo.config.accumulated_cache_size_limit = max(
                 torch._dynamo.config.accumulated_cache_size_limit, 4096
             )
+        # A bwd pass runs its backward again and again over one forward (retain_graph), which AOTAutograd's
+        # donated buffers (saved tensors freed inside the backward) forbid.
+        if hasattr(torch._functorch.config, "donated_buffer"):
+            torch._functorch.config.donated_buffer = False
         _COMPILED[key] = torch.compile(op.formula, mode=mode, fullgraph=True, dynamic=None if dynamic else False)
     return _COMPILED[key]
 

@@ -10,7 +10,7 @@ from grad_checks import assert_grad_close, reference_grads
 
 from tierbench.kernels import attention
 from tierbench.kernels._common import last_launch
-from tierbench.suite.ops.attention import attention_ref
+from tierbench.suite.ops.attention import GRADIENT_ELEMENT_TOLERANCE, attention_ref
 
 at = importlib.import_module("tierbench.kernels.attention")
 ab = importlib.import_module("tierbench.kernels.attention_backward")
@@ -28,7 +28,7 @@ def _check(q, k, v, do, causal, what, scale=None):
     grads = torch.autograd.grad(attention(*leaves, causal=causal, scale=scale), leaves, do)
     refs = reference_grads(lambda q, k, v: attention_ref(q, k, v, causal, scale), [q, k, v], do)
     for name, grad, ref in zip(("dq", "dk", "dv"), grads, refs):
-        assert_grad_close(grad, ref, q.dtype, f"{what} {name}")
+        assert_grad_close(grad, ref, q.dtype, f"{what} {name}", GRADIENT_ELEMENT_TOLERANCE)
     return grads
 
 
@@ -79,7 +79,7 @@ def test_attention_backward_strided_inputs_and_an_expanded_output_gradient(devic
     attention(*leaves, causal=True).sum().backward()
     refs = reference_grads(lambda q, k, v: attention_ref(q, k, v, True), [q, k, v], torch.ones_like(q))
     for name, t, ref in zip(("dq", "dk", "dv"), leaves, refs):
-        assert_grad_close(t.grad, ref, torch.bfloat16, f"strided {name}")
+        assert_grad_close(t.grad, ref, torch.bfloat16, f"strided {name}", GRADIENT_ELEMENT_TOLERANCE)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -99,7 +99,13 @@ def test_forced_backward_configs(dkdv, dq, causal, device):
         )  # fmt: skip
         refs = reference_grads(lambda q, k, v, c=causal: attention_ref(q, k, v, c), [q, k, v], do)
         for name, grad, ref in zip(("dq", "dk", "dv"), grads, refs):
-            assert_grad_close(grad, ref, torch.float16, f"S={seq} dk/dv {dkdv} dq {dq} causal={causal} {name}")
+            assert_grad_close(
+                grad,
+                ref,
+                torch.float16,
+                f"S={seq} dk/dv {dkdv} dq {dq} causal={causal} {name}",
+                GRADIENT_ELEMENT_TOLERANCE,
+            )
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -118,7 +124,7 @@ def test_grouped_kv_heads(causal, device):
         return attention_ref(q, k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1), causal, 0.125)
 
     for name, grad, r in zip(("dq", "dk", "dv"), grads, reference_grads(ref, [q, k, v], do)):
-        assert_grad_close(grad, r, torch.bfloat16, f"group 2 causal={causal} {name}")
+        assert_grad_close(grad, r, torch.bfloat16, f"group 2 causal={causal} {name}", GRADIENT_ELEMENT_TOLERANCE)
     with pytest.raises(ValueError, match="4 query heads do not make groups of 3 over 2 K/V heads"):
         ab.attention_backward(do, q, k, v, o, lse, causal, 0.125, group=3)
 
@@ -145,11 +151,11 @@ def test_only_the_inputs_that_require_grad_get_one(device):
     refs = reference_grads(lambda q, k, v: attention_ref(q, k, v, True), [q, k, v], do)
     qr = q.clone().requires_grad_()
     (dq,) = torch.autograd.grad(attention(qr, k, v, causal=True), [qr], do)
-    assert_grad_close(dq, refs[0], torch.float16, "dq alone")
+    assert_grad_close(dq, refs[0], torch.float16, "dq alone", GRADIENT_ELEMENT_TOLERANCE)
     assert "dk/dv" not in last_launch("attention-bwd")
     vr = v.clone().requires_grad_()
     (dv,) = torch.autograd.grad(attention(q, k, vr, causal=True), [vr], do)
-    assert_grad_close(dv, refs[2], torch.float16, "dv alone")
+    assert_grad_close(dv, refs[2], torch.float16, "dv alone", GRADIENT_ELEMENT_TOLERANCE)
     assert "dq" not in last_launch("attention-bwd")
 
 
@@ -242,7 +248,13 @@ def _gpu_check(b, h, s, d, dtype, causal, seed):
         refs = reference_grads(lambda q, k, v: attention_ref(q, k, v, causal), [t[i : i + 1] for t in (q, k, v)],
                                do[i : i + 1])  # fmt: skip
         for name, grad, ref in zip(("dq", "dk", "dv"), grads, refs):
-            assert_grad_close(grad[i : i + 1], ref, dtype, f"B{b} H{h} S{s} D{d} causal={causal} {name} batch {i}")
+            assert_grad_close(
+                grad[i : i + 1],
+                ref,
+                dtype,
+                f"B{b} H{h} S{s} D{d} causal={causal} {name} batch {i}",
+                GRADIENT_ELEMENT_TOLERANCE,
+            )
 
 
 @pytest.mark.gpu
@@ -280,4 +292,6 @@ def test_every_backward_candidate_gpu(head_dim):
             c1, c2 = dkdv[i % len(dkdv)], dq[i % len(dq)]
             grads = ab.attention_backward(do, q, k, v, o, lse, causal, scale, dkdv_config=c1, dq_config=c2)
             for name, grad, ref in zip(("dq", "dk", "dv"), grads, refs):
-                assert_grad_close(grad, ref, torch.bfloat16, f"{c1} / {c2} causal={causal} {name}")
+                assert_grad_close(
+                    grad, ref, torch.bfloat16, f"{c1} / {c2} causal={causal} {name}", GRADIENT_ELEMENT_TOLERANCE
+                )
