@@ -40,7 +40,9 @@ def _committed_attention_ids() -> set[str]:
                 record = json.loads(line)
             except ValueError:
                 continue
-            if record.get("op") == "attention":
+            case = record.get("case", {})
+            # The forward multi-head cases: later runs add backward passes and grouped-query layouts.
+            if record.get("op") == "attention" and case.get("mode", "fwd") == "fwd" and "kv_heads" not in case:
                 ids.add(record["case_id"])
     return ids
 

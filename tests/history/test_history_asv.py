@@ -24,6 +24,9 @@ import pytest
 
 from tierbench.suite.history import asvtool, nightly_command
 
+# Real asv runs whose verdicts (slower, unchanged) come from timings: nothing else may run beside them.
+pytestmark = pytest.mark.alone
+
 REPO = Path(__file__).resolve().parents[2]
 # The suite cut to the plain product's forward through eager: one series per class that runs.
 PLAIN_MATMUL = "providers=[eager] matmul.dtypes=[fp32] matmul.ops=[matmul] matmul.modes=[fwd]"
