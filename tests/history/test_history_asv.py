@@ -14,6 +14,7 @@ import hashlib
 import http.server
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -99,7 +100,11 @@ def history(tmp_path_factory):
         "2",
         "--no-report",
     )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    # Two sessions of the same code on a shared CPU may differ past the noise learned so far: the nightly
+    # then calls it slower and exits 1, as it must; anything else is a failure of the command.
+    assert run.returncode in (0, 1), run.stdout[-3000:] + run.stderr[-3000:]
+    verdicts = re.search(r" -> \w+: (\d+) slower", run.stdout)
+    assert verdicts and (run.returncode == 1) == (int(verdicts.group(1)) > 0), run.stdout[-3000:]
     return repo, first, second, env
 
 
