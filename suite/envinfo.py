@@ -66,6 +66,7 @@ def environment(device: torch.device) -> dict[str, Any]:
         "git_commit": provenance.tierbench_commit(),
         "tierbench_version": provenance.version(),
         "tierbench_commit": provenance.tierbench_commit(),
+        "tierbench_modified": provenance.tierbench_modified(),
         # The repository the run was started in (a plugin user's project), when it is not tierbench's.
         "workdir_commit": provenance.workdir_commit(),
         "device_name": device_name(device),

@@ -61,6 +61,12 @@ def tierbench_commit() -> str | None:
     return installed().commit
 
 
+@cache
+def tierbench_modified() -> bool:
+    """Whether the checkout's tracked files differ from its commit: then the commit alone does not say what ran."""
+    return installed().dirty
+
+
 def version() -> str:
     import tierbench
 

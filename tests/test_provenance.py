@@ -94,3 +94,29 @@ def test_the_checkouts_committed_ceilings_are_found(tmp_path, monkeypatch):
     assert ceilings.load_or_measure(cpu) == known
     # A folder given explicitly is the only one used.
     assert ceilings.load_or_measure(cpu, committed) == known
+
+
+def test_a_checkout_whose_files_differ_from_its_commit_says_so(tmp_path, monkeypatch):
+    """A commit alone does not say what ran when tracked files changed: the record and the site say so."""
+    from tierbench.suite.site import pages
+
+    checkout = tmp_path / "checkout"
+    _git_repo(checkout)
+    (checkout / "f.py").write_text("x = 1\n")
+    subprocess.run(["git", "add", "f.py"], cwd=checkout, check=True)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t"}
+    env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    subprocess.run(["git", "commit", "-qm", "f"], cwd=checkout, env=env, check=True)
+    assert provenance.installed(checkout).dirty is False
+    (checkout / "f.py").write_text("x = 2\n")
+    assert provenance.installed(checkout).dirty is True
+    monkeypatch.setattr(provenance, "installed", lambda package_root=None: provenance.Installed("ab" * 20, "x", True))
+    provenance.tierbench_modified.cache_clear()
+    try:
+        recorded = environment(torch.device("cpu"))
+    finally:
+        provenance.tierbench_modified.cache_clear()
+    assert recorded["tierbench_modified"] is True
+    shown = {"device_name": "cpu", "git_commit": "ab" * 20, "tierbench_modified": True}
+    assert pages._commit_text(shown) == "abababababab (with uncommitted changes)"
+    assert pages._commit_text({"git_commit": "ab" * 20}) == "abababababab"  # an older record says nothing

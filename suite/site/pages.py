@@ -151,6 +151,12 @@ def _cell(row: Row, tier: str, f: FamilySummary) -> Markup:
     return Markup(f"<td>{bdi(r.provider)} {shown}<small>{cell.relative:.2f}× the winner</small>{refs}</td>")
 
 
+def _commit_text(env: dict[str, Any], digits: int = 12) -> str:
+    """The commit a record names, and whether its files were that commit's (older records do not say)."""
+    text = str(env["git_commit"])[:digits]
+    return f"{text} (with uncommitted changes)" if env.get("tierbench_modified") else text
+
+
 def _device_meta(view: DeviceView) -> list[tuple[str, str]]:
     env = view.env
     meta: list[tuple[str, str]] = [("device", view.device.name)]
@@ -171,7 +177,7 @@ def _device_meta(view: DeviceView) -> list[tuple[str, str]]:
     if versions:
         meta.append(("providers", ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))))
     if env.get("git_commit"):
-        meta.append(("commit", str(env["git_commit"])[:12]))
+        meta.append(("commit", _commit_text(env)))
     return meta
 
 
@@ -370,7 +376,9 @@ def _run_meta(run: Run, ceilings: Ceilings | None) -> list[tuple[str, str]]:
     meta = [("run", run.run_id), ("suite", run.suite or "–"), ("device", run.device.name)]
     if run.shards:
         meta.append(("sweep of", f"{len(run.shards)} shard runs: {', '.join(run.shards)}"))
-    meta += [(k, str(env[k])) for k in ("driver", "cuda", "torch", "triton", "git_commit") if env.get(k)]
+    meta += [(k, str(env[k])) for k in ("driver", "cuda", "torch", "triton") if env.get(k)]
+    if env.get("git_commit"):
+        meta.append(("git_commit", _commit_text(env, 40)))
     if ceilings:
         meta.append(("copy ceiling", units.quantity(ceilings.copy_gbps, "GB/s", 4)))
         meta += [(f"matmul ceiling {k}", units.quantity(v, "TFLOP/s", 4)) for k, v in ceilings.matmul_tflops.items()]
