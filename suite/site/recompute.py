@@ -23,7 +23,8 @@ FLASH = ("sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "flash-attn-2", "flash-at
 MODES = ("fwd", "bwd", "fwd_bwd")
 MODE_NAMES = {"fwd": "forward", "bwd": "backward alone", "fwd_bwd": "forward and backward"}
 # The parameters that pick one slice of the attention cases; the panel shows one, the sequence varying.
-SLICE = ("dtype", "head_dim", "causal")
+# The head layout is among them: a grouped-query case at the same length is other work, not another point.
+SLICE = ("dtype", "head_dim", "causal", "heads", "kv_heads")
 
 
 @dataclass(frozen=True)
@@ -74,8 +75,9 @@ def _slice_of(r: Measurement) -> tuple[Any, ...]:
 
 
 def _slice_name(key: tuple[Any, ...]) -> str:
-    dtype, head_dim, causal = key
-    return f"{dtype} · head_dim={head_dim} · {'causal' if causal else 'non-causal'}"
+    dtype, head_dim, causal, heads, kv_heads = key
+    layout = f" · {heads}/{kv_heads} heads" if kv_heads is not None else ""
+    return f"{dtype} · head_dim={head_dim} · {'causal' if causal else 'non-causal'}{layout}"
 
 
 def trade(records: list[Measurement], mode: str) -> Trade | None:
@@ -101,7 +103,7 @@ def trade(records: list[Measurement], mode: str) -> Trade | None:
 
 def _choose_slice(records: list[Measurement]) -> tuple[Any, ...] | None:
     """The slice with the most (pass, sequence) points comparing the two; ties: one with a backward, then
-    non-causal (where the FLOPs compare plainly), the larger head_dim, bf16."""
+    non-causal (where the FLOPs compare plainly), multi-head, the larger head_dim, bf16."""
     slices: OrderedDict[tuple[Any, ...], list[Measurement]] = OrderedDict()
     for r in records:
         slices.setdefault(_slice_of(r), []).append(r)
@@ -115,8 +117,8 @@ def _choose_slice(records: list[Measurement]) -> tuple[Any, ...] | None:
             and any(o.provider in FLASH and o.mode == r.mode and o.case["seq"] == r.case["seq"] for o in recs)
         }
         has_backward = any(mode != "fwd" for mode, _ in points)
-        dtype, head_dim, causal = key
-        return (bool(points), has_backward, len(points), not causal, head_dim or 0, dtype == "bf16")
+        dtype, head_dim, causal, _, kv_heads = key
+        return (bool(points), has_backward, len(points), not causal, kv_heads is None, head_dim or 0, dtype == "bf16")
 
     best = max(slices, key=score, default=None)
     return best if best is not None and score(best)[0] else None

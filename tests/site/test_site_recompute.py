@@ -96,3 +96,36 @@ def test_no_panel_without_the_math_backend(tree):
     site = build.build(tree["runs"], tree["html"], tree["asv"], tree["ceilings"])
     (page,) = [p for p in site.written if p.name == "attention.html"]
     assert "Recomputation" not in page.read_text()
+
+
+def test_a_grouped_query_case_at_the_same_length_is_its_own_slice(tree):
+    """A grouped-query case of the same dtype, head_dim and mask at the same length (twice the heads, twice
+    the FLOPs) is other work: the multi-head slice is shown and its sentence compares like with like (not
+    "100% more FLOPs" from the grouped case's flash kernel against the multi-head case's math backend)."""
+
+    def att(provider, heads, ms, flops, kv_heads=None):
+        case = {"batch": 1, "heads": heads, "seq": 4096, "head_dim": 128, "causal": False, "dtype": "bf16"}
+        case |= {"mode": "fwd", **({"kv_heads": kv_heads} if kv_heads else {})}
+        layout = f",kv_heads={kv_heads}" if kv_heads else ""
+        return record(
+            op="attention",
+            family="attention",
+            case=case,
+            case_id=f"attention/heads={heads}{layout},seq=4096",
+            provider=provider,
+            tier="vendor",
+            x=4096.0,
+            median_ms=ms,
+            flops=flops,
+            executed_flops=flops,
+            peak_mem_bytes=1 << 30,
+        )
+
+    # The math backend ran out of memory on the grouped-query case (no record of it timed), as on the H200.
+    records = [att("sdpa-math", 16, 20.0, 1e12), att("sdpa-cudnn", 16, 2.0, 1e12), att("sdpa-cudnn", 32, 1.5, 2e12, 8)]
+    write_run(tree["runs"], "r1", records)
+    site = build.build(tree["runs"], tree["html"], tree["asv"], tree["ceilings"])
+    (page,) = [p for p in site.written if p.name == "attention.html"]
+    html = page.read_text()
+    assert "forward, S = 4096 (bf16 · head_dim=128 · non-causal): sdpa-cudnn executes the same FLOPs" in html
+    assert "32/8 heads" not in html.split('id="recompute"', 1)[1].split("<h2", 1)[0]
