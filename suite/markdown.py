@@ -152,15 +152,6 @@ def _passes_side_by_side(records: list[Measurement], families: list[str] | None)
     return out
 
 
-def resolve_run(given: str | Path, runs_dir: Path = Path("results/runs")) -> Path | None:
-    """A run folder named by its path or by its id under the runs folder; None when neither exists."""
-    path = Path(given)
-    if path.is_dir():
-        return path
-    candidate = runs_dir / str(given)
-    return candidate if "/" not in str(given) and candidate.is_dir() else None
-
-
 def as_json(records: list[Measurement], shown: Presentation, families: list[str] | None = None) -> str:
     return json.dumps(list(tables(records, shown, families).values()), indent=1, allow_nan=False, default=str) + "\n"
 

@@ -17,9 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .markdown import resolve_run
 from .naming import slug
-from .records import CONFIG_FILE
+from .records import CONFIG_FILE, find_run
 
 PROFILES_DIR = "profiles"
 
@@ -174,7 +173,7 @@ def main(argv: list[str]) -> int:
         print("tierbench profile: give a case (id or key=value selectors) and a provider", file=sys.stderr)
         return 2
     terms, name = args.rest[:-1], args.rest[-1]
-    folder = resolve_run(args.run, args.runs)
+    folder = find_run(args.run, args.runs)
     if folder is None or not (folder / CONFIG_FILE).exists():
         print(f"tierbench profile: {args.run} is no run folder with a {CONFIG_FILE}", file=sys.stderr)
         return 2

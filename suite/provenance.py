@@ -57,14 +57,17 @@ def installed(package_root: Path | None = None) -> Installed:
 
 
 @cache
+def _this_install() -> Installed:
+    return installed()
+
+
 def tierbench_commit() -> str | None:
-    return installed().commit
+    return _this_install().commit
 
 
-@cache
 def tierbench_modified() -> bool:
     """Whether the checkout's tracked files differ from its commit: then the commit alone does not say what ran."""
-    return installed().dirty
+    return _this_install().dirty
 
 
 def version() -> str:

@@ -213,7 +213,7 @@ class RunSession:
             suite=str(self.cfg.suite),
             plugins=[p.name for p in self.catalog.plugins],
             planned=sum(len(pc.providers) for pc in self.plan),
-            done=len({r.key for r in read_records(self.run_dir)}),
+            done=self.count(),
             finished=finished,
             **runmeta.describe_catalog(self.catalog),
         )

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import runmeta
+from .records import find_run
 
 SWEEP_FILE = "sweep.json"
 CONFIG_FILE = "config.yaml"
@@ -161,13 +162,10 @@ def run_dirs(runs_dir: str | Path, sweep_id: str) -> list[Path]:
 
 def resolve_runs(given: str | Path, runs_dir: str | Path) -> list[Path]:
     """The run folders that `given` names: a run folder, a run id, or a sweep id (all its shards' runs)."""
-    path = Path(given)
-    if path.is_dir():
-        return [path]
-    name = str(given)
-    if "/" not in name and (Path(runs_dir) / name).is_dir():
-        return [Path(runs_dir) / name]
-    return run_dirs(runs_dir, name) if valid_id(name) else []
+    found = find_run(given, runs_dir)
+    if found is not None:
+        return [found]
+    return run_dirs(runs_dir, str(given)) if valid_id(str(given)) else []
 
 
 # -- heartbeats -------------------------------------------------------------------------------------------

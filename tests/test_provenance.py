@@ -111,11 +111,11 @@ def test_a_checkout_whose_files_differ_from_its_commit_says_so(tmp_path, monkeyp
     (checkout / "f.py").write_text("x = 2\n")
     assert provenance.installed(checkout).dirty is True
     monkeypatch.setattr(provenance, "installed", lambda package_root=None: provenance.Installed("ab" * 20, "x", True))
-    provenance.tierbench_modified.cache_clear()
+    provenance._this_install.cache_clear()
     try:
         recorded = environment(torch.device("cpu"))
     finally:
-        provenance.tierbench_modified.cache_clear()
+        provenance._this_install.cache_clear()
     assert recorded["tierbench_modified"] is True
     shown = {"device_name": "cpu", "git_commit": "ab" * 20, "tierbench_modified": True}
     assert pages._commit_text(shown) == "abababababab (with uncommitted changes)"

@@ -226,18 +226,28 @@ def attention_ref(
     return out
 
 
-def attention_math(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float) -> torch.Tensor:
-    """The textbook formula in the inputs' dtype (softmax in float32): what the compiler tier compiles. Grouped
-    K/V heads are repeated to the query heads; causal is bottom-right aligned."""
+def repeat_kv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """k and v with each grouped K/V head repeated to its query heads: the textbook formulas' grouped-query
+    attention (a copy; the kernels read each K/V head for its whole group instead)."""
     group = q.shape[1] // k.shape[1]
     if group > 1:
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    return k, v
+
+
+def bottom_right_mask(seq_q: int, seq_k: int, device: torch.device) -> torch.Tensor:
+    """The bottom-right causal mask as booleans: query i sees keys 0..i + seq_k - seq_q (SDPA's
+    causal_lower_right bias; the top-left one where seq_q == seq_k)."""
+    return torch.ones(seq_q, seq_k, dtype=torch.bool, device=device).tril(seq_k - seq_q)
+
+
+def attention_math(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float) -> torch.Tensor:
+    """The textbook formula in the inputs' dtype (softmax in float32): what the compiler tier compiles. Grouped
+    K/V heads are repeated to the query heads; causal is bottom-right aligned."""
+    k, v = repeat_kv(q, k, v)
     scores = (q @ k.transpose(-1, -2)) * scale
     if causal:
-        seq_q, seq_k = q.shape[-2], k.shape[-2]
-        mask = torch.ones(seq_q, seq_k, dtype=torch.bool, device=q.device)
-        mask = mask.tril() if seq_q == seq_k else mask.tril(seq_k - seq_q)
-        scores = scores.masked_fill(~mask, float("-inf"))
+        scores = scores.masked_fill(~bottom_right_mask(q.shape[-2], k.shape[-2], q.device), float("-inf"))
     return torch.softmax(scores.float(), dim=-1).to(q.dtype) @ v
 
 
@@ -265,12 +275,13 @@ RECOMPUTING_BACKWARD_PRODUCTS = 5
 
 def executed_flops(case: Case, backward_products: int, skips_masked: bool) -> float:
     """The FLOPs a provider executes for this case's pass: its forward's two products and its backward's
-    `backward_products`, each 2·B·H·S²·D, halved when causal only where the kernel skips the masked tiles
-    (one that computes the whole score matrix and masks it afterwards does the full work)."""
+    `backward_products`, each 2·B·H·S·S_kv·D, causal counted as forward_flops counts it only where the kernel
+    skips the masked tiles (one that computes the whole score matrix and masks it afterwards does the full
+    work)."""
     p = case.params
-    product = 2.0 * p["batch"] * p["heads"] * p["seq"] * p["seq"] * p["head_dim"]
+    product = 2.0 * p["batch"] * p["heads"] * p["seq"] * p.get("kv_seq", p["seq"]) * p["head_dim"]
     if p["causal"] and skips_masked:
-        product /= 2
+        product = forward_flops(case) / FORWARD_PRODUCTS
     products = {
         "fwd": FORWARD_PRODUCTS,
         "bwd": backward_products,

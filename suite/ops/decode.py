@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from .attention import HeadLayout, layout_problems
+from .attention import HeadLayout, layout_problems, repeat_kv
 from .base import Case, DType, Family, Op, View, WorkModel, choice_name, element_size, hi_precision, positive, randn
 
 
@@ -323,22 +323,25 @@ def decode_ref(
 # -- the formula the compiler tier compiles ----------------------------------------------------------------
 
 
+def length_mask(cache_seqlens: torch.Tensor, q_len: int, capacity: int, causal: bool) -> torch.Tensor:
+    """(batch, 1, q_len, capacity) booleans: query token i of sequence b (of length n) sees keys 0..n - 1, or
+    with causal 0..i + n - q_len (bottom-right aligned)."""
+    last = cache_seqlens.long()[:, None] - 1
+    if causal:
+        last = last - (q_len - 1) + torch.arange(q_len, device=cache_seqlens.device)[None, :]
+    keys = torch.arange(capacity, device=cache_seqlens.device)
+    return (keys[None, None, :] <= last.expand(-1, q_len)[:, :, None])[:, None]
+
+
 def _masked_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache_seqlens: torch.Tensor, causal: bool, scale: float
 ) -> torch.Tensor:
     """The textbook formula over a (batch, kv_heads, keys, head_dim) cache: K/V heads repeated to the query
     heads, keys past each sequence's length (and, causal, right of its bottom-right diagonal) masked, softmax
     in float32."""
-    group = q.shape[1] // k.shape[1]
-    if group > 1:
-        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    k, v = repeat_kv(q, k, v)
     scores = (q @ k.transpose(-1, -2)) * scale
-    q_len = q.shape[2]
-    last = cache_seqlens.long()[:, None] - 1  # (batch, 1): the last key of each sequence
-    if causal:
-        last = last - (q_len - 1) + torch.arange(q_len, device=q.device)[None, :]
-    seen = torch.arange(k.shape[2], device=q.device)[None, None, :] <= last[:, :, None]
-    scores = scores.masked_fill(~seen[:, None], float("-inf"))
+    scores = scores.masked_fill(~length_mask(cache_seqlens, q.shape[2], k.shape[2], causal), float("-inf"))
     return torch.softmax(scores.float(), dim=-1).to(q.dtype) @ v
 
 

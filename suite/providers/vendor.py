@@ -11,7 +11,12 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from ..ops.attention import RECOMPUTING_BACKWARD_PRODUCTS, TEXTBOOK_BACKWARD_PRODUCTS, executed_flops
+from ..ops.attention import (
+    RECOMPUTING_BACKWARD_PRODUCTS,
+    TEXTBOOK_BACKWARD_PRODUCTS,
+    bottom_right_mask,
+    executed_flops,
+)
 from ..ops.base import Case, Op
 from .base import Inputs, Provider, Unavailable, call_provider, needs_cuda
 
@@ -37,13 +42,6 @@ def first_call(backend: SDPBackend, call: Callable[[], Any]) -> None:
             raise Unavailable(f"SDPA {backend.name} backend cannot run this case: {why}") from None
 
 
-def bottom_right_mask(seq_q: int, seq_k: int, device: torch.device) -> torch.Tensor:
-    """What SDPA's causal_lower_right bias means, as a boolean mask: query i sees keys 0..i + seq_k - seq_q.
-    Materialised because the bias object's dispatch calls the flash or memory-efficient kernels directly,
-    past sdpa_kernel's pinning."""
-    return torch.ones(seq_q, seq_k, dtype=torch.bool, device=device).tril(seq_k - seq_q)
-
-
 def _prepare_sdpa(backend: SDPBackend):
     def prepare(inputs: Inputs, options: dict[str, Any], case: Case):
         q, k, v = inputs["q"], inputs["k"], inputs["v"]
@@ -51,6 +49,8 @@ def _prepare_sdpa(backend: SDPBackend):
         # Grouped K/V heads need enable_gqa; multi-head cases make exactly the call they always made.
         extra: dict[str, Any] = {"enable_gqa": True} if k.shape[1] != q.shape[1] else {}
         if causal and q.shape[2] != k.shape[2]:  # is_causal is top-left aligned: pass the bottom-right mask
+            # Materialised: the causal_lower_right bias object's dispatch calls the flash or memory-efficient
+            # kernels directly, past sdpa_kernel's pinning.
             extra["attn_mask"] = bottom_right_mask(q.shape[2], k.shape[2], q.device)
             causal = False
 

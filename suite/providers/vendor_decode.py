@@ -17,18 +17,9 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ..ops.base import Case, Op
+from ..ops.decode import length_mask
 from .base import Inputs, Provider, needs_cuda
 from .vendor import SDPA_BACKENDS, first_call
-
-
-def length_mask(cache_seqlens: torch.Tensor, q_len: int, capacity: int, causal: bool) -> torch.Tensor:
-    """(batch, 1, q_len, capacity) booleans: query token i of sequence b (of length n) sees keys 0..n - 1, or
-    with causal 0..i + n - q_len (bottom-right aligned)."""
-    last = cache_seqlens.long()[:, None] - 1
-    if causal:
-        last = last - (q_len - 1) + torch.arange(q_len, device=cache_seqlens.device)[None, :]
-    keys = torch.arange(capacity, device=cache_seqlens.device)
-    return (keys[None, None, :] <= last.expand(-1, q_len)[:, :, None])[:, None]
 
 
 def needs_mask(case: Case) -> bool:
