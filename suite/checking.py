@@ -1,10 +1,9 @@
 """Correctness before speed: every output (and every gradient) is compared with the op's reference.
 
-Two bounds, both per output dtype and stated once, here (with the room FP8 products add):
-- norm-wise: ||out - ref|| / ||ref||, so it means the same for every op and size;
-- elementwise: max |out - ref| / (rms(ref) + |ref|), so a few wrong elements (an unwritten tail, one wrong
-  row, one wrong head) fail even where they move the norm too little to notice.
-NaN or Inf never passes.
+Two bounds, both per output dtype and stated once in suite/bounds.py (with the room FP8 products add):
+norm-wise, ||out - ref|| / ||ref||, and elementwise, max |out - ref| / (rms(ref) + |ref|). NaN or Inf never
+passes. Each output's two errors and its elementwise bound are kept in the record, so a reader can judge the
+record again under the bounds in force when it reads it (suite/verdicts.py).
 """
 
 from __future__ import annotations
@@ -14,46 +13,41 @@ from dataclasses import dataclass, field
 
 import torch
 
-# The one tolerance table of the project (the suite, asv and the kernel tests all use it). Rounding the
-# output alone gives ~3e-3 (bf16, 8 significant bits) and ~3e-4 (fp16, 11 bits); the bounds leave room
-# for accumulation order, never for a wrong result. fp32 means TF32-free float32 arithmetic. On an H200,
-# every correct provider of the full suite stayed below 4.5e-3 (bf16) and 5.8e-4 (fp16).
-TOLERANCE: dict[torch.dtype, float] = {
-    torch.bfloat16: 1e-2,
-    torch.float16: 2e-3,
-    torch.float32: 1e-4,
-}
+from . import bounds
 
-# Elementwise: no element may be off by more than this fraction of (the reference's RMS + its own size).
-# An element that should be of typical size but reads 0 scores about 0.5 (any |ref| above 0.11 RMS fails
-# at 0.1); rounding alone scores at most half an ulp (0.002 bf16, 0.0005 fp16). A backward in 16-bit types
-# rounds P and dS to the output type: the attention backwards on a CPU scored up to 0.037 (bf16).
+# The bounds in force are stated once, by dtype name, in suite/bounds.py (torch-free, so readers of records
+# judge by the same table); here they are keyed by torch dtype for the suite, asv and the kernel tests.
+NAMES: dict[torch.dtype, str] = {
+    torch.bfloat16: "bf16",
+    torch.float16: "fp16",
+    torch.float32: "fp32",
+    torch.float8_e4m3fn: "fp8_e4m3",
+    torch.float8_e5m2: "fp8_e5m2",
+}
+TOLERANCE: dict[torch.dtype, float] = {d: bounds.TOLERANCE[n] for d, n in NAMES.items() if n in bounds.TOLERANCE}
 ELEMENT_TOLERANCE: dict[torch.dtype, float] = {
-    torch.bfloat16: 1e-1,
-    torch.float16: 2e-2,
-    torch.float32: 1e-3,
+    d: bounds.ELEMENT_TOLERANCE[n] for d, n in NAMES.items() if n in bounds.ELEMENT_TOLERANCE
 }
-
-# FP8 products (e4m3 or e5m2 operands, scaled, accumulated in fp32) are checked against the product of the
-# dequantised operands: the fp8 values are the reference's own, so the format's rounding is no error of
-# the kernel, and the same bounds hold for e4m3 and e5m2. Left are the output's rounding (the tables above,
-# for the output dtype) and the accumulation: Hopper's FP8 tensor cores add products with fewer bits than
-# fp32 within each K step before the sum joins an fp32 accumulator, which binds for float32 outputs
-# (not yet measured on a GPU).
 FP8_DTYPES: tuple[torch.dtype, ...] = (torch.float8_e4m3fn, torch.float8_e5m2)
-FP8_ACCUMULATION_TOLERANCE = 1e-3
-FP8_ELEMENT_ACCUMULATION_TOLERANCE = 1e-2
-# End to end, against the product of the unquantised operands, per format: rounding to 3 (e4m3) or 2 (e5m2)
-# mantissa bits with the scales of amax / fp8 max gives about 3.7e-2 and 7.5e-2 on normal data.
-FP8_TOLERANCE: dict[torch.dtype, float] = {torch.float8_e4m3fn: 5e-2, torch.float8_e5m2: 1e-1}
+FP8_ACCUMULATION_TOLERANCE = bounds.FP8_ACCUMULATION_TOLERANCE
+FP8_ELEMENT_ACCUMULATION_TOLERANCE = bounds.FP8_ELEMENT_ACCUMULATION_TOLERANCE
+FP8_TOLERANCE: dict[torch.dtype, float] = {d: bounds.FP8_TOLERANCE[NAMES[d]] for d in FP8_DTYPES}
+
+
+def name_of(dtype: torch.dtype | None) -> str | None:
+    """The bounds table's name of a torch dtype (None for None)."""
+    return None if dtype is None else NAMES.get(dtype, str(dtype).removeprefix("torch."))
+
+
+def gradient_bounds(op: str) -> dict[torch.dtype, float] | None:
+    """A built-in op's own elementwise bound for its gradients, keyed by torch dtype (suite/bounds.py)."""
+    own = bounds.OWN_GRADIENT_ELEMENT_TOLERANCE.get(op)
+    return None if own is None else {d: own[n] for d, n in NAMES.items() if n in own}
 
 
 def tolerances(dtype: torch.dtype, operands: torch.dtype | None = None) -> tuple[float, float]:
     """(norm-wise, elementwise) bounds for outputs of `dtype` computed from `operands` (default: the same)."""
-    tol, elem_tol = TOLERANCE[dtype], ELEMENT_TOLERANCE[dtype]
-    if operands in FP8_DTYPES:
-        return max(tol, FP8_ACCUMULATION_TOLERANCE), max(elem_tol, FP8_ELEMENT_ACCUMULATION_TOLERANCE)
-    return tol, elem_tol
+    return bounds.tolerances(NAMES[dtype], name_of(operands))
 
 
 def fp8_tolerance(out_dtype: torch.dtype) -> float:
@@ -69,6 +63,8 @@ class Check:
     reason: str
     element_error: float = math.nan  # the largest elementwise error over the outputs checked
     errors: dict[str, float] = field(default_factory=dict)  # norm-wise error per output name
+    element_errors: dict[str, float] = field(default_factory=dict)  # elementwise error per output name
+    element_tolerances: dict[str, float] = field(default_factory=dict)  # the elementwise bound per output
 
 
 def _name(dtype: torch.dtype, operands: torch.dtype | None = None) -> str:
@@ -107,18 +103,19 @@ def check(
         return Check(False, math.inf, tol, f"{what}{bad} of {out.numel()} output elements are NaN or Inf")
     err = float(torch.linalg.vector_norm(out_hi - ref) / torch.linalg.vector_norm(ref).clamp_min(1e-30))
     worst = element_error(out_hi, ref)
-    errors = {name or "out": err}
+    key = name or "out"
+    kept = {"errors": {key: err}, "element_errors": {key: worst}, "element_tolerances": {key: elem_tol}}
     if err > tol:
         reason = f"{what}relative error {err:.3g} exceeds the {_name(dtype, operands)} tolerance {tol:g}"
-        return Check(False, err, tol, reason, worst, errors)
+        return Check(False, err, tol, reason, worst, **kept)
     if worst > elem_tol:
         bad = int(((out_hi - ref).abs() > elem_tol * (ref.abs() + ref.pow(2).mean().sqrt())).sum())
         reason = (
             f"{what}{bad} of {out.numel()} elements are off by up to {worst:.3g} of (rms + |ref|), beyond the "
             f"{_name(dtype, operands)} elementwise tolerance {elem_tol:g} (relative error {err:.3g})"
         )
-        return Check(False, err, tol, reason, worst, errors)
-    return Check(True, err, tol, "", worst, errors)
+        return Check(False, err, tol, reason, worst, **kept)
+    return Check(True, err, tol, "", worst, **kept)
 
 
 def check_all(
@@ -134,15 +131,23 @@ def check_all(
     if missing:
         return Check(False, math.inf, tolerances(dtype, operands)[0], f"no {', '.join(missing)} computed")
     own = (gradient_element_tolerance or {}).get(dtype)
+    element_bounds = {
+        name: own if own is not None and name != "out" else tolerances(dtype, operands)[1] for name in refs
+    }
     results = {
-        name: check(outs[name], ref, dtype, name if len(refs) > 1 else "", operands, None if name == "out" else own)
+        name: check(outs[name], ref, dtype, name if len(refs) > 1 else "", operands, element_bounds[name])
         for name, ref in refs.items()
     }
     errors = {name: r.rel_error for name, r in results.items()}
+    kept = {
+        "errors": errors,
+        "element_errors": {name: r.element_error for name, r in results.items() if math.isfinite(r.element_error)},
+        "element_tolerances": element_bounds,
+    }
     failed = [r for r in results.values() if not r.ok]
     worst = max(results.values(), key=lambda r: r.rel_error)
     element = max(r.element_error for r in results.values())
     if failed:
         first = failed[0]
-        return Check(False, max(errors.values()), first.tolerance, first.reason, element, errors)
-    return Check(True, worst.rel_error, worst.tolerance, "", element, errors)
+        return Check(False, max(errors.values()), first.tolerance, first.reason, element, **kept)
+    return Check(True, worst.rel_error, worst.tolerance, "", element, **kept)

@@ -25,6 +25,7 @@ from .records import Measurement, read_records
 from .summary import by_case
 from .text import plain, warnings_as_lines
 from .units import sig
+from .verdicts import checked_correct, verdict
 
 
 def _best_per_tier(group: list[Measurement]) -> dict[str, Measurement]:
@@ -33,6 +34,15 @@ def _best_per_tier(group: list[Measurement]) -> dict[str, Measurement]:
         if r.status == "ok" and r.median_ms and (r.tier not in best or r.median_ms < best[r.tier].median_ms):
             best[r.tier] = r
     return best
+
+
+def _not_timed_cell(entries: list[dict[str, Any]]) -> str:
+    """Every provider of the case not timed, grouped by outcome: "skipped: a, b; correct, not timed: c"."""
+    by_verdict: dict[str, list[str]] = {}
+    for n in entries:
+        mark = "*" if n.get("verdict_note") else ""
+        by_verdict.setdefault(n["verdict"], []).append(_cell(n["provider"]) + mark)
+    return "; ".join(f"{word}: {', '.join(names)}" for word, names in by_verdict.items())
 
 
 def _cell(text: str) -> str:
@@ -57,18 +67,20 @@ def tables(
         )
         best = _best_per_tier(group)
         base = shown.baseline(group)
-        winner = min(best.values(), key=lambda r: r.median_ms) if best else None
+        fastest = min(best.values(), key=lambda r: r.median_ms) if best else None
+        # Correct under today's bounds but never timed (an older bound called them incorrect): no winner yet.
+        untimed = sorted(r.provider for r in group if r.verdict_note and checked_correct(r))
+        winner = None if untimed else fastest
         cells = {}
         for tier in tiers:
             r = best.get(tier)
             value = getattr(r, view.metric, None) if r else None
             cells[tier] = {"provider": r.provider, "value": value, "median_ms": r.median_ms} if value else None
         not_timed = [
-            {"provider": r.provider, "status": r.status, "reason": r.reason}
+            {"provider": r.provider, "status": r.status, "verdict": verdict(r), "reason": r.reason}
+            | ({"verdict_note": r.verdict_note} if r.verdict_note else {})
             for r in group
-            if r.status not in ("ok", "skipped")
-            # a skip that was checked first (timings not comparable here) is no news; nor is a missing package
-            or (r.status == "skipped" and "installed" not in r.reason and r.rel_error is None)
+            if not (r.status == "ok" and r.median_ms)
         ]
         profiled = sorted(group, key=lambda r: (shown.tier_rank(r.tier), r.provider))
         table["rows"].append(
@@ -79,9 +91,11 @@ def tables(
                 "case_id": first.case_id,
                 "tiers": cells,
                 "winner": winner.provider if winner else None,
+                "fastest_timed": fastest.provider if fastest else None,
+                "untimed_correct": untimed,
                 "baseline": base.provider if base else None,
-                "best_vs_baseline": base.median_ms / winner.median_ms if base and winner else None,
-                "best_sol": winner.sol if winner else None,
+                "best_vs_baseline": base.median_ms / fastest.median_ms if base and fastest else None,
+                "best_sol": fastest.sol if fastest else None,
                 "launches": {r.provider: r.launches for r in profiled if r.launches is not None},
                 "traffic_over_min": {r.provider: x for r in profiled if (x := traffic_ratio(r)) is not None},
                 "not_timed": not_timed,
@@ -102,11 +116,13 @@ def render(records: list[Measurement], shown: Presentation, families: list[str] 
             cells = [
                 f"{sig(c['value'])} ({_cell(c['provider'])})" if (c := row["tiers"][t]) else "" for t in table["tiers"]
             ]
-            ratio = f"{row['best_vs_baseline']:.2f}x {_cell(row['winner'])}" if row["best_vs_baseline"] else ""
+            ratio = f"{row['best_vs_baseline']:.2f}x {_cell(row['fastest_timed'])}" if row["best_vs_baseline"] else ""
+            if row["untimed_correct"]:
+                ratio += f" (fastest timed, no winner: {len(row['untimed_correct'])} correct, not timed*)"
             sol = f"{sig(100 * row['best_sol'])}%" if row["best_sol"] is not None else ""
             launches = ", ".join(f"{_cell(p)} {n}" for p, n in row["launches"].items())
             traffic = ", ".join(f"{_cell(p)} {RATIO.format(x)}x" for p, x in row["traffic_over_min"].items())
-            failed = ", ".join(f"{_cell(n['provider'])}: {n['status']}" for n in row["not_timed"])
+            failed = _not_timed_cell(row["not_timed"])
             lines.append(
                 f"| {_cell(row['op'])} | {_cell(row['shape'])} | {_cell(row['dtype'])} | "
                 + " | ".join(cells)
@@ -114,7 +130,10 @@ def render(records: list[Measurement], shown: Presentation, families: list[str] 
             )
         recs = [r for r in records if r.family == family and r.mode == mode]
         saved = "".join(f"\n\nWhat fusion saved: {_cell(line)}" for line in fusion_lines(recs, shown))
-        sections.append(f"### {family} ({mode})\n\n" + "\n".join(lines) + saved)
+        rejudged = "".join(
+            f"\n\n\\* {_cell(r.provider)}, {_cell(r.label)}: {_cell(r.verdict_note)}" for r in recs if r.verdict_note
+        )
+        sections.append(f"### {family} ({mode})\n\n" + "\n".join(lines) + saved + rejudged)
     sections += _passes_side_by_side(records, families)
     return "\n\n".join(sections) + "\n"
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .runfolder import check_run_id
+from .verdicts import rejudge
 
 RECORDS_FILE = "measurements.jsonl"
 CONFIG_FILE = "config.yaml"
@@ -62,6 +63,8 @@ class Measurement:
     own_code: bool | None = None  # the tier is the project's (or a plugin's) own code; None in older records
     element_error: float | None = None  # max |out - ref| / (rms(ref) + |ref|) over the outputs checked
     errors: dict[str, float] = field(default_factory=dict)  # norm-wise error per output ("out", "dx", ...)
+    element_errors: dict[str, float] = field(default_factory=dict)  # elementwise error per output
+    element_tolerances: dict[str, float] = field(default_factory=dict)  # the elementwise bound each was held to
     executed_flops: float | None = None  # what the provider executes where it differs from `flops`
     launches: int | None = None  # kernels (on a CPU: operators) one call launched, profiled outside timing
     launches_reason: str = ""  # why `launches` is null
@@ -72,6 +75,9 @@ class Measurement:
     # The sweep's other shards running on this host while the case was measured (shard, run, device).
     neighbours: list[dict[str, Any]] = field(default_factory=list)
     warning: str = ""  # a timed record whose numbers deserve doubt says why (runner.WIDE_SPREAD); else empty
+    # Set by readers, never written: where today's bounds judge the stored errors otherwise than the check did
+    # when the record was made, what changed (suite/verdicts.py); the status and reason are then today's.
+    verdict_note: str = ""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -149,6 +155,8 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "own_code": (bool, type(None)),
     "element_error": _OPT_NUM,
     "errors": (dict,),
+    "element_errors": (dict,),
+    "element_tolerances": (dict,),
     "executed_flops": _OPT_NUM,
     "launches": (int, type(None)),
     "launches_reason": (str,),
@@ -158,10 +166,11 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "shard": _OPT_STR,
     "neighbours": (list,),
     "warning": (str,),
+    "verdict_note": (str,),
 }
 
 
-_NUMBERS_BY_NAME = ("quantiles_ms", "errors")
+_NUMBERS_BY_NAME = ("quantiles_ms", "errors", "element_errors", "element_tolerances")
 
 
 def _is_number(value: Any) -> bool:
@@ -220,7 +229,9 @@ def read_records(path: str | Path) -> list[Measurement]:
     """All complete records of a run folder (or file), one per (case_id, provider).
 
     Damaged lines are dropped with a warning naming the file and line; where a key appears twice (a run
-    folder written by two processes before runs were locked), the last record wins, with a warning.
+    folder written by two processes before runs were locked), the last record wins, with a warning. Each
+    verdict is the one today's bounds give (suite/verdicts.py): where it differs from the stored one, the
+    record says so in `verdict_note`.
     """
     path = Path(path)
     if path.is_dir():
@@ -252,7 +263,7 @@ def read_records(path: str | Path) -> list[Measurement]:
             f"is kept (repeats on lines {lines_named})",
             stacklevel=2,
         )
-    return list(out.values())
+    return [rejudge(r) for r in out.values()]
 
 
 def _cut_partial_tail(path: Path) -> None:

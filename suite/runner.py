@@ -345,6 +345,8 @@ def _prepare_and_check(
         "tolerance": verdict.tolerance,
         "element_error": verdict.element_error,
         "errors": verdict.errors,
+        "element_errors": verdict.element_errors,
+        "element_tolerances": verdict.element_tolerances,
         "peak_mem_bytes": peak,
         "prepare_s": prepare_s,
         "launch": _launch_of(provider),

@@ -63,7 +63,9 @@ def test_terminal_table_lists_failures_with_their_reasons():
 def test_markdown_summary_has_a_column_per_tier(tmp_path):
     text = markdown.render(RECORDS, SHOWN)
     assert "| vendor (TFLOP/s) | compiler (TFLOP/s) | triton (TFLOP/s) | cuda (TFLOP/s) |" in text
-    assert "2.00x triton" in text and "compile: incorrect" in text
+    assert "2.00x triton" in text and "incorrect: compile" in text
+    # Every provider not timed is named, grouped by its outcome: a missing package's skip too.
+    assert "skipped: flash-attn-4" in text
     writer = RecordWriter(tmp_path)
     for r in RECORDS:
         writer.append(r)
@@ -128,5 +130,25 @@ def test_summary_as_json_and_rates_in_three_significant_digits(tmp_path, capsys)
     assert table["family"] == "attention" and table["unit"] == "TFLOP/s"
     (row,) = table["rows"]
     assert row["winner"] == "triton" and row["best_vs_baseline"] == 2.0 and row["tiers"]["cuda"] is None
-    assert {"provider": "compile", "status": "incorrect", "reason": RECORDS[3].reason} in row["not_timed"]
+    expected = {"provider": "compile", "status": "incorrect", "verdict": "incorrect", "reason": RECORDS[3].reason}
+    assert expected in row["not_timed"]
     assert markdown.render([slow], SHOWN).count("0.000621 (sdpa-math)") == 1
+
+
+def test_a_record_judged_again_names_no_winner_and_says_why():
+    """A provider an older bound called incorrect, correct today, was never timed: the row's fastest timed
+    provider is no winner, and the note under the table says what changed."""
+    rejudged = _rec("sdpa-cudnn", "vendor", None, "incorrect", "dq: 2 elements off by up to 0.105")
+    rejudged.case = {**rejudged.case, "mode": "bwd", "dtype": "bf16"}
+    rejudged.errors = {"dq": 0.0025, "dk": 0.0024, "dv": 0.0023}
+    rejudged.element_errors = {"dq": 0.105, "dk": 0.02, "dv": 0.02}
+    fast = _rec("triton", "triton", 1.0)
+    fast.case = dict(rejudged.case)
+    from tierbench.suite.verdicts import rejudge
+
+    rows = markdown.tables([fast, rejudge(rejudged)], SHOWN)
+    (row,) = [row for table in rows.values() for row in table["rows"]]
+    assert row["winner"] is None and row["fastest_timed"] == "triton" and row["untimed_correct"] == ["sdpa-cudnn"]
+    text = markdown.render([fast, rejudge(rejudged)], SHOWN)
+    assert "fastest timed, no winner: 1 correct, not timed*" in text
+    assert "\\* sdpa-cudnn" in text and "correct under today's" in text

@@ -91,10 +91,18 @@ def write_run_report(run_dir: Path, ceilings_dir: Path | None = None) -> Path:
     return target
 
 
-def build(runs_dir: Path, out: Path, asv_dir: Path, ceilings_dir: Path, run_ids: list[str] | None = None) -> SiteResult:
-    """Build the site; raises runs.SelectionError for unknown run ids, and for no runs unless asv has
-    history to show (the nightly job publishes history before any run exists)."""
-    every = runs.load_runs(runs_dir)
+def build(
+    runs_dir: Path,
+    out: Path,
+    asv_dir: Path,
+    ceilings_dir: Path,
+    run_ids: list[str] | None = None,
+    only: set[str] | None = None,
+) -> SiteResult:
+    """Build the site (from the run folders named in `only`, where given); raises runs.SelectionError for
+    unknown run ids, and for no runs unless asv has history to show (the nightly job publishes history
+    before any run exists). The same records always build the same bytes: no page says when it was built."""
+    every = runs.load_runs(runs_dir, only)
     benches = history.read_asv(asv_dir)
     if every or run_ids or not benches:
         selected = runs.select_runs(every, run_ids, runs_dir)

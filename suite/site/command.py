@@ -1,4 +1,12 @@
-"""`tierbench report`: build the static comparison site (and, with --screenshot, a PNG of its index)."""
+"""`tierbench report`: build the static comparison site (and, with --screenshot, a PNG of its index).
+
+Two sites, so that a user's runs never rewrite what the project publishes:
+- by default, your site, `results/site/` (git ignores it): every run under --runs, yours and the
+  committed ones;
+- with --publish, the published site, `results/html/`: the committed runs only (the run folders git
+  tracks under --runs; every run there where the checkout is not a git work tree). The same records build
+  the same bytes, so rebuilding it from unchanged records changes no file.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +17,11 @@ from pathlib import Path
 from ..text import warnings_as_lines
 from . import browser
 from .build import build
-from .runs import SelectionError
+from .runs import SelectionError, committed_runs
+
+
+LOCAL_SITE = Path("results/site")
+PUBLISHED_SITE = Path("results/html")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -36,8 +48,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--out",
         type=Path,
-        default=Path("results/html"),
-        help="site folder (its history/ is asv's and is never touched)",
+        default=None,
+        help=f"site folder (default {LOCAL_SITE}, or {PUBLISHED_SITE} with --publish; its history/ is asv's and "
+        "is never touched)",
+    )
+    p.add_argument(
+        "--publish",
+        action="store_true",
+        help=f"build the published site ({PUBLISHED_SITE}) from the committed runs only (those git tracks)",
     )
     p.add_argument(
         "--screenshot", type=Path, metavar="PNG", help="also save a PNG of the index page, taken by headless Chromium"
@@ -48,9 +66,11 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     ceilings = args.ceilings or args.runs.parent / "ceilings"
+    args.out = args.out or (PUBLISHED_SITE if args.publish else LOCAL_SITE)
+    only = committed_runs(args.runs) if args.publish else None
     try:
         with warnings_as_lines("tierbench report"):
-            result = build(args.runs, args.out, args.asv, ceilings, args.run_ids)
+            result = build(args.runs, args.out, args.asv, ceilings, args.run_ids, only)
     except SelectionError as exc:
         print(f"tierbench report: {exc}", file=sys.stderr)
         return 2

@@ -14,6 +14,7 @@ from .. import units
 from ..ceilings import Ceilings
 from ..presentation import Presentation, View
 from ..records import Measurement
+from ..verdicts import checked_correct, verdict
 from .runs import Device, Run
 
 # Worst first: the status a matrix cell names when a tier has nothing timed.
@@ -137,6 +138,13 @@ class Row:
     winner: str | None = None  # tier
     runner_up: str | None = None
     margin: float | None = None  # runner-up tier's best median / winner's median
+    # Providers correct under today's bounds that were never timed because an older bound judged them
+    # incorrect (suite/verdicts.py): while there are any, the fastest timed provider is no winner.
+    untimed: list[Measurement] = field(default_factory=list)
+
+    @property
+    def decided(self) -> bool:
+        return self.winner is not None and not self.untimed
 
 
 def matrix(records: list[Measurement], view: View, tiers: list[str]) -> OrderedDict[str, list[Row]]:
@@ -157,6 +165,7 @@ def matrix(records: list[Measurement], view: View, tiers: list[str]) -> OrderedD
                 else:
                     cell.problems.append(r)
             row = Row(case_id, group[0].label, group[0].x, cells)
+            row.untimed = [r for r in group if r.verdict_note and checked_correct(r)]
             ranked = sorted((c for c in cells.values() if c.best), key=lambda c: c.best.median_ms)
             if ranked:
                 row.winner = ranked[0].tier
@@ -180,6 +189,7 @@ class Problem:
     tier: str
     reason: str
     cases: list[str]
+    word: str = ""  # the outcome in words ("correct, not timed" for a skip that passed its check)
 
 
 def problems(
@@ -202,7 +212,8 @@ def problems(
     out, numbers = [], {}
     for i, ((provider, status, reason), recs) in enumerate(order, 1):
         labels = list(dict.fromkeys(f"{r.label} ({group_key(r, view)})" for r in recs))
-        out.append(Problem(i, status, provider, recs[0].tier, reason or "(no reason recorded)", labels))
+        word = verdict(recs[0])
+        out.append(Problem(i, status, provider, recs[0].tier, reason or "(no reason recorded)", labels, word))
         for r in recs:
             numbers[r.key] = i
     return out, numbers

@@ -94,7 +94,6 @@ def tier_class(tier: str) -> str:
 
 
 def _render(template: str, **context: Any) -> str:
-    context.setdefault("generated", time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     context.setdefault("root", "")
     return _env().get_template(template).render(**context)
 
@@ -143,6 +142,10 @@ def _cell(row: Row, tier: str, f: FamilySummary) -> Markup:
     shown = model.fmt_rate(value, f.unit) if value else f"{model.fmt(r.median_ms)} ms"
     if r.run_id in f.earlier_runs:  # the newest run skipped this provider: its last measurement
         refs = f"<small>measured in run {bdi(r.run_id)}</small>{refs}"
+    if row.winner == tier and not row.decided:
+        names = ", ".join(sorted({str(bdi(u.provider)) for u in row.untimed}))
+        note = f"fastest timed; no winner: {names} correct under today's bounds but never timed (re-measure)"
+        return Markup(f"<td>{bdi(r.provider)} {shown}<small>{note}</small>{refs}</td>")
     if row.winner == tier:
         note = f"{row.margin:.2f}× over {bdi(row.runner_up or '')}" if row.margin else "the only tier timed"
         if r.sol is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,12 +100,31 @@ def load_run(path: Path) -> Run | None:
     )
 
 
-def load_runs(runs_dir: Path) -> list[Run]:
-    """Every run holding records, oldest first (by its first record's time); the shards of a sweep are one
-    logical run per device type."""
+def load_runs(runs_dir: Path, only: set[str] | None = None) -> list[Run]:
+    """Every run holding records (of the folders named in `only`, where given), oldest first (by its first
+    record's time); the shards of a sweep are one logical run per device type."""
     folders = sorted(p for p in runs_dir.iterdir() if (p / RECORDS_FILE).is_file()) if runs_dir.is_dir() else []
+    if only is not None:
+        folders = [p for p in folders if p.name in only]
     runs = [run for run in (load_run(path) for path in folders) if run is not None]
     return sorted(merge_sweeps(runs), key=lambda r: (r.started, r.run_id))
+
+
+def committed_runs(runs_dir: Path) -> set[str] | None:
+    """The run folders under `runs_dir` whose records git tracks: the published ones. None where the folder
+    is not in a git work tree (every run there is then the site's)."""
+    if not runs_dir.is_dir():
+        return None
+    try:
+        done = subprocess.run(
+            ["git", "ls-files", "-z", "--", "."], cwd=runs_dir, capture_output=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    tracked = (Path(name) for name in done.stdout.decode("utf-8", "surrogateescape").split("\0") if name)
+    return {path.parts[0] for path in tracked if len(path.parts) == 2 and path.name == RECORDS_FILE}
 
 
 def _sweep_of(run: Run) -> str | None:
