@@ -170,6 +170,7 @@ def _safe_count(session) -> int | str:
 def main(argv: list[str]) -> int:
     from .catalog import build
     from .config import register_configs
+    from .config_keys import UnknownKey, check_overrides
     from .plugins import PluginError
 
     _decide_interpreter(argv)
@@ -183,7 +184,12 @@ def main(argv: list[str]) -> int:
 
         print(render(Path(conf_dir()), catalog), end="")
         return 0
-    register_configs(catalog.families)
+    schema = register_configs(catalog.families)
+    try:
+        check_overrides(argv, schema, Path(conf_dir()))
+    except UnknownKey as exc:
+        print(f"tierbench run: {exc}", file=sys.stderr)
+        return 2
     from . import launch
     from .plan import PlanError
 
