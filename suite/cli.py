@@ -12,7 +12,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "summary": ("tierbench.suite.markdown", "a run as Markdown tables per op family"),
     "profile": ("tierbench.suite.profile_command", "one measurement of a run again under the profiler: a trace"),
     "spread": ("tierbench.suite.spread", "how far the medians of two runs differ (an A/A check)"),
-    "report": ("tierbench.suite.site.command", "build the comparison site: yours under results/site/, the published one with --publish"),
+    "report": ("tierbench.suite.site.command", "build the comparison site (results/site/; --publish: results/html/)"),
     "export": ("tierbench.suite.export", "runs' records as one CSV, Parquet or JSON-lines table"),
     "compare": ("tierbench.suite.history.compare_command", "regression report between two commits (asv)"),
     "nightly": ("tierbench.suite.history.nightly_command", "benchmark new commits with asv, publish the site"),

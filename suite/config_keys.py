@@ -72,8 +72,8 @@ def check_overrides(argv: list[str], schema: type, conf_dir: Path) -> None:
         siblings = [k.rsplit(".", 1)[-1] for k in keys if "." in k and k.rsplit(".", 1)[0] == where]
         if not siblings:
             where = ""
-            siblings = list(dict.fromkeys([k for k in keys if "." not in k] + sorted(g for g in groups if "/" not in g)))
-            siblings = [k for k in siblings if k != "hydra"]
+            top = [k for k in keys if "." not in k] + sorted(g for g in groups if "/" not in g and g != "hydra")
+            siblings = list(dict.fromkeys(top))
         listed = f" Keys of {where or 'the run'}: {', '.join(siblings)}." if siblings else ""
         raise UnknownKey(f"no config key {key!r}{hint}{listed} (`tierbench run --help` lists every key)")
 

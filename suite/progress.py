@@ -13,6 +13,7 @@ import time
 from typing import IO, Any
 
 from .records import Measurement
+from .verdicts import verdict
 
 log = logging.getLogger("tierbench")
 
@@ -26,7 +27,7 @@ def _clock(seconds: float) -> str:
 def _outcome(r: Measurement) -> str:
     if r.status == "ok" and r.median_ms is not None:
         return f"ok {r.median_ms:.4g} ms"
-    return r.status
+    return verdict(r)
 
 
 class PlainProgress:

@@ -67,7 +67,7 @@ def main(argv: list[str]) -> int:
     for ra, rb, s in sorted(pairs, key=lambda t: -t[2])[: args.top]:
         print(
             plain(
-                f"  {100 * s:6.2f}%  {ra.op} {ra.label} {ra.case.get('dtype', '')} {ra.provider}: "
+                f"  {100 * s:6.2f}%  {ra.op} {ra.label} ({ra.case.get('dtype', '')}, {ra.mode}) {ra.provider}: "
                 f"{ra.median_ms:.4f} vs {rb.median_ms:.4f} ms"
             )
         )

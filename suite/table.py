@@ -3,12 +3,15 @@ median whose samples spread too wide to trust is marked."""
 
 from __future__ import annotations
 
+import textwrap
+
 from .presentation import Presentation
 from .records import Measurement
 from .runmeta import RunMeta
 from .summary import by_case, rank
 from .text import plain
 from .units import quantity
+from .verdicts import verdict
 
 
 def _rate(r: Measurement) -> str:
@@ -17,6 +20,16 @@ def _rate(r: Measurement) -> str:
     if r.gbps is not None:
         return f"{quantity(r.gbps, 'GB/s', 4):>15}"
     return ""
+
+
+def _unranked(r: Measurement, width: int) -> list[str]:
+    """A provider not ranked, its outcome and its whole reason: wrapped under it, never cut."""
+    word = verdict(r)
+    head = plain(f"   -  {r.provider:<22} {r.tier:<9} {word}")
+    if not r.reason:
+        return [head]
+    reason = plain(r.reason.removeprefix(f"{word}: "))
+    return [head, *textwrap.wrap(reason, width=max(40, width), initial_indent=" " * 9, subsequent_indent=" " * 9)]
 
 
 def render(records: list[Measurement], meta: RunMeta | None = None, width: int = 110) -> str:
@@ -38,6 +51,5 @@ def render(records: list[Measurement], meta: RunMeta | None = None, width: int =
                 )
             )
         for r in rest:
-            reason = (r.reason or "")[: max(20, width - 40)]
-            lines.append(plain(f"   -  {r.provider:<22} {r.tier:<9} {r.status:<9} {reason}"))
+            lines.extend(_unranked(r, width))
     return "\n".join(lines)

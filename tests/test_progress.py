@@ -90,3 +90,27 @@ def test_run_plan_reports_each_measurement(tmp_path, caplog):
         (record,) = run_plan([PlannedCase(CASE, matmul.OP, (eager,))], ctx, live=False)
     assert any(m.getMessage().startswith("  1/1 eager: ok") for m in caplog.records)
     assert isinstance(record.warning, str) and read_records(tmp_path)[0].warning == record.warning
+
+
+def test_a_provider_checked_but_not_timed_is_said_to_be_correct_not_skipped(caplog):
+    r = Measurement(
+        run_id="r", op="matmul", family="matmul", case={"dtype": "fp32"}, case_id="matmul/x", label="x", x=1.0,
+        provider="triton", tier="triton", status="skipped",
+        reason="correct, not timed: TRITON_INTERPRET=1 runs the kernel through Triton's CPU interpreter",
+    )  # fmt: skip
+    assert progress._outcome(r) == "correct, not timed"
+    missing = Measurement(**{**r.__dict__, "reason": "package not installed: flash_attn"})
+    assert progress._outcome(missing) == "skipped"
+
+
+def test_the_final_table_wraps_a_long_reason_instead_of_cutting_it():
+    from tierbench.suite import table
+
+    reason = "needs compute capability 8.0 or newer; this device has 7.5 " + "and more words " * 12 + "THE-END"
+    r = Measurement(
+        run_id="r", op="matmul", family="matmul", case={"dtype": "fp32"}, case_id="matmul/x", label="x", x=1.0,
+        provider="p", tier="vendor", status="skipped", reason=reason,
+    )  # fmt: skip
+    text = table.render([r], width=80)
+    assert "THE-END" in text and "compute capability 8.0" in text
+    assert all(len(line) <= 90 for line in text.splitlines())

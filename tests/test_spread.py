@@ -37,6 +37,7 @@ def test_spread_of_two_runs(tmp_path):
     assert "all pairs:            n=2" in result.stdout
     assert "kernels >= 50 us:    n=1 median 1.98%" in result.stdout
     assert "p2" in result.stdout.splitlines()[3]  # the widest first: 18% on the 10 us kernel
+    assert "(bf16, fwd) p2" in result.stdout  # each row names its dtype and pass
 
 
 def test_spread_rejects_a_missing_run(tmp_path):

@@ -19,7 +19,6 @@ from . import browser
 from .build import build
 from .runs import SelectionError, committed_runs
 
-
 LOCAL_SITE = Path("results/site")
 PUBLISHED_SITE = Path("results/html")
 
