@@ -15,33 +15,41 @@ import typing
 from pathlib import Path
 from typing import Any
 
-# What each built-in suite measures, and how long it takes: on the H200 from the committed runs'
-# records (results/runs: first to last record, plus the ceilings and the climb to steady state), on a
-# CPU from runs of suite=smoke on 2 cores shared with other work.
+# What each built-in suite measures, and how long it takes: on the H200 from the committed runs (each
+# names its run: run.json's first to last record, timing=quick compiler.dynamic=true unless said), on a
+# CPU from the main job on 2 cores (README). A test holds every suite with a committed H200 run to a figure.
 SUITES = {
     "smoke": ("small shapes of every op: the whole product on a CPU", "2-8 min", "not yet measured"),
     "matmul": ("squares 512-8192 and Llama-3 8B/70B projections at 16k tokens", "GPU-sized", "under 1 min"),
-    "norm": ("LayerNorm, RMSNorm, fused bias+GELU+LayerNorm at 4k/16k rows x 1k-16k", "GPU-sized", "1-3 min"),
+    "norm": (
+        "LayerNorm, RMSNorm, fused bias+GELU+LayerNorm at 4k/16k rows x 1k-16k",
+        "GPU-sized",
+        "2 min (h200-norm-7, default timing)",
+    ),
     "attention": (
         "seq 512-16384 at 16k tokens, head_dim 64/128, causal and not, fp16/bf16; Llama-3 GQA",
         "GPU-sized",
-        "3-5 min (MHA)",
+        "3-5 min MHA; GQA cases 7 min (h200-gqa-1)",
     ),
     "decode": (
         "Llama-3 8B/70B decode steps over 1k-128k-key KV caches, contiguous and paged",
         "GPU-sized",
-        "not yet measured",
+        "7 min (h200-decode-1)",
     ),
-    "all": ("matmul, norm, attention and decode suites together", "GPU-sized", "not yet measured"),
+    "all": (
+        "matmul, norm, attention and decode suites together",
+        "GPU-sized",
+        "4 min before decode and GQA joined (h200-all); today's suite not yet measured",
+    ),
     "training": (
         "fwd, bwd and fwd_bwd of matmul, norm and attention at training shapes",
         "GPU-sized",
-        "not yet measured",
+        "3 min for fwd and bwd (h200-training-1); with fwd_bwd not yet measured",
     ),
     "nightly": (
         "one shape per family and pass that matters most: what asv tracks per commit",
         "GPU-sized",
-        "not yet measured",
+        "not yet measured as a run (asv measures it: docs/asv.md)",
     ),
 }
 
