@@ -45,3 +45,32 @@ def test_the_committed_site_matches_the_committed_records(tmp_path, capsys):
         "results/html is out of date with results/runs and results/asv; rebuild it with `tierbench report --publish` "
         "from the repository root and commit it:\n  " + "\n  ".join(problems)
     )
+
+
+def test_the_published_site_is_built_from_the_runs_git_tracks_and_yours_apart(tmp_path, tree, monkeypatch):
+    """A user's run beside the committed ones: `report` shows both in results/site, `report --publish`
+    only the committed one in results/html, twice the same bytes; nothing tracked changes."""
+    import subprocess
+
+    from sitefakes import record, write_run
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+
+    git("init", "-q")
+    write_run(tree["runs"], "committed", [record(run_id="committed", provider="eager")])
+    git("add", "runs")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "runs")
+    write_run(tree["runs"], "mine", [record(run_id="mine", provider="compile", tier="compiler", time=2000.0)])
+    base = ["--runs", str(tree["runs"]), "--asv", str(tree["asv"]), "--ceilings", str(tree["ceilings"])]
+    monkeypatch.chdir(tmp_path)
+    assert command.main(base) == 0
+    mine = (tmp_path / "results" / "site" / "runs.html").read_text()
+    assert "mine" in mine and "committed" in mine
+    assert command.main([*base, "--publish"]) == 0
+    published = tmp_path / "results" / "html"
+    assert "mine" not in (published / "runs.html").read_text() and "committed" in (published / "runs.html").read_text()
+    first = _pages(published)
+    assert command.main([*base, "--publish"]) == 0
+    assert _pages(published) == first  # the same records, the same bytes
+    assert git("status", "--porcelain", "--untracked-files=no") == ""
