@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import units
-from ..ceilings import Ceilings
+from ..ceilings import Limits
 from ..presentation import Presentation, View
 from ..records import Measurement
 from .runs import Device, Run
@@ -39,13 +39,17 @@ class DeviceView:
     device: Device
     runs: list[Run]
     records: list[Measurement]
-    ceilings: Ceilings | None
+    ceilings: Limits | None
     earlier_runs: frozenset[str] = frozenset()  # runs whose measurements stand in for newer skips
     shown: Presentation = field(default_factory=Presentation)  # views, baselines, tiers of these runs
 
     @property
     def env(self) -> dict[str, Any]:
         return max(self.records, key=lambda r: r.time).env if self.records else {}
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.env.get("device_type") == "cpu"
 
     def families(self) -> OrderedDict[str, list[Measurement]]:
         out: OrderedDict[str, list[Measurement]] = OrderedDict()

@@ -204,10 +204,11 @@ def test_one_section_and_family_pages_per_device(tree):
         ],
     )
     result = _build(tree)
-    assert [v.device.name for v in result.devices] == ["CPU x86_64 ×2 threads", "NVIDIA H100 80GB HBM3"]
+    # The GPU's results come first although the CPU's run is the newer one.
+    assert [v.device.name for v in result.devices] == ["NVIDIA H100 80GB HBM3", "CPU x86_64 ×2 threads"]
     index = (tree["html"] / "index.html").read_text()
-    assert 'id="cpu-x86-64-2-threads"' in index and 'id="nvidia-h100-80gb-hbm3"' in index
-    assert "none found for this device" in index  # no ceilings measured for the CPU
+    assert index.index('id="nvidia-h100-80gb-hbm3"') < index.index('id="cpu-x86-64-2-threads"')
+    assert "none measured for this device" in index  # no ceilings measured for the CPU
     # A family with nothing timed still gets its page: empty charts say so, the reason is listed.
     attention = (tree["html"] / "devices/cpu-x86-64-2-threads/attention.html").read_text()
     assert "nothing recorded to draw" in attention and "OOM" in attention
@@ -218,18 +219,19 @@ def test_numbers_read_as_people_read_them(tree):
     """No exponents anywhere; bandwidths past 1000 GB/s in TB/s; the index names each winner's SOL."""
     norm = dict(op="rms_norm", family="norm", case_id="rms_norm/r=1", label="16384x4096", x=6.7e7)
     norm["case"] = {"rows": 16384, "hidden": 4096, "dtype": "bf16", "mode": "fwd"}
+    norm.update(flops=2 * 16384 * 4096, min_bytes=2 * 16384 * 4096 * 2)  # 268 MB: 2.68 TB/s in 0.1 ms
     write_run(
         tree["runs"],
         "r1",
         [
-            record(**norm, provider="eager", tier="vendor", median_ms=0.15, gbps=1834.5, tflops=None, sol=0.43),
-            record(**norm, provider="triton", tier="triton", median_ms=0.07, gbps=3931.2, tflops=None, sol=0.925),
+            record(**norm, provider="eager", tier="vendor", median_ms=0.1463, gbps=1834.5, tflops=None, sol=0.63),
+            record(**norm, provider="triton", tier="triton", median_ms=0.1001, gbps=2682.0, tflops=None, sol=0.925),
         ],
         "norm",
     )
     _build(tree)
     index = (tree["html"] / "index.html").read_text()
-    assert "3.93 TB/s" in index and "1.83 TB/s" in index and "e+0" not in index
-    assert "92% SOL" in index  # the winner's cell
+    assert "2.68 TB/s" in index and "1.83 TB/s" in index and "e+0" not in index
+    assert "92% SOL" in index  # the winner's cell: 2.68 TB/s of the 2.9 TB/s copy ceiling
     report = (tree["html"] / "runs/r1/report.html").read_text()
     assert "e+0" not in report and "<td><bdi>rms_norm</bdi></td>" in report  # the run page names each row's op

@@ -49,7 +49,9 @@
     if (has(5)) s += " (p10–p90 " + num(r[4]) + "–" + num(r[5]) + ")";
     if (has(6)) s += " · " + r[6].toFixed(2) + "× " + H.B[r[7]];
     if (has(8)) s += "\nrel. error " + num(r[8]);
-    if (has(9)) s += " · " + Math.round(100 * r[9]) + "% of the " + H.D[r[10]] + " ceiling";
+    // Above 1 a SOL is no fraction of its ceiling (a median in doubt): said in words, never as "112%".
+    if (has(9)) s += r[9] > 1 ? " · above its " + H.D[r[10]] + " ceiling"
+      : " · " + Math.round(100 * r[9]) + "% of the " + H.D[r[10]] + " ceiling";
     if (has(11)) s += " · " + num(r[11]) + " MiB";
     if (has(12)) s += "\n" + num(r[12]) + " FLOP/B, " + num(r[13]) + " TFLOP/s";
     return s;
