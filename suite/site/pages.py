@@ -276,19 +276,25 @@ def family_charts(
     groups = []
     for key, recs in model.by_group(records, v).items():
         speed, base = model.speedup_points(recs, shown)
+        # Rates in the prefix that reads best (GFLOP/s on a CPU, TB/s past 1000 GB/s), the ceiling with them.
+        rates, unit, factor = charts.readable_rate(
+            model.throughput_points(recs, v), v.unit, [copy_gbps] if copy_gbps else []
+        )
+        copy = copy_gbps * factor if copy_gbps else None
+        memory, memory_unit = charts.readable_memory(model.memory_points(recs))
         groups.append(
             {
                 "key": key,
                 "throughput": Markup(
                     charts.line_chart(
-                        model.throughput_points(recs, v),
+                        rates,
                         drawn,
                         table,
-                        f"achieved {v.unit}",
+                        f"achieved {unit}",
                         x_axis,
-                        Axis(v.unit),
-                        ref=(copy_gbps, f"copy {copy_gbps:.4g} GB/s") if copy_gbps else None,
-                        share_of=(copy_gbps, "SOL (% of copy)") if copy_gbps else None,
+                        Axis(unit),
+                        ref=(copy, f"copy ceiling {units.quantity(copy_gbps, 'GB/s')}") if copy else None,
+                        share_of=(copy, "SOL (% of copy)") if copy else None,
                     )
                 ),
                 "speedup": Markup(
@@ -305,9 +311,7 @@ def family_charts(
                     else '<p class="empty">speedup: no baseline timed.</p>'
                 ),
                 "memory": Markup(
-                    charts.line_chart(
-                        model.memory_points(recs), drawn, table, "peak device memory", x_axis, Axis("MiB")
-                    )
+                    charts.line_chart(memory, drawn, table, "peak device memory", x_axis, Axis(memory_unit))
                 ),
             }
         )
@@ -341,7 +345,10 @@ def family_page(
 ) -> str:
     v = view.view(family)
     partners = roofline_partners(view.families(), family, v, view.shown)
-    fc = family_charts(records, family, v, view.shown, styles, view.ceilings, view.earlier_runs, partners=partners)
+    hovers = model.RecordHovers(v.unit, view.earlier_runs, name_runs=len(view.runs) > 1)
+    fc = family_charts(
+        records, family, v, view.shown, styles, view.ceilings, view.earlier_runs, hovers=hovers, partners=partners
+    )
     siblings = [(f, f"{slug(f)}.html") for f in view.families() if f != family]
     epilogue = epilogue_costs(records)
     panel = _recompute_panel(records, fc)
