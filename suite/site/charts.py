@@ -121,7 +121,7 @@ class Axis:
 
 
 # Rough width of one character of each text class at its font size (site.css): enough to keep texts apart.
-CHAR_PX = {"tick": 6.2, "label": 6.8, "title": 7.8, "region": 6.4}
+CHAR_PX = {"tick": 7.0, "label": 6.8, "title": 7.8, "region": 6.4}
 LINE_PX = 13  # a line of tick-sized text, with room to breathe
 
 
@@ -180,13 +180,13 @@ class Frame:
                 continue
             last_y = y
             out.append(
-                f'<path class="grid" d="M{self.left} {y:.0f}h{self.pw}"/><text x="{self.left - 5}" '
+                f'<path class="grid" d="M{self.left} {y:.0f}h{self.pw}"/><text x="{self.left - 8}" '
                 f'y="{y + 4:.0f}" class="tick" text-anchor="end">{_num(t, self.y.at_data)}</text>'
             )
         xticks = self.xs_data if self.x.at_data else _ticks(self.x_lo, self.x_hi, self.x.log)
-        for x, text in self._x_labels([(self.px(t), _num(t, self.x.at_data)) for t in xticks]):
+        for x, text in self.x_labels([(self.px(t), _num(t, self.x.at_data)) for t in xticks]):
             out.append(
-                f'<text x="{x:.0f}" y="{self.top + self.ph + 14}" class="tick" text-anchor="middle">{text}</text>'
+                f'<text x="{x:.0f}" y="{self.top + self.ph + 17}" class="tick" text-anchor="middle">{text}</text>'
             )
         if not self.x.at_data:
             out += [f'<path class="grid" d="M{self.px(t):.0f} {self.top}v{self.ph}"/>' for t in xticks]
@@ -200,7 +200,7 @@ class Frame:
         )
         return out
 
-    def _x_labels(self, ticks: list[tuple[float, str]]) -> list[tuple[float, str]]:
+    def x_labels(self, ticks: list[tuple[float, str]]) -> list[tuple[float, str]]:
         """The x tick labels that fit, each centred under its tick or moved inward at the chart's edges; the
         largest tick is always labelled (the end of the range reads best)."""
         placed: list[tuple[float, float, str]] = []  # (centre, half width, text)
@@ -389,7 +389,7 @@ def _share_axis(frame: Frame, whole: float, label: str) -> list[str]:
     """Ticks on the right at 0, 25, .., 100% of `whole` (those inside the y range), and the axis's label."""
     right = frame.left + frame.pw
     out = [
-        f'<text x="{right + 4}" y="{frame.py(whole * pct / 100) + 4:.0f}" class="tick">{pct}%</text>'
+        f'<text x="{right + 8}" y="{frame.py(whole * pct / 100) + 4:.0f}" class="tick">{pct}%</text>'
         for pct in (0, 25, 50, 75, 100)
         if frame.y_lo <= whole * pct / 100 <= frame.y_hi
     ]
@@ -519,10 +519,9 @@ def history_chart(
         body.append(
             f'<path class="step" d="M{frame.px(x):.0f} {frame.top}v{frame.ph}"><title>{_text(text)}</title></path>'
         )
-    for x, text in tick_labels.items():
+    for x, text in frame.x_labels([(frame.px(x), str(text)) for x, text in tick_labels.items()]):
         body.append(
-            f'<text x="{frame.px(x):.0f}" y="{frame.top + frame.ph + 14}" class="tick" '
-            f'text-anchor="middle">{_text(text)}</text>'
+            f'<text x="{x:.0f}" y="{frame.top + frame.ph + 17}" class="tick" text-anchor="middle">{_text(text)}</text>'
         )
     body += [_series(frame, name, styles[name], ps, True, hovers) for name, ps in series.items()]
     return _svg(frame, title, body)

@@ -1,6 +1,29 @@
 // Legend: clicking a provider hides or shows its marks in every chart of the page.
 // Hover: the nearest point's text (from the page's JSON table of hover texts) next to the pointer.
+// asv's site, opened from disk: its links say what it needs instead of opening a page that cannot load.
 (function () {
+  // asv's pages fetch their JSON, which browsers refuse to pages opened from disk ("Error fetching
+  // content"): there, a link to them explains how to serve the site, and points to its own history pages.
+  if (location.protocol === "file:") {
+    document.addEventListener("click", function (event) {
+      var link = event.target.closest && event.target.closest("a[data-asv]");
+      if (!link) return;
+      event.preventDefault();
+      var note = document.querySelector(".offline");
+      var nav = document.querySelector("nav a");  // the overview: the site's root, whatever page this is
+      var root = decodeURIComponent(new URL(nav ? nav.getAttribute("href") : ".", location.href).pathname)
+        .replace(/index\.html$/, "").replace(/\/$/, "");
+      var target = link.href.slice(new URL(nav ? nav.getAttribute("href") : ".", location.href).href
+        .replace(/index\.html$/, "").length);
+      note.textContent = "asv's site loads its results with fetch(), which browsers refuse for pages opened " +
+        "from disk. This site's own history pages (the history link above) show the same series offline. To browse " +
+        "asv's site, serve this folder:\n    python -m http.server --directory '" + root + "'\n" +
+        "and open http://localhost:8000/" + target;
+      note.hidden = false;
+      note.scrollIntoView({block: "nearest"});
+    });
+  }
+
   document.addEventListener("click", function (event) {
     var button = event.target.closest("[data-lg]");
     if (!button) return;
