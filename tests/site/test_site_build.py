@@ -235,3 +235,22 @@ def test_numbers_read_as_people_read_them(tree):
     assert "92% SOL" in index  # the winner's cell: 2.68 TB/s of the 2.9 TB/s copy ceiling
     report = (tree["html"] / "runs/r1/report.html").read_text()
     assert "e+0" not in report and "<td><bdi>rms_norm</bdi></td>" in report  # the run page names each row's op
+
+
+def test_a_memory_line_joins_one_runs_points_only(tree):
+    """Two suites' runs measured triton's peak memory differently (the older counted a 256 MiB buffer): the
+    merged page draws a line per run, never one line zigzagging between the two, and each point names its run."""
+
+    def triton(run_id: str, n: int, mib: float, time: float):
+        case = {"m": n, "n": n, "k": n, "dtype": "bf16", "mode": "fwd"}
+        return record(run_id=run_id, case=case, case_id=f"matmul/n={n}", label=f"{n}^3", x=float(n),
+                      provider="triton", tier="triton", peak_mem_bytes=int(mib * 2**20), time=time)  # fmt: skip
+
+    write_run(tree["runs"], "old", [triton("old", n, 256 + n / 64, 1.0) for n in (512, 1024, 8192)], "all")
+    write_run(tree["runs"], "new", [triton("new", n, n / 64, 2.0) for n in (2048, 4096)], "training")
+    _build(tree)
+    page = (tree["html"] / "devices/nvidia-h100-80gb-hbm3/matmul.html").read_text()
+    memory = re.search(r'aria-label="peak device memory".*?</svg>', page, re.S).group(0)
+    lines = re.findall(r'<path class="pt ln k\d+" d="M([^"]*)"', memory)
+    assert sorted(len(d.split(" ")) // 2 for d in lines) == [2, 3]  # old's three points, new's two
+    assert "triton (triton; run old)" in page and "triton (triton; run new)" in page  # hovers name the run
