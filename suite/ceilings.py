@@ -1,23 +1,35 @@
-"""The device's measured limits: copy bandwidth and the best matmul rate per dtype (FP8 included).
+"""The device's limits: copy bandwidth and the best matmul rate per dtype (FP8 included).
 
 Measured on the device itself (a large device-to-device copy; a large product through the vendor
 library), never taken from a datasheet, and cached per device: in `ceilings_dir` where one is given, else in
 the user's cache (the committed results/ceilings of a tierbench checkout are found too).
+
+Read back (`Limits`, torch-free), a ceiling is at least the best rate any checked provider sustained on the
+device in the records read together: a provider's kernel can beat the library call the ceiling was measured
+with (a read-heavy kernel outruns a copy, a tuned kernel cuBLAS at one size), and a speed of light above
+100% would say the limit is not one. Each raised ceiling names the measurement that set it; a record
+whose median is not trusted (a wide spread) never sets one, and where its rate is above the ceiling its SOL
+is flagged rather than shown as a fraction of it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import statistics
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .naming import slug
+from .units import quantity, sig
 
 if TYPE_CHECKING:  # torch is imported only to measure: the site reads ceilings without it
     import torch
+
+    from .records import Measurement
 
 # 3: the FP8 rate (torch._scaled_mm) joined; caches without it are measured again.
 CEILINGS_VERSION = 3
@@ -203,3 +215,165 @@ def load_for_run(run_dir: Path) -> Ceilings | None:
         return Ceilings(**json.loads(path.read_text()))
     except (OSError, json.JSONDecodeError, TypeError):
         return None
+
+
+# -- read back: ceilings no checked measurement exceeds (torch-free) ---------------------------------------
+
+COPY = "copy"  # the kind of the bandwidth ceiling; a compute ceiling's kind is its dtype
+
+
+@dataclass(frozen=True)
+class SetBy:
+    """The checked measurement whose sustained rate set a ceiling above the measured one."""
+
+    rate: float  # GB/s for the copy ceiling, TFLOP/s for a dtype's
+    measured: float | None  # the measured ceiling it exceeded (None: that dtype was not measured)
+    provider: str
+    case: str  # op, shape, dtype and pass, as people read them
+    run_id: str
+
+
+@dataclass
+class Limits:
+    """A device's ceilings as records are read: the measured ones, each raised to the best rate a checked
+    provider sustained in the records read with them (`set_by` names that measurement)."""
+
+    device_name: str
+    copy_gbps: float
+    matmul_tflops: dict[str, float]
+    method: str = ""
+    set_by: dict[str, SetBy] = field(default_factory=dict)  # COPY or a dtype -> what set it
+
+    def peak_tflops(self, dtype: str) -> float | None:
+        return Ceilings(self.device_name, self.copy_gbps, self.matmul_tflops).peak_tflops(dtype)
+
+    def sol(self, r: Measurement) -> tuple[float | None, str | None]:
+        """A timed record's fraction of its binding ceiling and which ceiling binds ("compute", "memory"), as
+        the runner computes them, against these ceilings; the record's own where it lacks a work model."""
+        if not r.median_ms or r.flops is None or r.min_bytes is None:
+            return r.sol, r.bound
+        peak = self.peak_tflops(str(r.case.get("dtype", "")))
+        if not peak:  # no ceiling for the case's precision (an FP8 rate not measured): no SOL at all
+            return None, None
+        compute_floor = r.flops / (peak * 1e12)
+        memory_floor = r.min_bytes / (self.copy_gbps * 1e9)
+        sol = max(compute_floor, memory_floor) / (r.median_ms * 1e-3)
+        if 1.0 < sol < 1.0 + 1e-9:  # the record that set its ceiling, rounded on the way
+            sol = 1.0
+        return sol, "compute" if compute_floor >= memory_floor else "memory"
+
+    def lines(self) -> list[str]:
+        """Each ceiling in words, with what set it where a measurement raised it."""
+        out = [f"copy {quantity(self.copy_gbps, 'GB/s', 4)}{self._why(COPY, 'GB/s')}"]
+        out += [
+            f"{dtype} matmul {quantity(rate, 'TFLOP/s', 4)}{self._why(dtype, 'TFLOP/s')}"
+            for dtype, rate in self.matmul_tflops.items()
+        ]
+        return out
+
+    def _why(self, kind: str, unit: str) -> str:
+        by = self.set_by.get(kind)
+        if by is None:
+            return " (measured)"
+        measured = f"measured {quantity(by.measured, unit, 4)}" if by.measured else "not measured for this dtype"
+        return f" (sustained by {by.provider} on {by.case} in run {by.run_id}; {measured})"
+
+
+def device_key(env: dict[str, Any]) -> str:
+    """Which device records ran on, as records say it (a CPU with its thread count)."""
+    name = str(env.get("device_name") or "unknown device")
+    return f"{name} x{env.get('threads')} threads" if env.get("device_type") == "cpu" else name
+
+
+def sets_ceilings(r: Measurement) -> bool:
+    """Whether a record's rates are trusted to raise a ceiling: checked, timed, its median not in doubt."""
+    return r.status == "ok" and bool(r.median_ms) and not r.warning
+
+
+def limits(measured: Iterable[Ceilings | None], records: Iterable[Measurement]) -> Limits | None:
+    """One device's ceilings: the best of each measured (several runs may have measured it), each raised
+    to the best rate of the records that `sets_ceilings`; None where none was measured."""
+    found = [c for c in measured if c is not None]
+    if not found:
+        return None
+    best = max(found, key=lambda c: c.copy_gbps)
+    out = Limits(best.device_name, best.copy_gbps, {}, best.method)
+    for c in found:
+        for dtype, rate in c.matmul_tflops.items():
+            out.matmul_tflops[dtype] = max(rate, out.matmul_tflops.get(dtype, 0.0))
+    sustained: dict[str, SetBy] = {}
+    for r in records:
+        if not sets_ceilings(r):
+            continue
+        seconds = r.median_ms * 1e-3
+        dtype = str(r.case.get("dtype", ""))
+        case = " ".join(str(p) for p in (r.op, r.label, dtype, r.mode) if p)
+        if r.min_bytes:
+            _keep_best(sustained, COPY, SetBy(r.min_bytes / seconds / 1e9, None, r.provider, case, r.run_id))
+        if r.flops and out.peak_tflops(dtype):  # a dtype without a measured rate (FP8) states no SOL
+            _keep_best(sustained, dtype, SetBy(r.flops / seconds / 1e12, None, r.provider, case, r.run_id))
+    if COPY in sustained and sustained[COPY].rate > out.copy_gbps:
+        out.set_by[COPY] = dataclasses.replace(sustained.pop(COPY), measured=out.copy_gbps)
+        out.copy_gbps = out.set_by[COPY].rate
+    sustained.pop(COPY, None)
+    measured_peaks = Ceilings(out.device_name, out.copy_gbps, dict(out.matmul_tflops))
+    for dtype, by in sorted(sustained.items(), key=lambda kv: kv[1].rate):
+        if by.rate > (out.peak_tflops(dtype) or 0.0):
+            out.set_by[dtype] = dataclasses.replace(by, measured=measured_peaks.matmul_tflops.get(dtype))
+            out.matmul_tflops[dtype] = by.rate
+    return out
+
+
+def _keep_best(best: dict[str, SetBy], kind: str, candidate: SetBy) -> None:
+    if kind not in best or candidate.rate > best[kind].rate:
+        best[kind] = candidate
+
+
+def with_sol(records: list[Measurement], found: dict[str, Limits | None]) -> list[Measurement]:
+    """The records with their SOL and bound re-read against their device's limits (`device_key` -> Limits);
+    a record of a device without limits keeps its own."""
+    out = []
+    for r in records:
+        device = found.get(device_key(r.env))
+        if device is not None and r.median_ms:
+            sol, bound = device.sol(r)
+            if (sol, bound) != (r.sol, r.bound):
+                r = dataclasses.replace(r, sol=sol, bound=bound)
+        out.append(r)
+    return out
+
+
+def limits_per_device(
+    runs: Iterable[tuple[Iterable[Ceilings | None], list[Measurement]]],
+) -> dict[str, Limits | None]:
+    """Per device (`device_key`), the limits of the runs read together: each run's measured ceilings (a
+    sweep's shards may each have theirs) and its records."""
+    measured: dict[str, list[Ceilings | None]] = {}
+    records: dict[str, list[Measurement]] = {}
+    for found, recs in runs:
+        found = list(found)
+        for key in {device_key(r.env) for r in recs}:
+            measured.setdefault(key, []).extend(found)
+        for r in recs:
+            records.setdefault(device_key(r.env), []).append(r)
+    return {key: limits(measured[key], records[key]) for key in records}
+
+
+def read_sol(runs: list[tuple[Path, list[Measurement]]]) -> list[Measurement]:
+    """The records of these run folders, in order, with their SOL re-read against the limits of the runs
+    read together (what `summary` and `export` show)."""
+    found = limits_per_device(([load_for_run(folder)], recs) for folder, recs in runs)
+    return with_sol([r for _, recs in runs for r in recs], found)
+
+
+ABOVE = "above its ceiling"
+
+
+def sol_text(sol: float | None, digits: int = 3) -> str:
+    """A SOL as people read it: '97.3%'; above 100% (a median in doubt, or no ceiling to re-read it against)
+    it is not a fraction of the ceiling, and says so (ABOVE); '' for none."""
+    if sol is None:
+        return ""
+    if sol > 1.0:
+        return ABOVE
+    return f"{sig(100 * sol, digits)}%"

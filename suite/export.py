@@ -3,7 +3,9 @@
 One row per measurement, the records of every run named (a run folder, a run id, or a results folder
 holding run folders) together. The nested parts of a record become columns of their own: `case.rows`,
 `quantiles_ms.p10`, `env.device_name`, `telemetry.sm_clock_mhz`, `errors.out`. `samples_ms` is left out
-unless --samples (in CSV and Parquet as a JSON list, like every other list). Reads in one line:
+unless --samples (in CSV and Parquet as a JSON list, like every other list). `sol` and `bound` are read against
+the ceilings of the runs exported, each raised to the best rate a checked provider of those runs sustained
+(as `summary` and the site read them): a `sol` above 1 is a median in doubt (see `warning`). Reads in one line:
 
     pandas.read_csv("runs.csv")    pandas.read_parquet("runs.parquet")    pandas.read_json("runs.jsonl", lines=True)
 """
@@ -18,6 +20,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any, TextIO
 
+from .ceilings import read_sol
 from .records import RECORDS_FILE, Measurement, find_run, read_records
 
 FORMATS = ("csv", "parquet", "jsonl")
@@ -113,7 +116,8 @@ def write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
 
 def export(folders: list[Path], fmt: str, out: Path | None, samples: bool = False) -> int:
     """Write the rows of every record of the folders; returns how many rows."""
-    rows = [flatten(r, samples) for folder in folders for r in read_records(folder)]
+    # SOL re-read as every reader states it: against ceilings no checked measurement of these runs exceeds.
+    rows = [flatten(r, samples) for r in read_sol([(folder, read_records(folder)) for folder in folders])]
     if fmt == "parquet":
         if out is None:
             raise ExportError("--format parquet writes a file: give --out FILE.parquet")

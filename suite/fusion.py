@@ -54,6 +54,15 @@ def _group(r: Measurement) -> str:
     return " · ".join([r.op, str(r.case.get("dtype", "")), r.mode])
 
 
+def _never_counted(records: list[Measurement]) -> str:
+    """Why records with neither a launch count nor a reason have none: their runs did not count launches."""
+    runs = ", ".join(dict.fromkeys(r.run_id for r in records))
+    return (
+        f"not counted: the records of {'run' if ',' not in runs else 'runs'} {runs} hold no launch count and no "
+        "reason, as records made before launches were counted do"
+    )
+
+
 def launch_rows(records: Iterable[Measurement], shown: Presentation) -> list[LaunchRow]:
     """Per op · dtype · mode and provider (in tier order), the launches and traffic its records carry."""
     groups: OrderedDict[tuple[str, str], list[Measurement]] = OrderedDict()
@@ -66,6 +75,8 @@ def launch_rows(records: Iterable[Measurement], shown: Presentation) -> list[Lau
         counts = [float(r.launches) for r in recs if r.launches is not None]
         ratios = [x for r in recs if (x := traffic_ratio(r)) is not None]
         unread = [r.launches_reason for r in recs if r.launches is None] if not counts else []
+        if not counts and not any(unread):
+            unread.append(_never_counted(recs))
         unread += [r.traffic_reason for r in recs if r.traffic_bytes is None] if not ratios else []
         rows.append(
             LaunchRow(
@@ -82,16 +93,16 @@ def launch_rows(records: Iterable[Measurement], shown: Presentation) -> list[Lau
     return sorted(rows, key=lambda row: (order[row.group], shown.tier_rank(row.tier), row.provider))
 
 
-def _part(r: Measurement, minimum: str = "") -> str:
+def _count(r: Measurement, minimum: str = "") -> str:
     ratio = traffic_ratio(r)
     traffic = f", {RATIO.format(ratio)}×{minimum}" if ratio is not None else ""
-    return f"{r.provider}: {launch_word(r, int(r.launches or 0))}{traffic}"
+    return f"{launch_word(r, int(r.launches or 0))}{traffic}"
 
 
 def fusion_line(records: Iterable[Measurement], shown: Presentation) -> str | None:
     """One line of what fusion saved in one op · dtype · mode: at its largest case where a provider launched
-    fewer than the op's baseline, the baseline's launches (and traffic against the minimum) beside each
-    provider's that launched fewer; None where none did."""
+    fewer than the op's baseline (the provider its speedups are quoted against), the baseline named with its
+    launches (and traffic against the minimum), then each provider that launched fewer; None where none did."""
     cases: OrderedDict[str, list[Measurement]] = OrderedDict()
     for r in records:
         if r.launches is not None:
@@ -109,9 +120,9 @@ def fusion_line(records: Iterable[Measurement], shown: Presentation) -> str | No
     if best is None:
         return None
     base, fewer = best
-    first = _part(base, " the minimum bytes")
     where = f"{base.op} {base.label} {base.case.get('dtype', '')} {base.mode}".replace("  ", " ")
-    return f"{where}: " + "; ".join([first, *(_part(r) for r in fewer)])
+    against = f"against the baseline {base.provider} ({_count(base, ' the minimum bytes')})"
+    return f"{where}, {against}: " + "; ".join(f"{r.provider} {_count(r)}" for r in fewer)
 
 
 def fusion_lines(records: Iterable[Measurement], shown: Presentation) -> list[str]:

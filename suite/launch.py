@@ -220,8 +220,9 @@ def sweep_table(sweep_id: str, results_dir: str) -> str:
     """The terminal table of a sweep's shard runs as one run."""
     from . import runmeta
     from . import table as tables
+    from .ceilings import read_sol
     from .records import read_records
 
     folders = sweep.run_dirs(results_dir, sweep_id)
-    records = sorted((r for folder in folders for r in read_records(folder)), key=lambda r: r.time)
+    records = sorted(read_sol([(folder, read_records(folder)) for folder in folders]), key=lambda r: r.time)
     return tables.render(records, runmeta.read(folders[0]) if folders else None)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import runmeta, sweep
+from .ceilings import read_sol, sol_text
 from .fusion import RATIO, fusion_lines, traffic_ratio
 from .presentation import Presentation
 from .records import Measurement, read_records
@@ -119,7 +120,7 @@ def render(records: list[Measurement], shown: Presentation, families: list[str] 
             ratio = f"{row['best_vs_baseline']:.2f}x {_cell(row['fastest_timed'])}" if row["best_vs_baseline"] else ""
             if row["untimed_correct"]:
                 ratio += f" (fastest timed, no winner: {len(row['untimed_correct'])} correct, not timed*)"
-            sol = f"{sig(100 * row['best_sol'])}%" if row["best_sol"] is not None else ""
+            sol = sol_text(row["best_sol"])
             launches = ", ".join(f"{_cell(p)} {n}" for p, n in row["launches"].items())
             traffic = ", ".join(f"{_cell(p)} {RATIO.format(x)}x" for p, x in row["traffic_over_min"].items())
             failed = _not_timed_cell(row["not_timed"])
@@ -184,7 +185,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     folders = sweep.resolve_runs(args.run, args.runs)
     with warnings_as_lines("tierbench summary"):
-        records = [r for folder in folders for r in read_records(folder)]
+        records = read_sol([(folder, read_records(folder)) for folder in folders])
     if not records:
         print(
             f"tierbench summary: {args.run} holds no records (is it a run folder, run id or sweep id?)", file=sys.stderr

@@ -262,7 +262,9 @@ class RunSession:
     def finish(self) -> None:
         import time
 
-        records = read_records(self.run_dir)
+        from .ceilings import read_sol
+
+        records = read_sol([(self.run_dir, read_records(self.run_dir))])
         runmeta.write(self.run_dir, self._meta(finished=time.time()))
         if self.cfg.table and self.shard is None:  # a sweep's table is printed once, by its command
             from . import table

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
+from .ceilings import ABOVE
 from .presentation import Presentation
 from .records import Measurement
 from .runmeta import RunMeta
@@ -32,6 +33,13 @@ def _unranked(r: Measurement, width: int) -> list[str]:
     return [head, *textwrap.wrap(reason, width=max(40, width), initial_indent=" " * 9, subsequent_indent=" " * 9)]
 
 
+def _sol(sol: float | None) -> str:
+    """' 97.3% SOL', or that the figure is above its ceiling (a median in doubt: never a percentage past 100)."""
+    if sol is None:
+        return ""
+    return f"SOL {ABOVE}" if sol > 1.0 else f"{100 * sol:5.1f}% SOL"
+
+
 def render(records: list[Measurement], meta: RunMeta | None = None, width: int = 110) -> str:
     shown = Presentation.of([meta])
     lines: list[str] = []
@@ -42,7 +50,7 @@ def render(records: list[Measurement], meta: RunMeta | None = None, width: int =
         for place, item in enumerate(ranked, 1):
             r = item.record
             speedup = f"{item.speedup:5.2f}x" if item.speedup else "    - "
-            sol = f"{100 * r.sol:5.1f}% SOL" if r.sol is not None else ""
+            sol = _sol(r.sol)
             if r.warning:
                 sol += "  ! wide spread"
             lines.append(

@@ -34,4 +34,4 @@ def test_rates_take_the_prefix_that_reads_best(value, unit, text):
 def test_the_site_never_prints_an_exponent():
     assert model.fmt(1834.5) == "1834" and model.fmt(None) == "–"
     assert model.fmt_rate(1834.5, "GB/s") == "1.83 TB/s" and model.fmt_rate(0.5, "TFLOP/s") == "500 GF/s"
-    assert charts._num(0.00005) == "0.00005" and charts._num(2000) == "2000" and charts._num(15000) == "15k"
+    assert charts._num(0.00005) == "0.00005" and charts._num(2000) == "2k" and charts._num(15000) == "15k"

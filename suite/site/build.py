@@ -11,7 +11,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..ceilings import load_for_run
+from .. import ceilings
+from ..ceilings import Limits, load_for_run
 from ..presentation import Presentation
 from . import history, model, pages, runs
 
@@ -44,8 +45,27 @@ def write_atomic(path: Path, data: str | bytes, out: Path) -> Path:
     return path
 
 
-def device_views(selected: list[runs.Run], explicit: bool, ceilings_dir: Path) -> list[model.DeviceView]:
-    """One view per device: the runs named on the command line, or else its newest run of each suite."""
+def measured_ceilings(run: runs.Run, ceilings_dir: Path) -> list[ceilings.Ceilings]:
+    """The ceilings a run measured (each shard's, for a sweep), else the ceilings folder's for its device."""
+    folders = [run.path.parent / member for member in run.members] if run.shards else [run.path]
+    found = [c for folder in folders if (c := load_for_run(folder)) is not None]
+    if not found and (c := runs.find_ceilings(ceilings_dir, run.env)) is not None:
+        found.append(c)
+    return found
+
+
+def read_ceilings(every: list[runs.Run], ceilings_dir: Path) -> dict[str, Limits | None]:
+    """Each device's ceilings as the site states them, raised by what these runs sustained (see
+    ceilings.Limits); the runs' records get their SOL re-read against them, so every page agrees."""
+    found = ceilings.limits_per_device((measured_ceilings(run, ceilings_dir), run.records) for run in every)
+    for run in every:
+        run.records = ceilings.with_sol(run.records, found)
+    return found
+
+
+def device_views(selected: list[runs.Run], explicit: bool, limits: dict[str, Limits | None]) -> list[model.DeviceView]:
+    """One view per device, GPUs before CPUs: the runs named on the command line, or else its newest run of
+    each suite."""
     if explicit:
         per_device: dict[runs.Device, list[runs.Run]] = {}
         for run in selected:
@@ -63,28 +83,30 @@ def device_views(selected: list[runs.Run], explicit: bool, ceilings_dir: Path) -
         stood_in = {id(r) for r in records if latest.get(r.key) is not r}
         stand_ins = [run for run in earlier if any(id(r) in stood_in for r in run.records)]
         newest_run = max(merged, key=lambda run: run.finished)
-        found = load_for_run(newest_run.path) or runs.find_ceilings(ceilings_dir, newest_run.env)
+        found = limits.get(ceilings.device_key(newest_run.env))
         shown = merged + [run for run in stand_ins if id(run) not in newest]
         # Views, baselines and tiers from the runs' own run.json, the newest run's winning.
         presentation = Presentation.of(run.meta for run in sorted(shown, key=lambda r: r.finished))
         stood = frozenset(member for r in stand_ins for member in r.members)
         views.append(model.DeviceView(device, shown, records, found, stood, presentation))
-    return views
+    # Accelerators first: a CPU's smoke run is a check that the suite runs, not the results one came for.
+    return sorted(views, key=lambda view: view.is_cpu)
 
 
-def _run_report(run: runs.Run, ceilings_dir: Path, standalone: bool) -> str:
-    ceilings = load_for_run(run.path) or runs.find_ceilings(ceilings_dir, run.env)
-    return pages.run_page(run, ceilings, Presentation.of([run.meta]), standalone=standalone)
+def _run_report(run: runs.Run, limits: Limits | None, standalone: bool) -> str:
+    return pages.run_page(run, limits, Presentation.of([run.meta]), standalone=standalone)
 
 
 def write_run_report(run_dir: Path, ceilings_dir: Path | None = None) -> Path:
-    """A run's own report.html, beside its records: the site's run page, without the site's navigation."""
+    """A run's own report.html, beside its records: the site's run page, without the site's navigation; its
+    ceilings are raised by its own records alone (the site's by every run of the device)."""
     run_dir = Path(run_dir)
     run = runs.load_run(run_dir)
     target = run_dir / "report.html"
     if run is None:
         raise runs.SelectionError(f"{run_dir} holds no records")
-    html = _run_report(run, ceilings_dir or run_dir.parent.parent / "ceilings", standalone=True)
+    found = read_ceilings([run], ceilings_dir or run_dir.parent.parent / "ceilings")
+    html = _run_report(run, found.get(ceilings.device_key(run.env)), standalone=True)
     tmp = target.with_name(f".report.html.{os.getpid()}.tmp")
     tmp.write_text(html, encoding="utf-8")
     tmp.replace(target)
@@ -108,7 +130,8 @@ def build(
         selected = runs.select_runs(every, run_ids, runs_dir)
     else:
         selected = []
-    views = device_views(selected, bool(run_ids), ceilings_dir)
+    limits = read_ceilings(every, ceilings_dir)
+    views = device_views(selected, bool(run_ids), limits)
     asv_site = (out / ASV_SITE / "index.html").is_file()
     result = SiteResult(out, devices=views, benchmarks=len(benches))
     w = result.written
@@ -124,7 +147,7 @@ def build(
     w.append(write_atomic(out / "runs.html", pages.runs_page(every, shown, asv_site), out))
     for run in every:
         # Rendered from the records, never copied: a report.html placed in a run folder by hand is not the site's.
-        html = _run_report(run, ceilings_dir, standalone=False)
+        html = _run_report(run, limits.get(ceilings.device_key(run.env)), standalone=False)
         w.append(write_atomic(out / "runs" / run.run_id / "report.html", html, out))
 
     w.append(write_atomic(out / "trends" / "index.html", trends_index, out))

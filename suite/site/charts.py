@@ -120,17 +120,40 @@ class Axis:
     zero: bool = True  # a linear axis starts at 0
 
 
+# Rough width of one character of each text class at its font size (site.css): enough to keep texts apart.
+CHAR_PX = {"tick": 7.0, "label": 6.8, "title": 7.8, "region": 6.4}
+LINE_PX = 13  # a line of tick-sized text, with room to breathe
+
+
+def text_width(text: str, css: str = "tick") -> float:
+    return len(text) * CHAR_PX[css]
+
+
 class Frame:
-    """Scales and axes of one chart; pixel positions of data values."""
+    """Scales and axes of one chart; pixel positions of data values.
+
+    Texts stay apart and inside the chart: x ticks that would touch are dropped (the last one kept), an edge
+    tick is moved inward rather than cut off at the chart's border, and y ticks closer than a line are
+    dropped."""
 
     left, right, top, bottom = 56, 12, 26, 40
 
     def __init__(
-        self, width: int, height: int, xs: list[float], ys: list[float], x: Axis, y: Axis, right: int | None = None
+        self,
+        width: int,
+        height: int,
+        xs: list[float],
+        ys: list[float],
+        x: Axis,
+        y: Axis,
+        right: int | None = None,
+        top: int | None = None,
     ) -> None:
         self.width, self.height, self.x, self.y = width, height, x, y
-        if right is not None:  # room for a second axis
+        if right is not None:  # room for a second axis, or for labels beside the plot
             self.right = right
+        if top is not None:  # room for a line of notes under the title
+            self.top = top
         self.pw = width - self.left - self.right
         self.ph = height - self.top - self.bottom
         self.x_lo, self.x_hi = _range(xs, x, pad=0.0 if x.at_data else 0.05)
@@ -150,25 +173,23 @@ class Frame:
 
     def axes(self, title: str) -> list[str]:
         out = [f'<text x="{self.left}" y="15" class="title">{_text(title)}</text>']
+        last_y = math.inf
         for t in _ticks(self.y_lo, self.y_hi, self.y.log):
             y = self.py(t)
+            if last_y - y < LINE_PX:  # ticks closer than a line of text would touch
+                continue
+            last_y = y
             out.append(
-                f'<path class="grid" d="M{self.left} {y:.0f}h{self.pw}"/><text x="{self.left - 5}" '
+                f'<path class="grid" d="M{self.left} {y:.0f}h{self.pw}"/><text x="{self.left - 8}" '
                 f'y="{y + 4:.0f}" class="tick" text-anchor="end">{_num(t, self.y.at_data)}</text>'
             )
         xticks = self.xs_data if self.x.at_data else _ticks(self.x_lo, self.x_hi, self.x.log)
-        last = -1e9
-        for t in xticks:
-            x = self.px(t)
-            if x - last < 30:  # labels closer than this would overlap
-                continue
-            last = x
+        for x, text in self.x_labels([(self.px(t), _num(t, self.x.at_data)) for t in xticks]):
             out.append(
-                f'<text x="{x:.0f}" y="{self.top + self.ph + 14}" class="tick" text-anchor="middle">'
-                f"{_num(t, self.x.at_data)}</text>"
+                f'<text x="{x:.0f}" y="{self.top + self.ph + 17}" class="tick" text-anchor="middle">{text}</text>'
             )
-            if not self.x.at_data:
-                out.append(f'<path class="grid" d="M{x:.0f} {self.top}v{self.ph}"/>')
+        if not self.x.at_data:
+            out += [f'<path class="grid" d="M{self.px(t):.0f} {self.top}v{self.ph}"/>' for t in xticks]
         bottom = self.top + self.ph
         out.append(
             f'<path class="axis" d="M{self.left} {self.top}V{bottom}H{self.left + self.pw}"/>'
@@ -178,6 +199,26 @@ class Frame:
             f'text-anchor="middle">{_text(self.y.label)}</text>'
         )
         return out
+
+    def x_labels(self, ticks: list[tuple[float, str]]) -> list[tuple[float, str]]:
+        """The x tick labels that fit, each centred under its tick or moved inward at the chart's edges; the
+        largest tick is always labelled (the end of the range reads best)."""
+        placed: list[tuple[float, float, str]] = []  # (centre, half width, text)
+        ordered = sorted(ticks)
+        for i, (x, text) in enumerate(ordered):
+            half = text_width(text) / 2
+            centre = min(max(x, half + 1), self.width - half - 1)
+            if placed and _touch(placed[-1], centre, half) and i < len(ordered) - 1:
+                continue
+            while placed and _touch(placed[-1], centre, half):  # the last tick displaces the ones before it
+                placed.pop()
+            placed.append((centre, half, text))
+        return [(centre, text) for centre, _, text in placed]
+
+
+def _touch(before: tuple[float, float, str], centre: float, half: float) -> bool:
+    """Whether a label centred at `centre` would come within 4 px of the one placed before it."""
+    return before[0] + before[1] + 4 > centre - half
 
 
 def _range(values: list[float], axis: Axis, pad: float) -> tuple[float, float]:
@@ -219,30 +260,68 @@ def _ticks(lo: float, hi: float, log: bool, n: int = 5) -> list[float]:
 
 
 def _num(v: float, sizes: bool = False) -> str:
-    """Short tick labels: sizes in powers of two as 1k, 16k, 2M; other values as 0.01, 250, 2000, 15k."""
+    """Tick labels, with a prefix on every one from 1000 up: sizes that are whole multiples of 1024 (or its
+    powers) as 1k, 16k, 2M; any other value as 0.01, 2.5, 250, 2k, 6.5k, 15.7k, 25M."""
     if sizes:
+        whole = round(v) if abs(v - round(v)) < 1e-3 * max(1.0, abs(v)) else v  # a cube root's 1023.9999
         for unit, size in (("G", 1 << 30), ("M", 1 << 20), ("k", 1 << 10)):
-            if v >= size and abs(v / size - round(v / size)) < 1e-3 * v / size:
-                return f"{round(v / size)}{unit}"
+            if whole >= size and whole % size == 0:
+                return f"{whole // size}{unit}"
+        v = whole
+    rounded = float(f"{v:.3g}") if math.isfinite(v) else v  # 999.96 reads 1k, not 1000
     for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(v) >= max(size, 1e4):  # 1000 to 9999 read best in full
-            return f"{v / size:.4g}{unit}"
+        if abs(rounded) >= size:
+            return _trim(units.sig(v / size, 3)) + unit
     text = f"{v:.4g}" if abs(v) >= 1 else f"{v:.3g}"
     if "e" in text:  # a small value: positional, its trailing zeros dropped
-        text = units.sig(v, 3).rstrip("0").rstrip(".")
+        text = _trim(units.sig(v, 3))
     return text
 
 
+def _trim(text: str) -> str:
+    """'6.50' as '6.5', '2.00' as '2': a tick needs no trailing zeros."""
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def readable_rate(
+    series: dict[str, list[Point]], unit: str, also: Iterable[float] = ()
+) -> tuple[dict[str, list[Point]], str, float]:
+    """A chart's rates in the prefix that keeps its largest value (or one of `also`) between 1 and 1000
+    (GFLOP/s on a CPU, TB/s past 1000 GB/s): the points rescaled, the unit, and the factor applied."""
+    values = [p.y for ps in series.values() for p in ps] + list(also)
+    top = max((abs(v) for v in values if v is not None and math.isfinite(v)), default=0.0)
+    new_unit = units.scaled(top, unit)[1] if top else unit
+    if new_unit == unit:
+        return series, unit, 1.0
+    factor = units.split_unit(unit)[1] / units.split_unit(new_unit)[1]
+    return {name: [_scaled(p, factor) for p in ps] for name, ps in series.items()}, new_unit, factor
+
+
+def readable_memory(series: dict[str, list[Point]]) -> tuple[dict[str, list[Point]], str]:
+    """Memory in MiB, or in GiB where a chart reaches 1 GiB."""
+    top = max((p.y for ps in series.values() for p in ps), default=0.0)
+    if top < 1024:
+        return series, "MiB"
+    return {name: [_scaled(p, 1 / 1024) for p in ps] for name, ps in series.items()}, "GiB"
+
+
+def _scaled(p: Point, factor: float) -> Point:
+    lo = p.lo * factor if p.lo is not None else None
+    hi = p.hi * factor if p.hi is not None else None
+    return Point(p.x, p.y * factor, p.hover, lo, hi, p.line)
+
+
 def _series(frame: Frame, name: str, style: Style, points: list[Point], connect: bool, hovers: Any) -> str:
-    pts = sorted((p for p in points if p.y is not None and math.isfinite(p.y)), key=lambda p: p.x)
+    """A provider's marks in one group: a connected path per source (`Point.line`: a line joins only the
+    points one run measured), or one path of scattered points."""
+    pts = [p for p in points if p.y is not None and math.isfinite(p.y)]
     # A log axis has no place for zero or below.
     pts = [p for p in pts if (p.y > 0 or not frame.y.log) and (p.x > 0 or not frame.x.log)]
     if not pts:
         return ""
-    xy = [f"{frame.px(p.x):.0f} {frame.py(p.y):.0f}" for p in pts]
-    # Connected: one move, then implicit line-tos; scattered: a move per point. Markers sit on vertices.
-    d = "M" + " ".join(xy) if connect else "M" + "M".join(xy)
-    ids = " ".join(str(hovers.add(p.hover)) for p in pts)
+    lines: dict[str, list[Point]] = {}
+    for p in pts:
+        lines.setdefault(str(p.line) if connect and p.line is not None else "", []).append(p)
     out = [f'<g class="s" data-s="{_attr(name)}" stroke="{style.color}">']
     bars = "".join(
         f"M{frame.px(p.x):.0f} {frame.py(p.lo):.0f}V{frame.py(p.hi):.0f}"
@@ -251,7 +330,14 @@ def _series(frame: Frame, name: str, style: Style, points: list[Point], connect:
     )
     if bars:
         out.append(f'<path class="eb" d="{bars}"/>')
-    out.append(f'<path class="pt{" ln" if connect else ""} k{style.index}" d="{d}" data-i="{ids}"/></g>')
+    for _, line in sorted(lines.items()):
+        line.sort(key=lambda p: (p.x, p.y))
+        xy = [f"{frame.px(p.x):.0f} {frame.py(p.y):.0f}" for p in line]
+        # Connected: one move, then implicit line-tos; scattered: a move per point. Markers sit on vertices.
+        d = "M" + " ".join(xy) if connect else "M" + "M".join(xy)
+        ids = " ".join(str(hovers.add(p.hover)) for p in line)
+        out.append(f'<path class="pt{" ln" if connect else ""} k{style.index}" d="{d}" data-i="{ids}"/>')
+    out.append("</g>")
     return "".join(out)
 
 
@@ -277,23 +363,23 @@ def line_chart(
     ref: tuple[float, str] | None = None,
     share_of: tuple[float, str] | None = None,
 ) -> str:
-    """One line per provider (the points joined in x order); ref draws a labelled horizontal line; share_of
-    (whole, label) labels a right-hand axis with y as a percentage of `whole` (GB/s as a share of the copy
-    ceiling)."""
+    """One line per provider and run (the points joined in x order); ref draws a dashed horizontal line,
+    named in a key under the title (never over the points); share_of (whole, label) labels a right-hand axis
+    with y as a percentage of `whole` (GB/s as a share of the copy ceiling)."""
     pts = [p for ps in series.values() for p in ps]
     if not pts:
         return f'<p class="empty">{_text(title)}: nothing recorded to draw.</p>'
     ys = [p.y for p in pts] + [v for p in pts for v in (p.lo, p.hi) if v is not None]
     if ref:
         ys.append(ref[0])
-    frame = Frame(width, height, [p.x for p in pts], ys, x, y, right=50 if share_of else None)
+    frame = Frame(width, height, [p.x for p in pts], ys, x, y, right=50 if share_of else None, top=42 if ref else None)
     body = _share_axis(frame, *share_of) if share_of else []
     if ref:
         yr = frame.py(ref[0])
         body.append(
             f'<path class="ref" d="M{frame.left} {yr:.0f}h{frame.pw}"/>'
-            f'<text x="{frame.left + frame.pw - 2}" y="{yr - 3:.0f}" class="tick" text-anchor="end">'
-            f"{_text(ref[1])}</text>"
+            f'<path class="ref" d="M{frame.left} 28h18"/>'
+            f'<text x="{frame.left + 22}" y="32" class="tick">{_text(ref[1])}</text>'
         )
     body += [_series(frame, name, styles[name], ps, True, hovers) for name, ps in series.items()]
     return _svg(frame, title, body)
@@ -303,7 +389,7 @@ def _share_axis(frame: Frame, whole: float, label: str) -> list[str]:
     """Ticks on the right at 0, 25, .., 100% of `whole` (those inside the y range), and the axis's label."""
     right = frame.left + frame.pw
     out = [
-        f'<text x="{right + 4}" y="{frame.py(whole * pct / 100) + 4:.0f}" class="tick">{pct}%</text>'
+        f'<text x="{right + 8}" y="{frame.py(whole * pct / 100) + 4:.0f}" class="tick">{pct}%</text>'
         for pct in (0, 25, 50, 75, 100)
         if frame.y_lo <= whole * pct / 100 <= frame.y_hi
     ]
@@ -311,6 +397,16 @@ def _share_axis(frame: Frame, whole: float, label: str) -> list[str]:
         f'<text transform="translate({frame.width - 12} {frame.top + frame.ph / 2:.0f}) rotate(90)" class="label" '
         f'text-anchor="middle">{_text(label)}</text>'
     )
+    return out
+
+
+def spread_apart(wanted: list[float], low: float, high: float, gap: float = LINE_PX) -> list[float]:
+    """Positions as near `wanted` (ascending) as they can be, at least `gap` apart, within [low, high]."""
+    out: list[float] = []
+    for w in wanted:
+        out.append(max(w, low, out[-1] + gap if out else low))
+    for i in range(len(out) - 1, -1, -1):  # pushed past the end: back up from it
+        out[i] = min(out[i], high if i == len(out) - 1 else out[i + 1] - gap)
     return out
 
 
@@ -324,57 +420,75 @@ def roofline(
     width: int = 560,
     height: int = 340,
 ) -> str:
-    """Arithmetic intensity against achieved TFLOP/s, log-log, under the measured roofs.
+    """Arithmetic intensity against achieved FLOP/s, log-log, under the roofs (in TFLOP/s; drawn in the
+    prefix that reads best).
 
-    The memory roof is copy bandwidth × intensity; each dtype's compute roof is its measured matmul
-    rate. Left of the ridge point (highest roof / bandwidth) a kernel can at best be memory-bound, right
-    of it compute-bound: the two regions are shaded and named.
+    The memory roof is copy bandwidth × intensity; each dtype's compute roof is its ceiling. Left of the ridge
+    point (highest roof / bandwidth) a kernel can at best be memory-bound, right of it compute-bound: the two
+    regions are shaded and named above the plot. Every label sits outside the plot (the regions' and the
+    copy roof's above it, each compute roof's beside its end, spread apart), so none covers a point or
+    another label.
     """
     pts = [p for ps in series.values() for p in ps if p.x > 0 and p.y > 0]
     if not pts:
         return f'<p class="empty">{_text(title)}: nothing timed with a work model to draw.</p>'
+    series, unit, factor = readable_rate(series, "TFLOP/s", [tf for tf in peaks.values()])
+    peaks = {k: tf * factor for k, tf in peaks.items()}
+    pts = [p for ps in series.values() for p in ps if p.x > 0 and p.y > 0]
+    # The memory roof in the chart's units: copy GB/s × FLOP/B is GFLOP/s, a thousandth of a TFLOP/s.
+    bandwidth = copy_gbps / 1e3 * factor if copy_gbps else None
     peak = max(peaks.values()) if peaks else None
-    ridge = peak * 1e3 / copy_gbps if peak and copy_gbps else None
+    ridge = peak / bandwidth if peak and bandwidth else None
     xs = [p.x for p in pts] + ([ridge / 4, ridge * 4] if ridge else [])
     ys = [p.y for p in pts] + ([peak * 1.5] if peak else [])
-    if ridge and copy_gbps:  # every roof and its ridge inside the chart
-        xs += [tf * 1e3 / copy_gbps for tf in peaks.values()]
-        ys += [tf for tf in peaks.values()]
+    if ridge and bandwidth:  # every roof and its ridge inside the chart
+        xs += [tf / bandwidth for tf in peaks.values()]
+        ys += list(peaks.values())
+    roof_labels = {
+        dtype: f"{dtype} {units.quantity(tf / factor, 'TFLOP/s')}" for dtype, tf in (peaks.items() if ridge else ())
+    }
+    gutter = max((text_width(t) for t in roof_labels.values()), default=0) + 16 if roof_labels else None
     frame = Frame(
-        width, height, xs, ys, Axis("arithmetic intensity (FLOP / byte)", log=True), Axis("achieved TFLOP/s", log=True)
+        width + int(gutter or 0),
+        height,
+        xs,
+        ys,
+        Axis("arithmetic intensity (FLOP / byte)", log=True),
+        Axis(f"achieved {unit}", log=True),
+        right=int(gutter) if gutter else None,
+        top=40,
     )
     body = []
-    if ridge and copy_gbps and peak:
+    if ridge and bandwidth and peak and copy_gbps:
         xr = min(max(frame.px(ridge), frame.left), frame.left + frame.pw)
         top, right = frame.top, frame.left + frame.pw
+        memory = f"memory-bound · copy {units.quantity(copy_gbps, 'GB/s')}"
         body.append(
             f'<rect class="mem" x="{frame.left}" y="{top}" width="{xr - frame.left:.0f}" height="{frame.ph}"/>'
             f'<rect class="cmp" x="{xr:.0f}" y="{top}" width="{right - xr:.0f}" height="{frame.ph}"/>'
-            f'<text x="{frame.left + 4}" y="{top + 12}" class="region">memory-bound</text>'
-            f'<text x="{right - 4}" y="{top + 12}" class="region" text-anchor="end">compute-bound</text>'
+            f'<text x="{frame.left}" y="{top - 6}" class="region">{_text(memory)}</text>'
+            f'<text x="{right}" y="{top - 6}" class="region" text-anchor="end">compute-bound</text>'
         )
         # The roof: bandwidth-limited up to the ridge, flat at the peak after it; the sloped part
         # starts where it enters the chart.
-        x0 = max(frame.x_lo, frame.y_lo * 1e3 / copy_gbps)
+        x0 = max(frame.x_lo, frame.y_lo / bandwidth)
         body.append(
-            f'<path class="roof" d="M{frame.px(x0):.0f} {frame.py(copy_gbps * x0 / 1e3):.0f}'
+            f'<path class="roof" d="M{frame.px(x0):.0f} {frame.py(bandwidth * x0):.0f}'
             f'L{frame.px(ridge):.0f} {frame.py(peak):.0f}H{right}"><title>memory roof: copy '
-            f"{copy_gbps:.4g} GB/s; compute roof {peak:.4g} TFLOP/s; ridge at {ridge:.3g} FLOP/B"
-            "</title></path>"
+            f"{units.quantity(copy_gbps, 'GB/s', 4)}; compute roof {units.quantity(peak / factor, 'TFLOP/s', 4)}; "
+            f"ridge at {ridge:.3g} FLOP/B</title></path>"
         )
-        body.append(
-            f'<text x="{frame.px(ridge) - 6:.0f}" y="{frame.py(peak) + 14:.0f}" class="tick" '
-            f'text-anchor="end">{copy_gbps:.4g} GB/s</text>'
-        )
-        label_y = -1e9
-        for dtype, tf in sorted(peaks.items(), key=lambda kv: -kv[1]):
+        ordered = sorted(peaks.items(), key=lambda kv: -kv[1])  # top to bottom
+        wanted = [frame.py(tf) + 4 for _, tf in ordered]
+        placed = spread_apart(wanted, frame.top + 8, frame.top + frame.ph + 4)
+        for (dtype, tf), y_text in zip(ordered, placed, strict=True):
             y = frame.py(tf)
-            label_y = max(y - 4, label_y + 12)  # roofs close together: their labels stack downwards
             if tf != peak:  # the highest is the roof drawn above; lower dtypes' roofs are dashed
-                body.append(f'<path class="roof dash" d="M{frame.px(tf * 1e3 / copy_gbps):.0f} {y:.0f}H{right}"/>')
+                body.append(f'<path class="roof dash" d="M{frame.px(tf / bandwidth):.0f} {y:.0f}H{right}"/>')
+            # A short leader from the roof's end to its label, which sits beside the plot.
             body.append(
-                f'<text x="{right - 4}" y="{label_y:.0f}" class="tick" text-anchor="end">'
-                f"{_text(dtype)} {tf:.4g} TFLOP/s</text>"
+                f'<path class="leader" d="M{right} {y:.0f}L{right + 6} {y_text - 4:.0f}"/>'
+                f'<text x="{right + 8}" y="{y_text:.0f}" class="tick">{_text(roof_labels[dtype])}</text>'
             )
     body += [_series(frame, name, styles[name], ps, False, hovers) for name, ps in series.items()]
     return _svg(frame, title, body)
@@ -405,10 +519,9 @@ def history_chart(
         body.append(
             f'<path class="step" d="M{frame.px(x):.0f} {frame.top}v{frame.ph}"><title>{_text(text)}</title></path>'
         )
-    for x, text in tick_labels.items():
+    for x, text in frame.x_labels([(frame.px(x), str(text)) for x, text in tick_labels.items()]):
         body.append(
-            f'<text x="{frame.px(x):.0f}" y="{frame.top + frame.ph + 14}" class="tick" '
-            f'text-anchor="middle">{_text(text)}</text>'
+            f'<text x="{x:.0f}" y="{frame.top + frame.ph + 17}" class="tick" text-anchor="middle">{_text(text)}</text>'
         )
     body += [_series(frame, name, styles[name], ps, True, hovers) for name, ps in series.items()]
     return _svg(frame, title, body)

@@ -6,12 +6,13 @@ Nothing here writes HTML: pages.py turns these views into pages.
 from __future__ import annotations
 
 import math
+import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import units
-from ..ceilings import Ceilings
+from ..ceilings import Limits
 from ..presentation import Presentation, View
 from ..records import Measurement
 from ..verdicts import checked_correct, verdict
@@ -40,13 +41,17 @@ class DeviceView:
     device: Device
     runs: list[Run]
     records: list[Measurement]
-    ceilings: Ceilings | None
+    ceilings: Limits | None
     earlier_runs: frozenset[str] = frozenset()  # runs whose measurements stand in for newer skips
     shown: Presentation = field(default_factory=Presentation)  # views, baselines, tiers of these runs
 
     @property
     def env(self) -> dict[str, Any]:
         return max(self.records, key=lambda r: r.time).env if self.records else {}
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.env.get("device_type") == "cpu"
 
     def families(self) -> OrderedDict[str, list[Measurement]]:
         out: OrderedDict[str, list[Measurement]] = OrderedDict()
@@ -181,26 +186,67 @@ def matrix(records: list[Measurement], view: View, tiers: list[str]) -> OrderedD
 
 @dataclass
 class Problem:
-    """Records of one provider sharing a status and reason: listed once with the cases they hit."""
+    """Records of one provider sharing a status and a reason (up to its numbers: sizes, counts, errors):
+    listed once, readable, with the cases they hit."""
 
     number: int
     status: str
     provider: str
     tier: str
-    reason: str
+    reason: str  # the first record's reason, as recorded
     cases: list[str]
+    headline: str = ""  # what the reason says, in a sentence or so
+    details: list[str] = field(default_factory=list)  # the whole reason a part per line, where it says more
+    case_notes: dict[str, str] = field(default_factory=dict)  # a case's own headline, where the cases differ
+    note: str = ""  # what the details leave out or stand for
     word: str = ""  # the outcome in words ("correct, not timed" for a skip that passed its check)
+
+
+# A PyTorch warning's pointer into its C++ sources: no help to a reader, and repeated in every part.
+_SOURCE_NOTE = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+HEADLINE_CHARS = 200
+
+
+def reason_parts(reason: str) -> list[str]:
+    """A reason as the parts it joins with '; ' (a backend's several warnings), PyTorch's source pointers left
+    out; a part ending in ':' runs on into the next (it introduces it)."""
+    parts: list[str] = []
+    for part in _SOURCE_NOTE.sub("", reason).split("; "):
+        part = part.strip()
+        if not part:
+            continue
+        if parts and parts[-1].endswith(":"):
+            parts[-1] += " " + part
+        else:
+            parts.append(part)
+    return parts or [reason.strip()]
+
+
+def headline(reason: str) -> str:
+    """The whole reason where it is short (HEADLINE_CHARS at most), else its first sentence past its first
+    40 characters, cut to HEADLINE_CHARS."""
+    parts = reason_parts(reason)
+    if len("; ".join(parts)) <= HEADLINE_CHARS:
+        return "; ".join(parts)
+    first = parts[0]
+    end = next((m.end() for m in re.finditer(r"[.!?](\s|$)", first) if m.end() > 40), len(first))
+    text = first[:end].strip()
+    if len(text) > HEADLINE_CHARS:
+        text = text[:HEADLINE_CHARS].rsplit(" ", 1)[0] + " …"
+    return text
 
 
 def problems(
     records: list[Measurement], view: View, shown: Presentation
 ) -> tuple[list[Problem], dict[tuple[str, str], int]]:
-    """Every record not timed, grouped by (provider, status, reason), worst status first; and the
-    footnote number of each (case_id, provider)."""
+    """Every record not timed, grouped by (provider, status, reason with its numbers masked), worst status
+    first; and the footnote number of each (case_id, provider). A reason that differs between cases only in
+    its numbers (a tensor's sizes, how many elements were off) is shown once."""
     groups: OrderedDict[tuple[str, str, str], list[Measurement]] = OrderedDict()
     for r in records:
         if not timed(r):
-            groups.setdefault((r.provider, r.status, r.reason or ""), []).append(r)
+            groups.setdefault((r.provider, r.status, _NUMBER.sub("#", r.reason or "")), []).append(r)
     order = sorted(
         groups.items(),
         key=lambda kv: (
@@ -210,10 +256,32 @@ def problems(
         ),
     )
     out, numbers = [], {}
-    for i, ((provider, status, reason), recs) in enumerate(order, 1):
+    for i, ((provider, status, _), recs) in enumerate(order, 1):
+        reason = recs[0].reason or "(no reason recorded)"
         labels = list(dict.fromkeys(f"{r.label} ({group_key(r, view)})" for r in recs))
-        word = verdict(recs[0])
-        out.append(Problem(i, status, provider, recs[0].tier, reason or "(no reason recorded)", labels, word))
+        heads = {f"{r.label} ({group_key(r, view)})": headline(r.reason or reason) for r in recs}
+        parts = reason_parts(reason)
+        top = headline(reason)
+        notes = []
+        if len({r.reason for r in recs}) > 1:
+            notes.append("the first case's message: the numbers in it differ by case")
+        if _SOURCE_NOTE.search(reason):
+            notes.append("PyTorch's “Triggered internally at …” source pointers left out")
+        out.append(
+            Problem(
+                i,
+                status,
+                provider,
+                recs[0].tier,
+                reason,
+                labels,
+                top,
+                parts if "; ".join(parts) != top else [],
+                heads if len(set(heads.values())) > 1 else {},
+                "; ".join(notes),
+                verdict(recs[0]),
+            )
+        )
         for r in recs:
             numbers[r.key] = i
     return out, numbers
@@ -229,6 +297,7 @@ class Point:
     hover: Any  # what the page's hover table knows it by: a text, or a record's key
     lo: float | None = None  # spread of the samples, in y units
     hi: float | None = None
+    line: str | None = None  # the source a connected line joins it with (its run): one line per source
 
 
 def fmt(value: float | None, digits: int = 3) -> str:
@@ -259,9 +328,10 @@ class RecordHovers:
     speedup, baseline, rel. error, SOL, bound, MiB, FLOP/B, TFLOP/s], names as indexes into P, C, B.
     """
 
-    def __init__(self, unit: str, earlier_runs: frozenset[str] = frozenset()) -> None:
+    def __init__(self, unit: str, earlier_runs: frozenset[str] = frozenset(), name_runs: bool = False) -> None:
         self.unit = unit
         self.earlier_runs = earlier_runs
+        self.name_runs = name_runs  # a page merging several runs names each point's (its lines are per run)
         self.providers: dict[str, int] = {}
         self.cases: dict[str, int] = {}
         self.bases: dict[str, int] = {}
@@ -278,6 +348,8 @@ class RecordHovers:
         q = r.quantiles_ms or {}
         tf = r.flops / (r.median_ms * 1e-3) / 1e12 if r.flops else None
         origin = f"; measured in run {r.run_id}" if r.run_id in self.earlier_runs else ""
+        if self.name_runs and not origin:
+            origin = f"; run {r.run_id}"
         row = [
             self._id(self.providers, f"{r.provider} ({r.tier}{origin})"),
             self._id(self.cases, f"{r.label} · {group_key(r, view)}"),
@@ -348,7 +420,7 @@ def throughput_points(recs: list[Measurement], view: View) -> OrderedDict[str, l
         # Throughput is work / time: the slow tail of times is the low end of throughput.
         lo = value * r.median_ms / q["p90"] if q.get("p90") else None
         hi = value * r.median_ms / q["p10"] if q.get("p10") else None
-        out.setdefault(r.provider, []).append(Point(r.x, value, r.key, lo, hi))
+        out.setdefault(r.provider, []).append(Point(r.x, value, r.key, lo, hi, r.run_id))
     return out
 
 
@@ -366,7 +438,7 @@ def speedup_points(recs: list[Measurement], shown: Presentation) -> tuple[Ordere
         names.add(base.provider)
         for r in group:
             if timed(r):
-                out.setdefault(r.provider, []).append(Point(r.x, base.median_ms / r.median_ms, r.key))
+                out.setdefault(r.provider, []).append(Point(r.x, base.median_ms / r.median_ms, r.key, line=r.run_id))
     return out, ", ".join(sorted(names)) or None
 
 
@@ -374,7 +446,7 @@ def memory_points(recs: list[Measurement]) -> OrderedDict[str, list[Point]]:
     out: OrderedDict[str, list[Point]] = OrderedDict()
     for r in recs:
         if timed(r) and r.peak_mem_bytes:
-            out.setdefault(r.provider, []).append(Point(r.x, r.peak_mem_bytes / 2**20, r.key))
+            out.setdefault(r.provider, []).append(Point(r.x, r.peak_mem_bytes / 2**20, r.key, line=r.run_id))
     return out
 
 

@@ -20,7 +20,7 @@ from markupsafe import Markup
 
 from .. import fusion, units
 from .. import tiers as tier_records
-from ..ceilings import Ceilings
+from ..ceilings import Limits, sol_text
 from ..presentation import Presentation, View
 from ..records import Measurement
 from ..summary import by_case, rank
@@ -60,6 +60,7 @@ def _env() -> Environment:
         tier_class=tier_class,
         icon=lambda style: Markup(charts.marker_icon(style)),
         quantity=units.quantity,
+        sol_text=sol_text,
     )
     return env
 
@@ -149,9 +150,15 @@ def _cell(row: Row, tier: str, f: FamilySummary) -> Markup:
     if row.winner == tier:
         note = f"{row.margin:.2f}× over {bdi(row.runner_up or '')}" if row.margin else "the only tier timed"
         if r.sol is not None:
-            note += f" · {model.fmt(100 * r.sol, 2)}% SOL"
+            note += f" · {_sol_words(r.sol, 2)}"
         return Markup(f'<td class="w {tier_class(tier)}">{bdi(r.provider)} {shown}<small>{note}</small>{refs}</td>')
     return Markup(f"<td>{bdi(r.provider)} {shown}<small>{cell.relative:.2f}× the winner</small>{refs}</td>")
+
+
+def _sol_words(sol: float, digits: int = 3) -> str:
+    """'97% SOL', or that the figure is above its ceiling (never a percentage over 100)."""
+    text = sol_text(sol, digits)
+    return f"SOL {text}" if sol > 1.0 else f"{text} SOL"
 
 
 def _commit_text(env: dict[str, Any], digits: int = 12) -> str:
@@ -163,17 +170,7 @@ def _commit_text(env: dict[str, Any], digits: int = 12) -> str:
 def _device_meta(view: DeviceView) -> list[tuple[str, str]]:
     env = view.env
     meta: list[tuple[str, str]] = [("device", view.device.name)]
-    c = view.ceilings
-    if c:
-        meta.append(
-            (
-                "measured ceilings",
-                f"copy {units.quantity(c.copy_gbps, 'GB/s', 4)}; matmul "
-                + ", ".join(f"{k} {units.quantity(v, 'TFLOP/s', 4)}" for k, v in c.matmul_tflops.items()),
-            )
-        )
-    else:
-        meta.append(("measured ceilings", "none found for this device under the ceilings folder"))
+    meta.append(_ceilings_meta(view.ceilings))
     soft = [(k, env.get(k)) for k in ("torch", "triton", "cuda", "cudnn", "driver", "python")]
     meta.append(("software", ", ".join(f"{k} {v}" for k, v in soft if v)))
     versions = view.provider_versions()
@@ -182,6 +179,13 @@ def _device_meta(view: DeviceView) -> list[tuple[str, str]]:
     if env.get("git_commit"):
         meta.append(("commit", _commit_text(env)))
     return meta
+
+
+def _ceilings_meta(c: Limits | None) -> tuple[str, str]:
+    """The ceilings SOL is read against, each with what set it: measured, or a checked measurement above it."""
+    if c is None:
+        return ("ceilings", "none measured for this device: SOL figures are the records' own")
+    return ("ceilings", "; ".join(c.lines()))
 
 
 def family_summary(view: DeviceView, family: str, records: list[Measurement]) -> FamilySummary:
@@ -254,7 +258,7 @@ def family_charts(
     v: View,
     shown: Presentation,
     styles: dict[str, Style],
-    ceilings: Ceilings | None,
+    ceilings: Limits | None,
     earlier_runs: frozenset[str] = frozenset(),
     hovers: model.RecordHovers | None = None,
     partners: Partners | None = None,
@@ -275,19 +279,25 @@ def family_charts(
     groups = []
     for key, recs in model.by_group(records, v).items():
         speed, base = model.speedup_points(recs, shown)
+        # Rates in the prefix that reads best (GFLOP/s on a CPU, TB/s past 1000 GB/s), the ceiling with them.
+        rates, unit, factor = charts.readable_rate(
+            model.throughput_points(recs, v), v.unit, [copy_gbps] if copy_gbps else []
+        )
+        copy = copy_gbps * factor if copy_gbps else None
+        memory, memory_unit = charts.readable_memory(model.memory_points(recs))
         groups.append(
             {
                 "key": key,
                 "throughput": Markup(
                     charts.line_chart(
-                        model.throughput_points(recs, v),
+                        rates,
                         drawn,
                         table,
-                        f"achieved {v.unit}",
+                        f"achieved {unit}",
                         x_axis,
-                        Axis(v.unit),
-                        ref=(copy_gbps, f"copy {copy_gbps:.4g} GB/s") if copy_gbps else None,
-                        share_of=(copy_gbps, "SOL (% of copy)") if copy_gbps else None,
+                        Axis(unit),
+                        ref=(copy, f"copy ceiling {units.quantity(copy_gbps, 'GB/s')}") if copy else None,
+                        share_of=(copy, "SOL (% of copy)") if copy else None,
                     )
                 ),
                 "speedup": Markup(
@@ -304,9 +314,7 @@ def family_charts(
                     else '<p class="empty">speedup: no baseline timed.</p>'
                 ),
                 "memory": Markup(
-                    charts.line_chart(
-                        model.memory_points(recs), drawn, table, "peak device memory", x_axis, Axis("MiB")
-                    )
+                    charts.line_chart(memory, drawn, table, "peak device memory", x_axis, Axis(memory_unit))
                 ),
             }
         )
@@ -340,7 +348,10 @@ def family_page(
 ) -> str:
     v = view.view(family)
     partners = roofline_partners(view.families(), family, v, view.shown)
-    fc = family_charts(records, family, v, view.shown, styles, view.ceilings, view.earlier_runs, partners=partners)
+    hovers = model.RecordHovers(v.unit, view.earlier_runs, name_runs=len(view.runs) > 1)
+    fc = family_charts(
+        records, family, v, view.shown, styles, view.ceilings, view.earlier_runs, hovers=hovers, partners=partners
+    )
     siblings = [(f, f"{slug(f)}.html") for f in view.families() if f != family]
     epilogue = epilogue_costs(records)
     panel = _recompute_panel(records, fc)
@@ -374,7 +385,7 @@ def family_page(
 # -- one run's report ----------------------------------------------------------------------------------
 
 
-def _run_meta(run: Run, ceilings: Ceilings | None) -> list[tuple[str, str]]:
+def _run_meta(run: Run, ceilings: Limits | None) -> list[tuple[str, str]]:
     env = run.env
     meta = [("run", run.run_id), ("suite", run.suite or "–"), ("device", run.device.name)]
     if run.shards:
@@ -382,9 +393,7 @@ def _run_meta(run: Run, ceilings: Ceilings | None) -> list[tuple[str, str]]:
     meta += [(k, str(env[k])) for k in ("driver", "cuda", "torch", "triton") if env.get(k)]
     if env.get("git_commit"):
         meta.append(("git_commit", _commit_text(env, 40)))
-    if ceilings:
-        meta.append(("copy ceiling", units.quantity(ceilings.copy_gbps, "GB/s", 4)))
-        meta += [(f"matmul ceiling {k}", units.quantity(v, "TFLOP/s", 4)) for k, v in ceilings.matmul_tflops.items()]
+    meta.append(_ceilings_meta(ceilings))
     if run.meta is not None:
         done = f"{run.meta.done} of {run.meta.planned} planned (complete)"
         meta.append(("measurements", done if run.complete else run.completeness))
@@ -410,7 +419,7 @@ def _run_rows(records: list[Measurement], shown: Presentation) -> list[dict[str,
     return rows
 
 
-def run_page(run: Run, ceilings: Ceilings | None, shown: Presentation, standalone: bool = False) -> str:
+def run_page(run: Run, ceilings: Limits | None, shown: Presentation, standalone: bool = False) -> str:
     """One run on one page: per family its charts and every record in a table, ranked per case."""
     records = run.records
     styles = model.provider_styles(records, shown)

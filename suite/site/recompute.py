@@ -144,11 +144,13 @@ def panel(records: list[Measurement], styles: dict[str, model.Style], hovers: mo
         memory: OrderedDict[str, list[model.Point]] = OrderedDict()
         for r in sorted(recs, key=lambda r: (r.provider, r.x)):
             seq = float(r.case["seq"])
-            time.setdefault(r.provider, []).append(model.Point(seq, r.median_ms, r.key))
+            time.setdefault(r.provider, []).append(model.Point(seq, r.median_ms, r.key, line=r.run_id))
             if executed(r):
-                flops.setdefault(r.provider, []).append(model.Point(seq, executed(r) / 1e9, r.key))
+                flops.setdefault(r.provider, []).append(model.Point(seq, executed(r) / 1e9, r.key, line=r.run_id))
             if r.peak_mem_bytes:
-                memory.setdefault(r.provider, []).append(model.Point(seq, r.peak_mem_bytes / 2**20, r.key))
+                mib = r.peak_mem_bytes / 2**20
+                memory.setdefault(r.provider, []).append(model.Point(seq, mib, r.key, line=r.run_id))
+        memory, memory_unit = charts.readable_memory(memory)
         found_trade = trade(chosen, mode)
         out.modes.append(
             {
@@ -158,7 +160,9 @@ def panel(records: list[Measurement], styles: dict[str, model.Style], hovers: mo
                 "charts": [
                     charts.line_chart(time, styles, hovers, f"{mode}: time", x, Axis("median ms", log=True)),
                     charts.line_chart(flops, styles, hovers, f"{mode}: executed FLOPs", x, Axis("GFLOP", log=True)),
-                    charts.line_chart(memory, styles, hovers, f"{mode}: peak device memory", x, Axis("MiB", log=True)),
+                    charts.line_chart(
+                        memory, styles, hovers, f"{mode}: peak device memory", x, Axis(memory_unit, log=True)
+                    ),
                 ],
             }
         )

@@ -59,12 +59,22 @@ class Run:
         return self.meta is None or self.meta.complete
 
     @property
+    def measured_all(self) -> bool:
+        """Whether every measurement the run planned is recorded (whether or not it recorded its end)."""
+        return self.meta is None or self.meta.done >= self.meta.planned
+
+    @property
     def completeness(self) -> str:
         """How much of its plan the run measured, in words."""
         if self.meta is None:
             return "complete (a run older than run.json)"
         if self.complete:
             return "complete"
+        if self.measured_all:  # every record is there; only the run's end was never written
+            return (
+                f"all {self.meta.planned} planned measurements recorded, but not the run's end "
+                "(stopped after its last measurement, or still running)"
+            )
         how = "interrupted, failed or still running" if self.meta.finished is None else "ended early"
         return f"incomplete: {self.meta.done} of {self.meta.planned} measured ({how})"
 

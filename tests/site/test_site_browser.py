@@ -1,14 +1,20 @@
 """The site in a real headless Chromium: pages load without console errors, charts draw marks, hover and
-legend work, links resolve, hostile strings stay text, and the screenshot is a PNG."""
+legend work, links resolve, hostile strings stay text, chart texts keep apart, asv's link says what it needs from
+disk, and the overview's screenshot opens on the GPU's results."""
 
 from __future__ import annotations
 
+import functools
+import http.server
+import json
+import re
 import struct
+import threading
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from sitefakes import full_suite_records, record, write_asv, write_run
+from sitefakes import CEILINGS, full_suite_records, record, write_asv, write_run
 
 # isort: split
 from tierbench.suite.site import browser, build, command
@@ -59,6 +65,7 @@ def site(tmp_path_factory) -> Path:
     runs, asv, out, ceilings = root / "runs", root / "asv", root / "html", root / "ceilings"
     runs.mkdir()
     ceilings.mkdir()
+    (ceilings / "nvidia-h100-80gb-hbm3.json").write_text(json.dumps(CEILINGS))  # roofs to draw and label
     write_run(runs, "full", full_suite_records(), "all")
     write_asv(asv)
     (out / "history").mkdir(parents=True)
@@ -168,3 +175,166 @@ def test_screenshot_of_the_index(tmp_path, capsys):
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", data[16:24])
     assert width == 1280 and height > 200
+
+
+# Every text of every chart as drawn: its box on the page, and each point's (a marker is at most 12 px wide).
+GEOMETRY = """Array.from(document.querySelectorAll('svg.chart')).map(svg => {
+  const box = r => ({l: r.left, r: r.right, t: r.top, b: r.bottom});
+  const frame = box(svg.getBoundingClientRect());
+  const texts = Array.from(svg.querySelectorAll('text')).map(t => ({text: t.textContent,
+    tick: t.classList.contains('tick'), ...box(t.getBoundingClientRect())}));
+  const ctm = svg.getScreenCTM(), points = [];
+  svg.querySelectorAll('g.s path[data-i]').forEach(p => {
+    const xy = p.getAttribute('d').match(/-?[\\d.]+/g).map(Number);
+    for (let i = 0; i < xy.length; i += 2) {
+      const pt = svg.createSVGPoint(); pt.x = xy[i]; pt.y = xy[i + 1];
+      const at = pt.matrixTransform(ctm);
+      points.push({l: at.x - 6, r: at.x + 6, t: at.y - 6, b: at.y + 6});
+    }
+  });
+  return {title: svg.getAttribute('aria-label'), frame, texts, points};
+})"""
+TICK = r"^-?\d+(\.\d+)?[kMG]?%?$"  # 250, 0.01, 1k, 6.5k, 15.7k, 100%: a number with its prefix, nothing cut
+
+
+def _overlap(a: dict, b: dict, slack: float = 0.5) -> bool:
+    return min(a["r"], b["r"]) - max(a["l"], b["l"]) > slack and min(a["b"], b["b"]) - max(a["t"], b["t"]) > slack
+
+
+def _layout_problems(charts: list[dict]) -> list[str]:
+    """Texts that overlap each other or a point, or stick out of their chart; tick labels that are not a
+    number with its prefix."""
+    out = []
+    for chart in charts:
+        texts, name = chart["texts"], chart["title"]
+        for i, a in enumerate(texts):
+            inside = chart["frame"]
+            if a["l"] < inside["l"] - 0.5 or a["r"] > inside["r"] + 0.5:
+                out.append(f"{name}: {a['text']!r} sticks out of the chart")
+            if (
+                a["tick"]
+                and not re.match(TICK, a["text"])
+                and not re.match(r"^[0-9a-f]{8}$", a["text"].strip("\u2068\u2069"))
+            ):
+                if " " not in a["text"]:  # a labelled roof or reference line has words; a tick does not
+                    out.append(f"{name}: tick {a['text']!r} is no number with its prefix")
+            out += [f"{name}: {a['text']!r} overlaps {b['text']!r}" for b in texts[i + 1 :] if _overlap(a, b)]
+            out += [f"{name}: {a['text']!r} covers a point" for p in chart["points"] if _overlap(a, p)][:1]
+    return out
+
+
+def test_chart_texts_never_overlap_each_other_or_a_point_and_ticks_read_in_full(chromium, site):
+    """On every family page, a run's report and a history page: roof labels, ticks, titles and keys each keep
+    their own place, inside their chart, and every tick is a number with its prefix (15.7k, never a cut
+    15.67)."""
+    pages = sorted((site / "devices" / "nvidia-h100-80gb-hbm3").glob("*.html"))
+    pages += [site / "runs" / "full" / "report.html", site / "trends" / "matmul-timematmul-time-matmul.html"]
+    checked = 0
+    for page in pages:
+        load = chromium.load(_url(page), probe=GEOMETRY)
+        assert load.errors == [], (page, load.errors)
+        problems = _layout_problems(load.value)
+        assert not problems, (page.name, problems[:10])
+        checked += len(load.value)
+    assert checked > 100
+    charts = chromium.load(_url(pages[0]), probe=GEOMETRY).value
+    (roofline,) = [c for c in charts if c["title"].endswith("roofline")]
+    labels = [t["text"] for t in roofline["texts"] if "TFLOP/s" in t["text"]]
+    assert {t.split()[0] for t in labels} >= {"bf16", "fp16"}  # the roofs are labelled, each apart
+
+
+def test_the_geometry_check_is_real():
+    """Overlapping texts, a text over a point, a text outside its chart and a cut tick are each reported."""
+    frame = {"l": 0, "r": 100, "t": 0, "b": 100}
+    text = {"text": "bf16 676.4 TFLOP/s", "tick": True, "l": 10, "r": 60, "t": 10, "b": 20}
+    chart = {
+        "title": "roof",
+        "frame": frame,
+        "texts": [
+            text,
+            {**text, "text": "fp16 649.3 TFLOP/s", "t": 15, "b": 25},
+            {**text, "text": "15.67", "l": 90, "r": 130, "t": 80, "b": 90},
+            {**text, "text": "15.", "l": 0, "r": 10, "t": 40, "b": 50},
+        ],
+        "points": [{"l": 20, "r": 32, "t": 12, "b": 24}],
+    }
+    problems = "\n".join(_layout_problems([chart]))
+    assert "'bf16 676.4 TFLOP/s' overlaps 'fp16 649.3 TFLOP/s'" in problems
+    assert "'bf16 676.4 TFLOP/s' covers a point" in problems
+    assert "'15.67' sticks out of the chart" in problems
+    assert "tick '15.' is no number" in problems
+
+
+def test_asv_site_link_from_disk_says_what_it_needs_and_works_over_http(chromium, site):
+    """Opened from disk, asv's pages cannot fetch their JSON ("Error fetching content"): the link says so and
+    how to serve the folder, instead of opening them. Served over HTTP, the link opens asv's site."""
+    click = """(() => {
+      let prevented = null;
+      window.addEventListener('click', ev => { prevented = ev.defaultPrevented; ev.preventDefault(); });
+      document.querySelector('nav a[data-asv]').click();
+      const note = document.querySelector('.offline');
+      return {prevented, note: note.hidden ? null : note.textContent,
+              label: document.querySelector('nav a[data-asv]').textContent};
+    })()"""
+    for page in ("index.html", "devices/nvidia-h100-80gb-hbm3/matmul.html", "trends/index.html"):
+        load = chromium.load(_url(site / page), probe=click)
+        assert load.errors == [], load.errors
+        assert load.value["prevented"] is True and "needs a web server" in load.value["label"]
+        note = load.value["note"]
+        assert f"python -m http.server --directory '{site.resolve()}'" in note, note
+        assert "http://localhost:8000/history/index.html" in note and "history pages" in note
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/index.html"
+        load = chromium.load(url, probe=click)
+        assert load.errors == [] and load.value["prevented"] is False and load.value["note"] is None
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_screenshot_of_the_overview_shows_gpu_results_first(chromium, tmp_path, capsys):
+    """After a CPU smoke run (the newest, and long), the GPU's results still open the overview: they start on
+    the first screen of the screenshot, above the CPU's."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    write_run(runs, "gpu", [record(), record(provider="compile", tier="compiler", median_ms=0.5)], "all")
+    cpu = {"device_type": "cpu", "device_name": "x86_64", "threads": 2}
+    smoke = [
+        record(run_id="smoke", env=cpu, time=9e9, case_id=f"matmul/m={n}", label=f"{n}^3", x=float(n), provider=p)
+        for n in range(16, 16 + 40)
+        for p in ("eager", "compile")
+    ]
+    write_run(runs, "smoke", smoke, "smoke")
+    png = tmp_path / "overview.png"
+    args = ["--runs", str(runs), "--out", str(tmp_path / "html"), "--asv", str(tmp_path / "asv")]
+    assert command.main([*args, "--screenshot", str(png)]) == 0, capsys.readouterr().err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    where = chromium.load(
+        _url(tmp_path / "html" / "index.html"),
+        probe="""Object.fromEntries(Array.from(document.querySelectorAll('h2[id]'))
+          .map(h => [h.id, h.getBoundingClientRect().top + window.scrollY]))""",
+    )
+    gpu, cpu_top = where.value["nvidia-h100-80gb-hbm3"], where.value["cpu-x86-64-2-threads"]
+    assert gpu < cpu_top and gpu < 800, where.value  # on the first screen, before the CPU's long section
+
+
+def test_the_committed_h200_pages_keep_their_chart_texts_apart(chromium):
+    """The H200 pages as committed (bf16 676 and fp16 649 TFLOP/s roofs a few pixels apart, sizes up to 15.7k):
+    no label over another or over a point, no tick cut at a chart's edge."""
+    device = Path(__file__).resolve().parents[2] / "results" / "html" / "devices" / "nvidia-h200"
+    pages = sorted(device.glob("*.html"))
+    if not pages:
+        pytest.skip("no committed H200 pages in this checkout")
+    for page in pages:
+        load = chromium.load(_url(page), probe=GEOMETRY)
+        assert load.errors == [], (page.name, load.errors)
+        problems = _layout_problems(load.value)
+        assert not problems, (page.name, problems[:10])

@@ -204,10 +204,11 @@ def test_one_section_and_family_pages_per_device(tree):
         ],
     )
     result = _build(tree)
-    assert [v.device.name for v in result.devices] == ["CPU x86_64 ×2 threads", "NVIDIA H100 80GB HBM3"]
+    # The GPU's results come first although the CPU's run is the newer one.
+    assert [v.device.name for v in result.devices] == ["NVIDIA H100 80GB HBM3", "CPU x86_64 ×2 threads"]
     index = (tree["html"] / "index.html").read_text()
-    assert 'id="cpu-x86-64-2-threads"' in index and 'id="nvidia-h100-80gb-hbm3"' in index
-    assert "none found for this device" in index  # no ceilings measured for the CPU
+    assert index.index('id="nvidia-h100-80gb-hbm3"') < index.index('id="cpu-x86-64-2-threads"')
+    assert "none measured for this device" in index  # no ceilings measured for the CPU
     # A family with nothing timed still gets its page: empty charts say so, the reason is listed.
     attention = (tree["html"] / "devices/cpu-x86-64-2-threads/attention.html").read_text()
     assert "nothing recorded to draw" in attention and "OOM" in attention
@@ -218,18 +219,38 @@ def test_numbers_read_as_people_read_them(tree):
     """No exponents anywhere; bandwidths past 1000 GB/s in TB/s; the index names each winner's SOL."""
     norm = dict(op="rms_norm", family="norm", case_id="rms_norm/r=1", label="16384x4096", x=6.7e7)
     norm["case"] = {"rows": 16384, "hidden": 4096, "dtype": "bf16", "mode": "fwd"}
+    norm.update(flops=2 * 16384 * 4096, min_bytes=2 * 16384 * 4096 * 2)  # 268 MB: 2.68 TB/s in 0.1 ms
     write_run(
         tree["runs"],
         "r1",
         [
-            record(**norm, provider="eager", tier="vendor", median_ms=0.15, gbps=1834.5, tflops=None, sol=0.43),
-            record(**norm, provider="triton", tier="triton", median_ms=0.07, gbps=3931.2, tflops=None, sol=0.925),
+            record(**norm, provider="eager", tier="vendor", median_ms=0.1463, gbps=1834.5, tflops=None, sol=0.63),
+            record(**norm, provider="triton", tier="triton", median_ms=0.1001, gbps=2682.0, tflops=None, sol=0.925),
         ],
         "norm",
     )
     _build(tree)
     index = (tree["html"] / "index.html").read_text()
-    assert "3.93 TB/s" in index and "1.83 TB/s" in index and "e+0" not in index
-    assert "92% SOL" in index  # the winner's cell
+    assert "2.68 TB/s" in index and "1.83 TB/s" in index and "e+0" not in index
+    assert "92% SOL" in index  # the winner's cell: 2.68 TB/s of the 2.9 TB/s copy ceiling
     report = (tree["html"] / "runs/r1/report.html").read_text()
     assert "e+0" not in report and "<td><bdi>rms_norm</bdi></td>" in report  # the run page names each row's op
+
+
+def test_a_memory_line_joins_one_runs_points_only(tree):
+    """Two suites' runs measured triton's peak memory differently (the older counted a 256 MiB buffer): the
+    merged page draws a line per run, never one line zigzagging between the two, and each point names its run."""
+
+    def triton(run_id: str, n: int, mib: float, time: float):
+        case = {"m": n, "n": n, "k": n, "dtype": "bf16", "mode": "fwd"}
+        return record(run_id=run_id, case=case, case_id=f"matmul/n={n}", label=f"{n}^3", x=float(n),
+                      provider="triton", tier="triton", peak_mem_bytes=int(mib * 2**20), time=time)  # fmt: skip
+
+    write_run(tree["runs"], "old", [triton("old", n, 256 + n / 64, 1.0) for n in (512, 1024, 8192)], "all")
+    write_run(tree["runs"], "new", [triton("new", n, n / 64, 2.0) for n in (2048, 4096)], "training")
+    _build(tree)
+    page = (tree["html"] / "devices/nvidia-h100-80gb-hbm3/matmul.html").read_text()
+    memory = re.search(r'aria-label="peak device memory".*?</svg>', page, re.S).group(0)
+    lines = re.findall(r'<path class="pt ln k\d+" d="M([^"]*)"', memory)
+    assert sorted(len(d.split(" ")) // 2 for d in lines) == [2, 3]  # old's three points, new's two
+    assert "triton (triton; run old)" in page and "triton (triton; run new)" in page  # hovers name the run

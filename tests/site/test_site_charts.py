@@ -54,7 +54,7 @@ def test_roofline_draws_roofs_regions_and_points():
     )
     assert 'class="mem"' in svg and 'class="cmp"' in svg and "memory-bound" in svg and "compute-bound" in svg
     assert svg.count('class="roof"') == 1 and svg.count('class="roof dash"') == 1  # fp32's roof dashed
-    assert "bf16 700 TFLOP/s" in svg and "3000 GB/s" in svg and "ridge at 233 FLOP/B" in svg
+    assert "bf16 700 TFLOP/s" in svg and "copy 3.00 TB/s" in svg and "ridge at 233 FLOP/B" in svg
     assert 'class="pt k0"' in svg and re.search(r'd="M\d+ \d+M\d+ \d+"', svg)  # points, not joined
 
 
@@ -81,6 +81,85 @@ def test_hover_script_cannot_be_closed_by_its_data():
     assert json.loads(body)["T"] == ["</script><script>alert(1)</script><!--"]
 
 
-def test_tick_labels():
-    assert [charts._num(v) for v in (0, 0.01, 2.5, 1000, 15000, 2.5e7)] == ["0", "0.01", "2.5", "1000", "15k", "25M"]
-    assert [charts._num(v, sizes=True) for v in (16384, 255.9999, 3 << 20)] == ["16k", "256", "3M"]
+def test_tick_labels_carry_a_prefix_from_1000_up():
+    assert [charts._num(v) for v in (0, 0.01, 2.5, 250, 1000, 2000, 15000, 999_960, 2.5e7)] == [
+        "0",
+        "0.01",
+        "2.5",
+        "250",
+        "1k",
+        "2k",
+        "15k",
+        "1M",
+        "25M",
+    ]
+    # Sizes: whole multiples of 1024 in binary prefixes, any other size with a decimal one (never "15.67").
+    assert [charts._num(v, sizes=True) for v in (16384, 255.9999, 3 << 20, 6502.0, 9871.9, 15670.7)] == [
+        "16k",
+        "256",
+        "3M",
+        "6.5k",
+        "9.87k",
+        "15.7k",
+    ]
+
+
+def test_x_ticks_stay_inside_the_chart_apart_and_keep_the_largest():
+    sizes = [512.0, 1024.0, 2048.0, 4096.0, 6502.0, 8192.0, 9872.0, 10321.0, 15670.7]
+    svg = charts.line_chart(
+        {"a": [Point(x, 1.0, str(x)) for x in sizes]},
+        model.styles_for(["a"]),
+        Texts(),
+        "t",
+        Axis("size", log=True, at_data=True),
+        Axis("y"),
+    )
+    ticks = [
+        (float(x), text)
+        for x, text in re.findall(r'<text x="(\d+)" y="\d+" class="tick" text-anchor="middle">([^<]+)<', svg)
+    ]
+    assert ticks[-1][1] == "15.7k"  # the end of the range is labelled, in full
+    boxes = [(x - charts.text_width(t) / 2, x + charts.text_width(t) / 2) for x, t in ticks]
+    assert all(0 <= lo and hi <= 440 for lo, hi in boxes)  # none cut off at the chart's edge
+    assert all(a[1] + 4 <= b[0] for a, b in zip(boxes, boxes[1:], strict=False))  # none touching
+
+
+def test_a_line_joins_only_the_points_of_one_run():
+    """Two runs that measured peak memory differently never zigzag into one line: a line per run."""
+    points = [
+        Point(512, 256.5, "a", line="old"),
+        Point(4096, 32.0, "b", line="new"),
+        Point(1024, 258.0, "c", line="old"),
+        Point(8192, 128.0, "d", line="new"),
+    ]
+    svg = charts.line_chart({"t": points}, model.styles_for(["t"]), Texts(), "mem", Axis("n", log=True), Axis("MiB"))
+    paths = re.findall(r'<path class="pt ln k0" d="M([^"]*)" data-i="([^"]*)"', svg)
+    assert len(paths) == 2 and sorted(len(d.split(" ")) // 2 for d, _ in paths) == [2, 2]
+
+
+def test_rates_and_memory_in_the_prefix_that_reads_best():
+    cpu = {"eager": [Point(1, 0.0004, "a"), Point(2, 0.0021, "b", 0.002, 0.0022)]}
+    scaled, unit, factor = charts.readable_rate(cpu, "TFLOP/s")
+    assert unit == "GFLOP/s" and factor == 1000 and scaled["eager"][1].y == 2.1 and scaled["eager"][1].lo == 2.0
+    assert charts.readable_rate({"x": [Point(1, 4379.0, "c")]}, "GB/s")[1] == "TB/s"
+    assert charts.readable_memory({"x": [Point(1, 1152.0, "m")]})[1] == "GiB"
+    assert charts.readable_memory({"x": [Point(1, 100.0, "m")]})[1] == "MiB"
+
+
+def test_roofline_labels_sit_beside_the_plot_apart():
+    """Roofs close together (bf16 676, fp16 649) get labels a line apart, right of the plot: never over a
+    point near the roof or over each other."""
+    frame_right = 560 - 12
+    svg = charts.roofline(
+        {"p": [Point(3000.0, 670.0, "x"), Point(2500.0, 640.0, "y")]},
+        model.styles_for(["p"]),
+        Texts(),
+        "roof",
+        copy_gbps=4277.0,
+        peaks={"bf16": 676.4, "fp16": 649.3, "fp32": 51.3},
+    )
+    labels = re.findall(r'<text x="(\d+)" y="(\d+)" class="tick">([a-z0-9]+ [\d.]+ TFLOP/s)<', svg)
+    assert [t for _, _, t in labels] == ["bf16 676 TFLOP/s", "fp16 649 TFLOP/s", "fp32 51.3 TFLOP/s"]
+    assert all(int(x) > frame_right for x, _, _ in labels)  # beside the plot, where no point is
+    ys = sorted(int(y) for _, y, _ in labels)
+    assert all(b - a >= charts.LINE_PX for a, b in zip(ys, ys[1:], strict=False))

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from tierbench.suite import markdown, runmeta
+from tierbench.suite import fusion, markdown, runmeta
 from tierbench.suite.catalog import build
 from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops import norm
@@ -72,7 +72,9 @@ def test_family_page_shows_launches_per_provider_and_what_fusion_saved(tmp_path,
     (page,) = (tmp_path / "html" / "devices").rglob("norm.html")
     html = page.read_text()
     assert "Launches and memory traffic per call" in html
-    assert "What fusion saved:</b> <bdi>bias_gelu_layer_norm 8x32 bf16 fwd: eager: 3 launches; triton: 1 launch" in html
+    # The baseline is named: what the fused kernel's count is set against.
+    saved = "bias_gelu_layer_norm 8x32 bf16 fwd, against the baseline eager (3 launches): triton 1 launch"
+    assert f"What fusion saved:</b> <bdi>{saved}" in html
     rows = html.split('<table class="launches">')[1].split("</table>")[0]
     assert (
         '<td>bias_gelu_layer_norm · bf16 · fwd</td><td><bdi>eager</bdi></td><td>vendor</td><td class="num">3</td>'
@@ -91,14 +93,17 @@ def test_measured_traffic_is_shown_against_the_minimum(tmp_path, cpu_records):
     site_build.build(tmp_path / "runs", tmp_path / "html", tmp_path / "asv", tmp_path / "ceilings")
     (page,) = (tmp_path / "html" / "devices").rglob("norm.html")
     html = page.read_text()
-    line = "bias_gelu_layer_norm 8x32 bf16 fwd: eager: 3 launches, 3.1× the minimum bytes; triton: 1 launch, 1.0×"
+    line = (
+        "bias_gelu_layer_norm 8x32 bf16 fwd, against the baseline eager (3 launches, 3.1× the minimum bytes): "
+        "triton 1 launch, 1.0×"
+    )
     assert line in html
     assert '<td class="num">3</td><td class="num">3.1×</td>' in html
     report = (tmp_path / "html" / "runs" / "gpu-like" / "report.html").read_text()
     assert ">3.1×</td>" in report and "bytes" in report
     text = markdown.render(records, Presentation.of([runmeta.RunMeta("x", **META)]))
     assert "| eager 3, triton 1 | eager 3.1x, triton 1.0x |" in text
-    assert "What fusion saved: bias_gelu_layer_norm 8x32 bf16 fwd: eager: 3 launches, 3.1× the minimum" in text
+    assert "What fusion saved: bias_gelu_layer_norm 8x32 bf16 fwd, against the baseline eager (3 launches, 3.1×" in text
 
 
 def test_the_site_builds_from_these_records_without_torch(tmp_path, cpu_records):
@@ -114,3 +119,19 @@ def test_the_site_builds_from_these_records_without_torch(tmp_path, cpu_records)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "What fusion saved" in done.stdout
+
+
+def test_a_row_without_a_count_says_why(tmp_path, cpu_records):
+    """Records of a run made before launches were counted hold neither a count nor a reason: the row says so
+    instead of a bare '–'."""
+    older = [replace(r, launches=None, launches_reason="") for r in cpu_records]
+    rows = fusion.launch_rows([replace(r, run_id="old-run") for r in older], Presentation())
+    assert rows and all(row.launches == "" for row in rows)
+    assert all(
+        "not counted: the records of run old-run hold no launch count and no reason" in row.reason for row in rows
+    )
+    _write_run(tmp_path / "runs", "old-run", older)
+    site_build.build(tmp_path / "runs", tmp_path / "html", tmp_path / "asv", tmp_path / "ceilings")
+    (page,) = (tmp_path / "html" / "devices").rglob("norm.html")
+    table = page.read_text().split('<table class="launches">')[1].split("</table>")[0]
+    assert "<td><bdi></bdi></td>" not in table  # no row without its reason

@@ -99,12 +99,12 @@ def test_named_runs_let_an_older_one_stand_in_for_a_newer_skip(tree):
         ("old", "norm", [record(run_id="old", time=1.0, **quack), record(run_id="old", time=1.0)]),
         ("new", "norm", [record(run_id="new", time=2.0, **quack, **gone), record(run_id="new", time=2.0)]),
     )
-    (view,) = build.device_views(site_runs.select_runs(found, ["new", "old"], tree["runs"]), True, tree["ceilings"])
+    (view,) = build.device_views(site_runs.select_runs(found, ["new", "old"], tree["runs"]), True, {})
     by_provider = {r.provider: r for r in view.records}
     assert by_provider["quack"].run_id == "old" and by_provider["quack"].status == "ok"
     assert by_provider["eager"].run_id == "new"  # measured in both: the newer stands
     assert view.earlier_runs == {"old"} and sorted(r.run_id for r in view.runs) == ["new", "old"]
-    (alone,) = build.device_views(site_runs.select_runs(found, ["new"], tree["runs"]), True, tree["ceilings"])
+    (alone,) = build.device_views(site_runs.select_runs(found, ["new"], tree["runs"]), True, {})
     assert {r.provider: r.status for r in alone.records}["quack"] == "skipped"  # old not named: nothing to show
 
 

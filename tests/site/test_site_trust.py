@@ -141,6 +141,21 @@ def test_an_incomplete_run_is_marked_and_never_hides_an_earlier_complete_one(tre
     assert "incomplete: 1 of 2 measured" in report
 
 
+def test_a_run_that_measured_all_it_planned_is_never_called_incomplete_n_of_n(tree):
+    """Every planned record is there, only the run's end was never written (killed after its last measurement):
+    the runs page says that, not 'incomplete: 2 of 2 measured'."""
+    cases = [("matmul/m=256", "256^3"), ("matmul/m=512", "512^3")]
+    records = [record(run_id="cut", case_id=c, label=label, time=1.0) for c, label in cases]
+    write_run(tree["runs"], "cut", records, "smoke", complete=False)
+    _build(tree)
+    runs = (tree["html"] / "runs.html").read_text()
+    row = next(line for line in runs.split("<tr>") if "runs/cut/report.html" in line)
+    assert "incomplete" not in row and "2 of 2" not in row
+    assert "all 2 planned measurements recorded, but not the run&#39;s end" in row
+    report = (tree["html"] / "runs" / "cut" / "report.html").read_text()
+    assert "all 2 planned measurements recorded" in report and "2 of 2" not in report
+
+
 @pytest.mark.parametrize(
     "content", [b"[1, 2, 3]", b'{"commit_hash": "\xff\xfe"}', b'{"commit_hash": 5, "results": {}}'], ids=str
 )

@@ -1,6 +1,29 @@
 // Legend: clicking a provider hides or shows its marks in every chart of the page.
 // Hover: the nearest point's text (from the page's JSON table of hover texts) next to the pointer.
+// asv's site, opened from disk: its links say what it needs instead of opening a page that cannot load.
 (function () {
+  // asv's pages fetch their JSON, which browsers refuse to pages opened from disk ("Error fetching
+  // content"): there, a link to them explains how to serve the site, and points to its own history pages.
+  if (location.protocol === "file:") {
+    document.addEventListener("click", function (event) {
+      var link = event.target.closest && event.target.closest("a[data-asv]");
+      if (!link) return;
+      event.preventDefault();
+      var note = document.querySelector(".offline");
+      var nav = document.querySelector("nav a");  // the overview: the site's root, whatever page this is
+      var root = decodeURIComponent(new URL(nav ? nav.getAttribute("href") : ".", location.href).pathname)
+        .replace(/index\.html$/, "").replace(/\/$/, "");
+      var target = link.href.slice(new URL(nav ? nav.getAttribute("href") : ".", location.href).href
+        .replace(/index\.html$/, "").length);
+      note.textContent = "asv's site loads its results with fetch(), which browsers refuse for pages opened " +
+        "from disk. This site's own history pages (the history link above) show the same series offline. To browse " +
+        "asv's site, serve this folder:\n    python -m http.server --directory '" + root + "'\n" +
+        "and open http://localhost:8000/" + target;
+      note.hidden = false;
+      note.scrollIntoView({block: "nearest"});
+    });
+  }
+
   document.addEventListener("click", function (event) {
     var button = event.target.closest("[data-lg]");
     if (!button) return;
@@ -49,7 +72,9 @@
     if (has(5)) s += " (p10–p90 " + num(r[4]) + "–" + num(r[5]) + ")";
     if (has(6)) s += " · " + r[6].toFixed(2) + "× " + H.B[r[7]];
     if (has(8)) s += "\nrel. error " + num(r[8]);
-    if (has(9)) s += " · " + Math.round(100 * r[9]) + "% of the " + H.D[r[10]] + " ceiling";
+    // Above 1 a SOL is no fraction of its ceiling (a median in doubt): said in words, never as "112%".
+    if (has(9)) s += r[9] > 1 ? " · above its " + H.D[r[10]] + " ceiling"
+      : " · " + Math.round(100 * r[9]) + "% of the " + H.D[r[10]] + " ceiling";
     if (has(11)) s += " · " + num(r[11]) + " MiB";
     if (has(12)) s += "\n" + num(r[12]) + " FLOP/B, " + num(r[13]) + " TFLOP/s";
     return s;
