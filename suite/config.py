@@ -104,7 +104,25 @@ def run_schema(families: list[Family]) -> type:
     return make_dataclass("RunConfig", sections, bases=(RunBase,))
 
 
+def family_suite(family: Family, families: list[Family]) -> dict[str, Any]:
+    """`suite=<family>` for a plugin's family: its cases alone, every other family's section disabled (a
+    built-in family's suite is its YAML file in conf/suite/)."""
+    return {"suite": family.name, **{f.name: {"enabled": f is family} for f in families}}
+
+
+def plugin_families(families: list[Family]) -> list[Family]:
+    """The families that no module of tierbench defines: the plugins'."""
+    from .ops import builtin_families
+
+    builtin = {f.name for f in builtin_families()}
+    return [f for f in families if f.name not in builtin]
+
+
 def register_configs(families: list[Family]) -> type:
+    """The schema as `run_schema`, and a `suite=<family>` for each plugin's family."""
     schema = run_schema(families)
-    ConfigStore.instance().store(name="run_schema", node=schema)
+    store = ConfigStore.instance()
+    store.store(name="run_schema", node=schema)
+    for family in plugin_families(families):
+        store.store(group="suite", name=family.name, node=family_suite(family, families), package="_global_")
     return schema
