@@ -112,6 +112,17 @@ def timed(r: Measurement) -> bool:
     return r.status == "ok" and bool(r.median_ms)
 
 
+def checked_not_timed(r: Measurement) -> bool:
+    """Checked and correct, but not timed here (its tier's timings mean nothing on this device: Triton's
+    CPU interpreter): a skip that carries its check's errors."""
+    return r.status == "skipped" and r.rel_error is not None
+
+
+def status_rank(status: str) -> int:
+    """Worst first (STATUS_ORDER), anything else after."""
+    return STATUS_ORDER.index(status) if status in STATUS_ORDER else len(STATUS_ORDER)
+
+
 # -- the index matrix --------------------------------------------------------------------------------
 
 

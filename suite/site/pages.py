@@ -125,30 +125,56 @@ def family_href(view: DeviceView, family: str) -> str:
     return f"devices/{view.device.key}/{slug(family)}.html"
 
 
+def _refs(records: list[Measurement], f: FamilySummary, label: str | None = None) -> Markup:
+    """Footnotes to the family page's list of what was not timed, each under its status (or `label`), worst
+    first: `incorrect [3] · skipped [1]`."""
+    numbers: dict[str, list[int]] = {}
+    for r in sorted(records, key=lambda r: model.status_rank(r.status)):
+        status = label or r.status
+        if r.key in f.numbers and f.numbers[r.key] not in numbers.get(status, []):
+            numbers.setdefault(status, []).append(f.numbers[r.key])
+    return Markup(" · ").join(
+        Markup("{} {}").format(
+            bdi(status), Markup(" ").join(Markup('<a href="{}#p{}">[{}]</a>').format(f.href, n, n) for n in found)
+        )
+        for status, found in numbers.items()
+    )
+
+
 def _cell(row: Row, tier: str, f: FamilySummary) -> Markup:
+    """A tier's verdict on a case: its fastest correct provider; where none was timed, its providers checked
+    correct but not timed here; where none was correct, what happened to each (worst first)."""
     cell = row.cells.get(tier)
     if cell is None:
         return Markup('<td class="na">–</td>')
-    refs = "".join(
-        f' <a href="{f.href}#p{f.numbers[r.key]}">[{f.numbers[r.key]}]</a>'
-        for r in cell.problems
-        if r.key in f.numbers and (cell.best is None or r.status != "skipped")
-    )
+    failures = [r for r in cell.problems if r.status != "skipped"]
+    also = _refs(failures, f)
     if cell.best is None:
-        status = cell.status()
-        css = "na" if status in ("skipped", "absent") else "na bad"
-        return Markup(f'<td class="{css}">{bdi(status)}{refs}</td>')
+        correct = [r for r in cell.problems if model.checked_not_timed(r)]
+        if correct:
+            names = Markup(", ").join(bdi(r.provider) for r in sorted(correct, key=lambda r: r.provider))
+            note = _refs(correct, f, label="correct, not timed")
+            return Markup(f'<td class="na">{names}<small>{note}</small>{_also(also)}</td>')
+        refs = _refs(cell.problems, f) or bdi(cell.status())
+        css = "na" if cell.status() in ("skipped", "absent") else "na bad"
+        return Markup(f'<td class="{css}">{refs}</td>')
     r = cell.best
     value = model.metric_of(r, f.view)
     shown = model.fmt_rate(value, f.unit) if value else f"{model.fmt(r.median_ms)} ms"
-    if r.run_id in f.earlier_runs:  # the newest run skipped this provider: its last measurement
-        refs = f"<small>measured in run {bdi(r.run_id)}</small>{refs}"
+    # the newest run skipped this provider: its last measurement, which names its run
+    after = Markup("<small>measured in run {}</small>").format(bdi(r.run_id)) if r.run_id in f.earlier_runs else ""
+    after = Markup(after) + _also(also)
     if row.winner == tier:
         note = f"{row.margin:.2f}× over {bdi(row.runner_up or '')}" if row.margin else "the only tier timed"
         if r.sol is not None:
             note += f" · {model.fmt(100 * r.sol, 2)}% SOL"
-        return Markup(f'<td class="w {tier_class(tier)}">{bdi(r.provider)} {shown}<small>{note}</small>{refs}</td>')
-    return Markup(f"<td>{bdi(r.provider)} {shown}<small>{cell.relative:.2f}× the winner</small>{refs}</td>")
+        return Markup(f'<td class="w {tier_class(tier)}">{bdi(r.provider)} {shown}<small>{note}</small>{after}</td>')
+    return Markup(f"<td>{bdi(r.provider)} {shown}<small>{cell.relative:.2f}× the winner</small>{after}</td>")
+
+
+def _also(refs: Markup) -> Markup:
+    """The tier's other providers that failed, beside its verdict."""
+    return Markup('<small class="bad">also {}</small>').format(refs) if refs else Markup("")
 
 
 def _commit_text(env: dict[str, Any], digits: int = 12) -> str:
