@@ -40,7 +40,8 @@ class DeviceView:
     runs: list[Run]
     records: list[Measurement]
     ceilings: Ceilings | None
-    earlier_runs: frozenset[str] = frozenset()  # runs whose measurements stand in for newer skips
+    # (case_id, provider) of the records shown from an earlier run than their case's: standing in for a skip
+    stand_ins: frozenset[tuple[str, str]] = frozenset()
     shown: Presentation = field(default_factory=Presentation)  # views, baselines, tiers of these runs
 
     @property
@@ -259,9 +260,9 @@ class RecordHovers:
     speedup, baseline, rel. error, SOL, bound, MiB, FLOP/B, TFLOP/s], names as indexes into P, C, B.
     """
 
-    def __init__(self, unit: str, earlier_runs: frozenset[str] = frozenset()) -> None:
+    def __init__(self, unit: str, stand_ins: frozenset[tuple[str, str]] = frozenset()) -> None:
         self.unit = unit
-        self.earlier_runs = earlier_runs
+        self.stand_ins = stand_ins
         self.providers: dict[str, int] = {}
         self.cases: dict[str, int] = {}
         self.bases: dict[str, int] = {}
@@ -277,7 +278,7 @@ class RecordHovers:
     def add_record(self, r: Measurement, view: View, base: Measurement | None) -> None:
         q = r.quantiles_ms or {}
         tf = r.flops / (r.median_ms * 1e-3) / 1e12 if r.flops else None
-        origin = f"; measured in run {r.run_id}" if r.run_id in self.earlier_runs else ""
+        origin = f"; measured in run {r.run_id}" if r.key in self.stand_ins else ""
         row = [
             self._id(self.providers, f"{r.provider} ({r.tier}{origin})"),
             self._id(self.cases, f"{r.label} · {group_key(r, view)}"),
@@ -320,12 +321,12 @@ def describe(
     records: list[Measurement],
     view: View,
     shown: Presentation,
-    earlier_runs: frozenset[str] = frozenset(),
+    stand_ins: frozenset[tuple[str, str]] = frozenset(),
     table: RecordHovers | None = None,
 ) -> RecordHovers:
     """The hover rows of every timed record of a family page (added to `table` where a page shows several
-    families); records of `earlier_runs` (standing in for newer skips) name their run."""
-    table = table if table is not None else RecordHovers(view.unit, earlier_runs)
+    families); `stand_ins` (records of an earlier run standing in for newer skips) name their run."""
+    table = table if table is not None else RecordHovers(view.unit, stand_ins)
     cases: OrderedDict[str, list[Measurement]] = OrderedDict()
     for r in records:
         cases.setdefault(r.case_id, []).append(r)

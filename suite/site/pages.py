@@ -110,7 +110,7 @@ class FamilySummary:
     tiers: list[str]
     matrix: dict[str, list[Row]]
     numbers: dict[tuple[str, str], int]  # (case_id, provider) -> footnote on the family page
-    earlier_runs: frozenset[str] = frozenset()  # cells measured there say so
+    stand_ins: frozenset[tuple[str, str]] = frozenset()  # cells of an earlier run than their case's say so
 
     @property
     def unit(self) -> str:
@@ -162,7 +162,7 @@ def _cell(row: Row, tier: str, f: FamilySummary) -> Markup:
     value = model.metric_of(r, f.view)
     shown = model.fmt_rate(value, f.unit) if value else f"{model.fmt(r.median_ms)} ms"
     # the newest run skipped this provider: its last measurement, which names its run
-    after = Markup("<small>measured in run {}</small>").format(bdi(r.run_id)) if r.run_id in f.earlier_runs else ""
+    after = Markup("<small>measured in run {}</small>").format(bdi(r.run_id)) if r.key in f.stand_ins else ""
     after = Markup(after) + _also(also)
     if row.winner == tier:
         note = f"{row.margin:.2f}× over {bdi(row.runner_up or '')}" if row.margin else "the only tier timed"
@@ -218,7 +218,7 @@ def family_summary(view: DeviceView, family: str, records: list[Measurement]) ->
         tiers,
         model.matrix(records, v, tiers),
         numbers,
-        view.earlier_runs,
+        view.stand_ins,
     )
 
 
@@ -278,7 +278,7 @@ def family_charts(
     shown: Presentation,
     styles: dict[str, Style],
     ceilings: Ceilings | None,
-    earlier_runs: frozenset[str] = frozenset(),
+    stand_ins: frozenset[tuple[str, str]] = frozenset(),
     hovers: model.RecordHovers | None = None,
     partners: Partners | None = None,
 ) -> FamilyCharts:
@@ -288,9 +288,9 @@ def family_charts(
     # The legend names providers with marks; the others are in the list of what was not timed.
     used = {r.provider for r in roof_records if model.timed(r)}
     drawn = {k: s for k, s in styles.items() if k in used}
-    table = model.describe(records, v, shown, earlier_runs, hovers)
+    table = model.describe(records, v, shown, stand_ins, hovers)
     for partner_view, recs in partners:
-        model.describe(recs, partner_view, shown, earlier_runs, table)
+        model.describe(recs, partner_view, shown, stand_ins, table)
     c = ceilings
     # A bandwidth-bound family's throughput is read against the copy ceiling: drawn in, and its share of it
     # (the speed of light) on the right-hand axis.
@@ -363,7 +363,7 @@ def family_page(
 ) -> str:
     v = view.view(family)
     partners = roofline_partners(view.families(), family, v, view.shown)
-    fc = family_charts(records, family, v, view.shown, styles, view.ceilings, view.earlier_runs, partners=partners)
+    fc = family_charts(records, family, v, view.shown, styles, view.ceilings, view.stand_ins, partners=partners)
     siblings = [(f, f"{slug(f)}.html") for f in view.families() if f != family]
     epilogue = epilogue_costs(records)
     panel = _recompute_panel(records, fc)
