@@ -372,11 +372,21 @@ def speedup_points(recs: list[Measurement], shown: Presentation) -> tuple[Ordere
 
 
 def memory_points(recs: list[Measurement]) -> OrderedDict[str, list[Point]]:
+    """Peak device memory of each timed provider's checked pass, in MiB (0: it allocated nothing more)."""
     out: OrderedDict[str, list[Point]] = OrderedDict()
     for r in recs:
-        if timed(r) and r.peak_mem_bytes:
+        if timed(r) and r.peak_mem_bytes is not None:
             out.setdefault(r.provider, []).append(Point(r.x, r.peak_mem_bytes / 2**20, r.key))
     return out
+
+
+def why_no_memory(recs: list[Measurement]) -> str:
+    """Why a group's memory chart has no point: what its records say about memory."""
+    if any(r.peak_mem_bytes is not None for r in recs):
+        return "recorded only for providers not timed here (their peak MiB is in the table)"
+    if recs and all(r.env.get("device_type") == "cpu" for r in recs):
+        return "not measured on a CPU (it is the CUDA allocator's peak over the checked pass)"
+    return "none recorded"
 
 
 def roofline_points(recs: list[Measurement]) -> OrderedDict[str, list[Point]]:

@@ -327,9 +327,9 @@ def family_charts(
                     else '<p class="empty">speedup: no baseline timed.</p>'
                 ),
                 "memory": Markup(
-                    charts.line_chart(
-                        model.memory_points(recs), drawn, table, "peak device memory", x_axis, Axis("MiB")
-                    )
+                    charts.line_chart(memory, drawn, table, "peak device memory", x_axis, Axis("MiB"))
+                    if (memory := model.memory_points(recs))
+                    else Markup('<p class="empty">peak device memory: {}.</p>').format(model.why_no_memory(recs))
                 ),
             }
         )

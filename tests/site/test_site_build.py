@@ -135,6 +135,30 @@ def test_a_tier_cell_names_its_best_correct_provider_and_each_failure_by_status(
     assert cells[("256^3", "vendor")].startswith("eager ")
 
 
+def test_peak_memory_is_drawn_where_recorded_and_its_absence_is_explained(tree):
+    cpu = {"device_type": "cpu", "device_name": "x86_64", "threads": 2}
+    fp16 = {"case": {"m": 256, "n": 256, "k": 256, "dtype": "fp16", "mode": "fwd"}, "case_id": "matmul/fp16"}
+    recs = [
+        # bf16: a pass that allocated nothing beyond its inputs (0 bytes) is a recorded value, drawn
+        record(peak_mem_bytes=0),
+        record(provider="triton", tier="triton", peak_mem_bytes=0, median_ms=0.5),
+        # fp16: memory recorded, but only for a provider checked and not timed
+        record(provider="eager", peak_mem_bytes=None, **fp16),
+        record(provider="triton", tier="triton", status="skipped", median_ms=None, peak_mem_bytes=1 << 20, **fp16),
+    ]
+    write_run(tree["runs"], "gpu", recs)
+    write_run(tree["runs"], "cpu", [record(run_id="cpu", env=cpu, peak_mem_bytes=None)])
+    _build(tree)
+    gpu = (tree["html"] / "devices/nvidia-h100-80gb-hbm3/matmul.html").read_text()
+    groups = {g.split("</bdi></h2>")[0]: g.split("<h2")[0] for g in gpu.split('<h2 id="g')[1:]}
+    groups = {key.split("<bdi>")[1]: part for key, part in groups.items()}
+    assert 'aria-label="peak device memory"' in groups["matmul · bf16 · fwd"]
+    assert "peak device memory: recorded only for providers not timed here" in groups["matmul · fp16 · fwd"]
+    (cpu_page,) = (tree["html"] / "devices").glob("cpu-*/matmul.html")
+    assert "peak device memory: not measured on a CPU" in cpu_page.read_text()
+    assert "nothing recorded to draw" not in gpu + cpu_page.read_text()
+
+
 def test_strings_from_records_are_escaped_everywhere(tree):
     recs = [
         record(provider=HOSTILE["provider"], label=HOSTILE["label"]),
