@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, make_dataclass
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -118,11 +119,19 @@ def plugin_families(families: list[Family]) -> list[Family]:
     return [f for f in families if f.name not in builtin]
 
 
+def family_suites(families: list[Family]) -> list[Family]:
+    """The plugins' families that get a `suite=<family>`: those not named like a suite of conf/suite/."""
+    import tierbench.conf
+
+    files = {p.stem for p in (Path(tierbench.conf.__file__).parent / "suite").glob("*.yaml")}
+    return [f for f in plugin_families(families) if f.name not in files]
+
+
 def register_configs(families: list[Family]) -> type:
-    """The schema as `run_schema`, and a `suite=<family>` for each plugin's family."""
+    """The schema as `run_schema`, and a `suite=<family>` for each plugin's family (family_suites)."""
     schema = run_schema(families)
     store = ConfigStore.instance()
     store.store(name="run_schema", node=schema)
-    for family in plugin_families(families):
+    for family in family_suites(families):
         store.store(group="suite", name=family.name, node=family_suite(family, families), package="_global_")
     return schema

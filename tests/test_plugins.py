@@ -6,6 +6,7 @@ through the real console command; broken plugins are clear errors; an entry poin
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -291,7 +292,7 @@ def test_a_plugins_family_has_a_suite_of_its_own_and_joins_the_others(monkeypatc
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from tierbench.suite.config import register_configs
+    from tierbench.suite.config import family_suites, register_configs
     from tierbench.suite.plan import make_plan
     from tierbench.suite.run_command import conf_dir
 
@@ -310,3 +311,6 @@ def test_a_plugins_family_has_a_suite_of_its_own_and_joins_the_others(monkeypatc
     assert plan("suite=swiglu", "swiglu.tokens=[8]") == {"swiglu"}
     assert plan("suite=norm") == {"norm", "swiglu"}
     assert plan("suite=norm", "swiglu.enabled=false") == {"norm"}
+    # A family named like a suite of conf/suite/ gets none of its own: the file stays what suite=training is.
+    named_like_a_suite = dataclasses.replace(catalog.family("swiglu"), name="training")
+    assert family_suites([*catalog.families, named_like_a_suite]) == [catalog.family("swiglu")]
