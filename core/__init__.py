@@ -23,15 +23,28 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
 _API = {
     "measure": "tierbench.suite.api",
     "Measurement": "tierbench.suite.records",
+    # what a plugin defines (docs/plugins.md)
     "Op": "tierbench.suite.ops.base",
     "Family": "tierbench.suite.ops.base",
     "View": "tierbench.suite.ops.base",
     "Case": "tierbench.suite.ops.base",
     "WorkModel": "tierbench.suite.ops.base",
+    "DType": "tierbench.suite.ops.base",
+    "Mode": "tierbench.suite.ops.base",
     "Provider": "tierbench.suite.providers.base",
+    "Prepared": "tierbench.suite.providers.base",
     "Unavailable": "tierbench.suite.providers.base",
     "call_provider": "tierbench.suite.providers.base",
     "Tier": "tierbench.suite.tiers",
+    "plugin_tier": "tierbench.suite.tiers",
+    "builtin_op": "tierbench.suite.ops",
+    # helpers a plugin may rely on
+    "randn": "tierbench.suite.ops.base",
+    "per_pass": "tierbench.suite.ops.base",
+    "element_size": "tierbench.suite.ops.base",
+    "hi_precision": "tierbench.suite.ops.base",
+    "choice_name": "tierbench.suite.ops.base",
+    "positive": "tierbench.suite.ops.base",
 }
 
 __all__ = ["__version__", *_API]

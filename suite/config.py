@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, make_dataclass
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -104,7 +105,33 @@ def run_schema(families: list[Family]) -> type:
     return make_dataclass("RunConfig", sections, bases=(RunBase,))
 
 
+def family_suite(family: Family, families: list[Family]) -> dict[str, Any]:
+    """`suite=<family>` for a plugin's family: its cases alone, every other family's section disabled (a
+    built-in family's suite is its YAML file in conf/suite/)."""
+    return {"suite": family.name, **{f.name: {"enabled": f is family} for f in families}}
+
+
+def plugin_families(families: list[Family]) -> list[Family]:
+    """The families that no module of tierbench defines: the plugins'."""
+    from .ops import builtin_families
+
+    builtin = {f.name for f in builtin_families()}
+    return [f for f in families if f.name not in builtin]
+
+
+def family_suites(families: list[Family]) -> list[Family]:
+    """The plugins' families that get a `suite=<family>`: those not named like a suite of conf/suite/."""
+    import tierbench.conf
+
+    files = {p.stem for p in (Path(tierbench.conf.__file__).parent / "suite").glob("*.yaml")}
+    return [f for f in plugin_families(families) if f.name not in files]
+
+
 def register_configs(families: list[Family]) -> type:
+    """The schema as `run_schema`, and a `suite=<family>` for each plugin's family (family_suites)."""
     schema = run_schema(families)
-    ConfigStore.instance().store(name="run_schema", node=schema)
+    store = ConfigStore.instance()
+    store.store(name="run_schema", node=schema)
+    for family in family_suites(families):
+        store.store(group="suite", name=family.name, node=family_suite(family, families), package="_global_")
     return schema

@@ -28,6 +28,9 @@ STATUSES = ("ok", "skipped", "incorrect", "oom", "error")
 
 @dataclass
 class Measurement:
+    """One record: one provider on one case, its status and reason, its times and what was checked (the
+    README's measurements.jsonl lists the fields)."""
+
     run_id: str
     op: str
     family: str

@@ -62,9 +62,10 @@ def plugin_names(argv: list[str]) -> list[str]:
     return [str(n) for n in dict.fromkeys(names)]
 
 
-def _decide_interpreter(argv: list[str]) -> None:
+def decide_interpreter(argv: list[str]) -> None:
     """On a CPU, Triton's kernels run only through its interpreter (checked, never timed). Decided before
-    any plugin defines a Triton kernel: triton.jit reads TRITON_INTERPRET when it decorates."""
+    any plugin defines a Triton kernel: triton.jit reads TRITON_INTERPRET when it decorates. The asv suite
+    decides it here too, from its overrides, so asv runs a plugin's kernels as `tierbench run` does."""
     import torch
 
     device = str(_override_value(argv, "device") or "auto")
@@ -173,7 +174,7 @@ def main(argv: list[str]) -> int:
     from .config_keys import UnknownKey, check_overrides
     from .plugins import PluginError
 
-    _decide_interpreter(argv)
+    decide_interpreter(argv)
     try:
         catalog = build(plugin_names(argv))
     except PluginError as exc:

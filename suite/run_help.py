@@ -172,7 +172,7 @@ def _groups(conf_dir: Path) -> dict[str, list[str]]:
 
 
 def render(conf_dir: Path, catalog: Any) -> str:
-    from .config import RunBase
+    from .config import RunBase, family_suites
 
     lines = [
         "usage: tierbench run [KEY=VALUE ...]            one run",
@@ -189,6 +189,8 @@ def render(conf_dir: Path, catalog: Any) -> str:
     for name in [*(n for n in SUITES if n in found), *(n for n in found if n not in SUITES)]:
         what, cpu, gpu = SUITES.get(name, ("a suite of this install", "", ""))
         lines += [f"  {name:<19} {cpu:<12} {gpu}", f"      {what}"]
+    for family in family_suites(catalog.families):
+        lines += [f"  {family.name}", f"      the plugins' {family.name} family alone (its section's shapes)"]
     lines += [
         "  Times: H200 from the committed runs' records; CPU: about 2 minutes of CPU time, 6-8 minutes on",
         "  2 cores shared with other work. A GPU-sized suite does not finish on a CPU in useful time:",
@@ -196,7 +198,7 @@ def render(conf_dir: Path, catalog: Any) -> str:
         "  suite=attention attention.seq_lens=[256] attention.tokens=512 attention.model_dim=128",
         "",
         "Config groups",
-        "  suite=   " + ", ".join(groups.get("suite", [])),
+        "  suite=   " + ", ".join([*groups.get("suite", []), *(f.name for f in family_suites(catalog.families))]),
         "  timing=  "
         + ", ".join(groups.get("timing", []))
         + "   (quick: a fast look; default; precise: numbers to publish)",

@@ -30,7 +30,8 @@ def _interpreter_rule(device_type: str) -> str | None:
 
 @dataclass(frozen=True)
 class Tier:
-    """One rung of the ladder.
+    """One rung of the ladder: its name, place, color and label, whether it is own code, and why its timings
+    are not comparable on a device type (`plugin_tier` makes one for a plugin).
 
     own_code: the project's (or the plugin author's) own kernels: their history series are judged, while
     the series of the other tiers (pinned libraries) are controls for machine drift.

@@ -100,7 +100,7 @@ def test_run_report_names_what_each_provider_launched(tmp_path):
     runmeta.write(tmp_path, META)
     html = pages.run_page(load_run(tmp_path), None, SHOWN, standalone=True)
     assert "<th>launched</th>" in html and "<bdi>two-pass: CHUNK=4096, warps=16, stages=1</bdi>" in html
-    assert "<th>op</th>" in html and "<nav>" not in html
+    assert "<th>op and case</th>" in html and "<nav>" not in html
 
 
 def test_markdown_summary_sets_a_familys_passes_side_by_side():

@@ -1,10 +1,13 @@
-"""A tierbench plugin: the user's SwiGLU op (a plain PyTorch formula) and the user's Triton kernels.
+"""A tierbench plugin: the user's SwiGLU op (a plain PyTorch formula) and the user's Triton kernels, as
+providers of SwiGLU (forward and backward) and of tierbench's own LayerNorm and RMSNorm ops.
 
-    tierbench run plugins=[bench_plugin] suite=norm 'providers=[eager,compile,my-rmsnorm,my-swiglu]'
+    tierbench run plugins=[bench_plugin] suite=swiglu               # the SwiGLU family alone
+    tierbench run plugins=[bench_plugin] suite=norm 'providers=[eager,compile,my-layernorm,my-rmsnorm]'
 
-tierbench imports this module by name (from the current folder, or installed under the `tierbench.plugins`
-entry points) and reads FAMILIES, PROVIDERS and TIERS. Everything downstream (check, timing, records,
-summary, report, asv, compare) treats them as its own.
+tierbench imports this module by name (from the current folder, or installed: `pip install .` here
+registers it under the `tierbench.plugins` entry points, see pyproject.toml) and reads FAMILIES, PROVIDERS
+and TIERS. Everything downstream (check, timing, records, summary, report, asv) treats them as its own.
+docs/plugins.md of tierbench is the reference: every built-in op's signature, the helpers used below.
 """
 
 from __future__ import annotations
@@ -17,9 +20,7 @@ import torch
 import torch.nn.functional as F
 
 import tierbench
-from tierbench.suite.ops.base import DType, Mode, choice_name, element_size, per_pass, positive, randn
-from tierbench.suite.ops.norm import RMS_NORM
-from tierbench.suite.tiers import plugin_tier
+from tierbench import DType, Mode, choice_name, element_size, hi_precision, per_pass, positive, randn
 
 
 # --- an op of the user's: SwiGLU, silu(gate) * up ------------------------------------------------------
@@ -29,7 +30,7 @@ class SwigluConf:
 
     enabled: bool = True
     dtypes: list[DType] = field(default_factory=lambda: [DType.bf16])
-    modes: list[Mode] = field(default_factory=lambda: [Mode.fwd])
+    modes: list[Mode] = field(default_factory=lambda: [Mode.fwd, Mode.bwd])
     tokens: list[int] = field(default_factory=lambda: [256])
     ffn: list[int] = field(default_factory=lambda: [512])
 
@@ -55,7 +56,8 @@ def make_inputs(case: tierbench.Case, device: torch.device, gen: torch.Generator
 
 
 def reference(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-    hi = torch.float64 if gate.device.type == "cpu" else torch.float32
+    """In float64 on a CPU, float32 on a GPU; autograd on it gives the gradients the backward is checked by."""
+    hi = hi_precision(gate.device)
     g = gate.to(hi)
     return g * torch.sigmoid(g) * up.to(hi)
 
@@ -97,9 +99,17 @@ FAMILIES = [
 ]
 
 # --- the user's kernels, as providers of a tier of their own ------------------------------------------
-TIERS = [plugin_tier("mine", "my own Triton kernels", own_code=True, interpreted_triton=True)]
+# interpreted_triton: on a CPU the kernels run through Triton's interpreter, checked and never timed.
+TIERS = [tierbench.plugin_tier("my-triton", "my own Triton kernels", own_code=True, interpreted_triton=True)]
 
 PROVIDERS = [
-    tierbench.call_provider("my-rmsnorm", "mine", RMS_NORM, my_kernels.rms_norm, package="triton"),
-    tierbench.call_provider("my-swiglu", "mine", SWIGLU, my_kernels.swiglu, package="triton"),
+    # Of tierbench's own ops (the signatures: docs/plugins.md): their cases, reference and check are tierbench's.
+    tierbench.call_provider(
+        "my-layernorm", "my-triton", tierbench.builtin_op("layer_norm"), my_kernels.layer_norm, package="triton"
+    ),  # fmt: skip
+    tierbench.call_provider(
+        "my-rmsnorm", "my-triton", tierbench.builtin_op("rms_norm"), my_kernels.rms_norm, package="triton"
+    ),  # fmt: skip
+    # Of the SwiGLU op above; its backward is the kernel's own (an autograd.Function), checked in `bwd` cases.
+    tierbench.call_provider("my-swiglu", "my-triton", SWIGLU, my_kernels.swiglu, package="triton"),
 ]

@@ -18,7 +18,8 @@ Environment (read at import, so discovery and every run agree):
   TIERBENCH_ASV_TIMING     conf/timing name (default: default with a GPU, quick without)
   TIERBENCH_ASV_OVERRIDES  extra Hydra overrides, shell-quoted, e.g. "providers=[eager] matmul.square=[128]"
   TIERBENCH_ASV_MAX_SAMPLES  samples kept per benchmark and run, evenly over the rounds (default 200)
-  TIERBENCH_CEILINGS_DIR   where measured device ceilings are cached (default: this checkout's results/ceilings)
+  TIERBENCH_CEILINGS_DIR   the one folder of measured device ceilings (default: as `tierbench run`: the user's
+                           cache, $XDG_CACHE_HOME/tierbench/ceilings, and a tierbench checkout's committed ones)
   TIERBENCH_ASV_BUILD      set by offline history runs: the folder the measured build must be imported from
 """
 
@@ -81,8 +82,18 @@ class FamilyTable:
     fingerprint: str
 
 
+@functools.lru_cache(maxsize=1)
+def decide_interpreter() -> None:
+    """As `tierbench run` decides it, before any Triton kernel (tierbench's or a plugin's) is defined: on a
+    CPU, Triton's kernels run through its interpreter (checked, never timed), not into "0 active drivers"."""
+    from tierbench.suite.run_command import decide_interpreter as decide
+
+    decide(overrides())
+
+
 def _fingerprint() -> str:
     """Identifies the settings a table was computed under (interpreter, variables that change the plan)."""
+    decide_interpreter()
     env = {
         k: v
         for k, v in os.environ.items()
@@ -133,6 +144,7 @@ def catalog() -> Any:
     from tierbench.suite.catalog import build
     from tierbench.suite.run_command import plugin_names
 
+    decide_interpreter()
     return build(plugin_names(overrides()))
 
 
@@ -154,14 +166,14 @@ def compose_config() -> Any:
 def _plan() -> tuple[Any, Any, list[tuple[Any, str, Any]]]:
     """(config, device, [(case, label, planned case of its runnable providers)]) of the whole asv suite here.
 
-    A provider whose tier is not comparable here (Triton under its CPU interpreter) is checked by
-    `tierbench run`, never timed: asv gets no series of it."""
+    A provider whose tier is not comparable here (Triton under its CPU interpreter) is measured as
+    `tierbench run` measures it: checked, never timed; its benchmark is an asv skip that says so when its
+    result is correct, and a failure naming the error when it is not."""
     from tierbench.suite.plan import PlannedCase, make_plan, resolve_device
 
     cfg = compose_config()
     device = resolve_device(cfg.device)
     check_build()
-    tiers = catalog().tiers
     entries = []
     seen: dict[str, str] = {}
     for planned in make_plan(cfg, catalog()):
@@ -170,11 +182,7 @@ def _plan() -> tuple[Any, Any, list[tuple[Any, str, Any]]]:
         if label in seen and seen[label] != case.case_id:
             raise ValueError(f"two cases share the asv label {label!r}: {seen[label]} and {case.case_id}")
         seen[label] = case.case_id
-        runnable = tuple(
-            p
-            for p in planned.providers
-            if _available(p, case, device) and not (p.tier in tiers and tiers[p.tier].not_comparable(device.type))
-        )
+        runnable = tuple(p for p in planned.providers if _available(p, case, device))
         entries.append((case, label, PlannedCase(case, planned.op, runnable)))
     return cfg, device, entries
 
@@ -280,11 +288,11 @@ def _thin(values: list[float], keep: int) -> list[float]:
     return [values[round(i * step)] for i in range(keep)]
 
 
-def _ceilings_dir() -> Path:
-    """Cached device ceilings: by default the results/ceilings of the checkout asv loads this suite from."""
-    if os.environ.get(CEILINGS_ENV):
-        return Path(os.environ[CEILINGS_ENV])
-    return Path(__file__).resolve().parents[2] / "results" / "ceilings"
+def ceilings_dir() -> Path | None:
+    """The folder of TIERBENCH_CEILINGS_DIR, else None: the folders `tierbench run` uses (suite/ceilings.py),
+    where a new measurement goes to the user's cache, never into a checkout."""
+    value = os.environ.get(CEILINGS_ENV)
+    return Path(value) if value else None
 
 
 def check_build() -> None:
@@ -330,7 +338,7 @@ def measure_family(family: str, where: Mapping[str, Any] | None = None) -> dict[
     measurer = Measurer.open(
         device,
         timing_settings(cfg.timing),
-        _ceilings_dir(),
+        ceilings_dir(),
         run_id="asv",
         run_dir=Path.cwd(),
         seed=int(cfg.seed),

@@ -25,4 +25,14 @@ def builtin_families() -> list[Family]:
     return sorted(found, key=lambda f: (f.order, f.name))
 
 
-__all__ = ["Case", "Family", "Op", "View", "WorkModel", "builtin_families"]
+def builtin_op(name: str) -> Op:
+    """The built-in op of that name (`layer_norm`, `rms_norm`, `matmul`, ...), for a plugin's provider of it:
+    `call_provider("my-layernorm", "mine", builtin_op("layer_norm"), my_layer_norm)`. docs/plugins.md lists
+    every op's signature."""
+    ops = {op.name: op for family in builtin_families() for op in family.ops}
+    if name not in ops:
+        raise ValueError(f"no built-in op {name!r}; valid choices: {', '.join(ops)}")
+    return ops[name]
+
+
+__all__ = ["Case", "Family", "Op", "View", "WorkModel", "builtin_families", "builtin_op"]

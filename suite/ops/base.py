@@ -31,6 +31,8 @@ DTYPES: dict[str, torch.dtype] = {
 
 
 class DType(Enum):
+    """The dtypes a config section may choose (`<family>.dtypes`); a case names one in params["dtype"]."""
+
     fp16 = "fp16"
     bf16 = "bf16"
     fp32 = "fp32"
@@ -188,6 +190,7 @@ def randn(
 
 
 def element_size(case: Case) -> int:
+    """Bytes per element of the case's operands (params["dtype"]): the unit of a work model's least bytes."""
     return torch.empty((), dtype=case.dtype).element_size()
 
 

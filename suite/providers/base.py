@@ -38,6 +38,9 @@ class Unavailable(Exception):
 
 @dataclass(frozen=True)
 class Provider:
+    """One way of computing one op, in one tier: `call_provider` makes one from a function of the op's
+    signature; its other fields serve providers that prepare (compile, convert layouts) or have rules."""
+
     name: str
     tier: str  # a tier's name (suite/tiers.py or a plugin's); the tier record says what it means
     op: str

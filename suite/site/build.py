@@ -64,8 +64,8 @@ def read_ceilings(every: list[runs.Run], ceilings_dir: Path) -> dict[str, Limits
 
 
 def device_views(selected: list[runs.Run], explicit: bool, limits: dict[str, Limits | None]) -> list[model.DeviceView]:
-    """One view per device, GPUs before CPUs: the runs named on the command line, or else its newest run of
-    each suite."""
+    """One view per device, GPUs before CPUs: the runs named on the command line, or else its newest complete
+    run of each case."""
     if explicit:
         per_device: dict[runs.Device, list[runs.Run]] = {}
         for run in selected:
@@ -74,21 +74,23 @@ def device_views(selected: list[runs.Run], explicit: bool, limits: dict[str, Lim
         per_device = runs.latest_per_device(selected)
     views = []
     for device, merged in per_device.items():
-        # A provider the newest record skipped keeps its last measurement: from an older one of the runs
-        # named, or by default from the device's other runs.
-        newest = {id(run) for run in merged}
-        earlier = merged if explicit else [r for r in selected if r.device == device and id(r) not in newest]
+        # A provider the newest record skipped keeps its last measurement: from the runs named, or by
+        # default from any of the device's runs.
+        earlier = merged if explicit else [r for r in selected if r.device == device]
         records = runs.merge(merged, earlier)
-        latest = {r.key: r for r in sorted((r for run in merged for r in run.records), key=lambda r: r.time)}
-        stood_in = {id(r) for r in records if latest.get(r.key) is not r}
-        stand_ins = [run for run in earlier if any(id(r) in stood_in for r in run.records)]
+        chosen = runs.newest_per_case(merged)
+        own = {id(r) for run in merged for r in run.records if chosen[(device, r.case_id)] is run}
+        borrowed = {id(r) for r in records if id(r) not in own}
+        stand_ins = frozenset(r.key for r in records if id(r) in borrowed)
+        newest = {id(run) for run in merged}
+        shown = merged + [
+            run for run in earlier if id(run) not in newest and any(id(r) in borrowed for r in run.records)
+        ]
         newest_run = max(merged, key=lambda run: run.finished)
         found = limits.get(ceilings.device_key(newest_run.env))
-        shown = merged + [run for run in stand_ins if id(run) not in newest]
         # Views, baselines and tiers from the runs' own run.json, the newest run's winning.
         presentation = Presentation.of(run.meta for run in sorted(shown, key=lambda r: r.finished))
-        stood = frozenset(member for r in stand_ins for member in r.members)
-        views.append(model.DeviceView(device, shown, records, found, stood, presentation))
+        views.append(model.DeviceView(device, shown, records, found, stand_ins, presentation))
     # Accelerators first: a CPU's smoke run is a check that the suite runs, not the results one came for.
     return sorted(views, key=lambda view: view.is_cpu)
 

@@ -35,7 +35,7 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         dest="run_ids",
         metavar="ID",
-        help="show these runs (repeatable) instead of each device's newest run of each suite",
+        help="show these runs (repeatable) instead of each device's newest complete run of each case",
     )
     p.add_argument("--asv", type=Path, default=Path("results/asv"), help="asv's results folder")
     p.add_argument(

@@ -42,7 +42,8 @@ class DeviceView:
     runs: list[Run]
     records: list[Measurement]
     ceilings: Limits | None
-    earlier_runs: frozenset[str] = frozenset()  # runs whose measurements stand in for newer skips
+    # (case_id, provider) of the records shown from an earlier run than their case's: standing in for a skip
+    stand_ins: frozenset[tuple[str, str]] = frozenset()
     shown: Presentation = field(default_factory=Presentation)  # views, baselines, tiers of these runs
 
     @property
@@ -116,6 +117,17 @@ def by_group(records: list[Measurement], view: View) -> OrderedDict[str, list[Me
 
 def timed(r: Measurement) -> bool:
     return r.status == "ok" and bool(r.median_ms)
+
+
+def checked_not_timed(r: Measurement) -> bool:
+    """Checked and correct, but not timed here (its tier's timings mean nothing on this device: Triton's
+    CPU interpreter): a skip that carries its check's errors."""
+    return r.status == "skipped" and r.rel_error is not None
+
+
+def status_rank(status: str) -> int:
+    """Worst first (STATUS_ORDER), anything else after."""
+    return STATUS_ORDER.index(status) if status in STATUS_ORDER else len(STATUS_ORDER)
 
 
 # -- the index matrix --------------------------------------------------------------------------------
@@ -328,9 +340,9 @@ class RecordHovers:
     speedup, baseline, rel. error, SOL, bound, MiB, FLOP/B, TFLOP/s], names as indexes into P, C, B.
     """
 
-    def __init__(self, unit: str, earlier_runs: frozenset[str] = frozenset(), name_runs: bool = False) -> None:
+    def __init__(self, unit: str, stand_ins: frozenset[tuple[str, str]] = frozenset(), name_runs: bool = False) -> None:
         self.unit = unit
-        self.earlier_runs = earlier_runs
+        self.stand_ins = stand_ins
         self.name_runs = name_runs  # a page merging several runs names each point's (its lines are per run)
         self.providers: dict[str, int] = {}
         self.cases: dict[str, int] = {}
@@ -347,7 +359,7 @@ class RecordHovers:
     def add_record(self, r: Measurement, view: View, base: Measurement | None) -> None:
         q = r.quantiles_ms or {}
         tf = r.flops / (r.median_ms * 1e-3) / 1e12 if r.flops else None
-        origin = f"; measured in run {r.run_id}" if r.run_id in self.earlier_runs else ""
+        origin = f"; measured in run {r.run_id}" if r.key in self.stand_ins else ""
         if self.name_runs and not origin:
             origin = f"; run {r.run_id}"
         row = [
@@ -392,12 +404,12 @@ def describe(
     records: list[Measurement],
     view: View,
     shown: Presentation,
-    earlier_runs: frozenset[str] = frozenset(),
+    stand_ins: frozenset[tuple[str, str]] = frozenset(),
     table: RecordHovers | None = None,
 ) -> RecordHovers:
     """The hover rows of every timed record of a family page (added to `table` where a page shows several
-    families); records of `earlier_runs` (standing in for newer skips) name their run."""
-    table = table if table is not None else RecordHovers(view.unit, earlier_runs)
+    families); `stand_ins` (records of an earlier run standing in for newer skips) name their run."""
+    table = table if table is not None else RecordHovers(view.unit, stand_ins)
     cases: OrderedDict[str, list[Measurement]] = OrderedDict()
     for r in records:
         cases.setdefault(r.case_id, []).append(r)
@@ -443,11 +455,21 @@ def speedup_points(recs: list[Measurement], shown: Presentation) -> tuple[Ordere
 
 
 def memory_points(recs: list[Measurement]) -> OrderedDict[str, list[Point]]:
+    """Peak device memory of each timed provider's checked pass, in MiB (0: it allocated nothing more)."""
     out: OrderedDict[str, list[Point]] = OrderedDict()
     for r in recs:
-        if timed(r) and r.peak_mem_bytes:
+        if timed(r) and r.peak_mem_bytes is not None:
             out.setdefault(r.provider, []).append(Point(r.x, r.peak_mem_bytes / 2**20, r.key, line=r.run_id))
     return out
+
+
+def why_no_memory(recs: list[Measurement]) -> str:
+    """Why a group's memory chart has no point: what its records say about memory."""
+    if any(r.peak_mem_bytes is not None for r in recs):
+        return "recorded only for providers not timed here (their peak MiB is in the table)"
+    if recs and all(r.env.get("device_type") == "cpu" for r in recs):
+        return "not measured on a CPU (it is the CUDA allocator's peak over the checked pass)"
+    return "none recorded"
 
 
 def roofline_points(recs: list[Measurement]) -> OrderedDict[str, list[Point]]:

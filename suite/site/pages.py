@@ -110,7 +110,7 @@ class FamilySummary:
     tiers: list[str]
     matrix: dict[str, list[Row]]
     numbers: dict[tuple[str, str], int]  # (case_id, provider) -> footnote on the family page
-    earlier_runs: frozenset[str] = frozenset()  # cells measured there say so
+    stand_ins: frozenset[tuple[str, str]] = frozenset()  # cells of an earlier run than their case's say so
 
     @property
     def unit(self) -> str:
@@ -125,34 +125,60 @@ def family_href(view: DeviceView, family: str) -> str:
     return f"devices/{view.device.key}/{slug(family)}.html"
 
 
+def _refs(records: list[Measurement], f: FamilySummary, label: str | None = None) -> Markup:
+    """Footnotes to the family page's list of what was not timed, each under its status (or `label`), worst
+    first: `incorrect [3] · skipped [1]`."""
+    numbers: dict[str, list[int]] = {}
+    for r in sorted(records, key=lambda r: model.status_rank(r.status)):
+        status = label or r.status
+        if r.key in f.numbers and f.numbers[r.key] not in numbers.get(status, []):
+            numbers.setdefault(status, []).append(f.numbers[r.key])
+    return Markup(" · ").join(
+        Markup("{} {}").format(
+            bdi(status), Markup(" ").join(Markup('<a href="{}#p{}">[{}]</a>').format(f.href, n, n) for n in found)
+        )
+        for status, found in numbers.items()
+    )
+
+
 def _cell(row: Row, tier: str, f: FamilySummary) -> Markup:
+    """A tier's verdict on a case: its fastest correct provider; where none was timed, its providers checked
+    correct but not timed here; where none was correct, what happened to each (worst first)."""
     cell = row.cells.get(tier)
     if cell is None:
         return Markup('<td class="na">–</td>')
-    refs = "".join(
-        f' <a href="{f.href}#p{f.numbers[r.key]}">[{f.numbers[r.key]}]</a>'
-        for r in cell.problems
-        if r.key in f.numbers and (cell.best is None or r.status != "skipped")
-    )
+    failures = [r for r in cell.problems if r.status != "skipped"]
+    also = _refs(failures, f)
     if cell.best is None:
-        status = cell.status()
-        css = "na" if status in ("skipped", "absent") else "na bad"
-        return Markup(f'<td class="{css}">{bdi(status)}{refs}</td>')
+        correct = [r for r in cell.problems if model.checked_not_timed(r)]
+        if correct:
+            names = Markup(", ").join(bdi(r.provider) for r in sorted(correct, key=lambda r: r.provider))
+            note = _refs(correct, f, label="correct, not timed")
+            return Markup(f'<td class="na">{names}<small>{note}</small>{_also(also)}</td>')
+        refs = _refs(cell.problems, f) or bdi(cell.status())
+        css = "na" if cell.status() in ("skipped", "absent") else "na bad"
+        return Markup(f'<td class="{css}">{refs}</td>')
     r = cell.best
     value = model.metric_of(r, f.view)
     shown = model.fmt_rate(value, f.unit) if value else f"{model.fmt(r.median_ms)} ms"
-    if r.run_id in f.earlier_runs:  # the newest run skipped this provider: its last measurement
-        refs = f"<small>measured in run {bdi(r.run_id)}</small>{refs}"
+    # the newest run skipped this provider: its last measurement, which names its run
+    after = Markup("<small>measured in run {}</small>").format(bdi(r.run_id)) if r.key in f.stand_ins else ""
+    after = Markup(after) + _also(also)
     if row.winner == tier and not row.decided:
         names = ", ".join(sorted({str(bdi(u.provider)) for u in row.untimed}))
         note = f"fastest timed; no winner: {names} correct under today's bounds but never timed (re-measure)"
-        return Markup(f"<td>{bdi(r.provider)} {shown}<small>{note}</small>{refs}</td>")
+        return Markup(f"<td>{bdi(r.provider)} {shown}<small>{note}</small>{after}</td>")
     if row.winner == tier:
         note = f"{row.margin:.2f}× over {bdi(row.runner_up or '')}" if row.margin else "the only tier timed"
         if r.sol is not None:
             note += f" · {_sol_words(r.sol, 2)}"
-        return Markup(f'<td class="w {tier_class(tier)}">{bdi(r.provider)} {shown}<small>{note}</small>{refs}</td>')
-    return Markup(f"<td>{bdi(r.provider)} {shown}<small>{cell.relative:.2f}× the winner</small>{refs}</td>")
+        return Markup(f'<td class="w {tier_class(tier)}">{bdi(r.provider)} {shown}<small>{note}</small>{after}</td>')
+    return Markup(f"<td>{bdi(r.provider)} {shown}<small>{cell.relative:.2f}× the winner</small>{after}</td>")
+
+
+def _also(refs: Markup) -> Markup:
+    """The tier's other providers that failed, beside its verdict."""
+    return Markup('<small class="bad">also {}</small>').format(refs) if refs else Markup("")
 
 
 def _sol_words(sol: float, digits: int = 3) -> str:
@@ -199,7 +225,7 @@ def family_summary(view: DeviceView, family: str, records: list[Measurement]) ->
         tiers,
         model.matrix(records, v, tiers),
         numbers,
-        view.earlier_runs,
+        view.stand_ins,
     )
 
 
@@ -259,7 +285,7 @@ def family_charts(
     shown: Presentation,
     styles: dict[str, Style],
     ceilings: Limits | None,
-    earlier_runs: frozenset[str] = frozenset(),
+    stand_ins: frozenset[tuple[str, str]] = frozenset(),
     hovers: model.RecordHovers | None = None,
     partners: Partners | None = None,
 ) -> FamilyCharts:
@@ -269,9 +295,9 @@ def family_charts(
     # The legend names providers with marks; the others are in the list of what was not timed.
     used = {r.provider for r in roof_records if model.timed(r)}
     drawn = {k: s for k, s in styles.items() if k in used}
-    table = model.describe(records, v, shown, earlier_runs, hovers)
+    table = model.describe(records, v, shown, stand_ins, hovers)
     for partner_view, recs in partners:
-        model.describe(recs, partner_view, shown, earlier_runs, table)
+        model.describe(recs, partner_view, shown, stand_ins, table)
     c = ceilings
     # A bandwidth-bound family's throughput is read against the copy ceiling: drawn in, and its share of it
     # (the speed of light) on the right-hand axis.
@@ -315,6 +341,8 @@ def family_charts(
                 ),
                 "memory": Markup(
                     charts.line_chart(memory, drawn, table, "peak device memory", x_axis, Axis(memory_unit))
+                    if memory
+                    else Markup('<p class="empty">peak device memory: {}.</p>').format(model.why_no_memory(recs))
                 ),
             }
         )
@@ -348,9 +376,9 @@ def family_page(
 ) -> str:
     v = view.view(family)
     partners = roofline_partners(view.families(), family, v, view.shown)
-    hovers = model.RecordHovers(v.unit, view.earlier_runs, name_runs=len(view.runs) > 1)
+    hovers = model.RecordHovers(v.unit, view.stand_ins, name_runs=len(view.runs) > 1)
     fc = family_charts(
-        records, family, v, view.shown, styles, view.ceilings, view.earlier_runs, hovers=hovers, partners=partners
+        records, family, v, view.shown, styles, view.ceilings, view.stand_ins, hovers=hovers, partners=partners
     )
     siblings = [(f, f"{slug(f)}.html") for f in view.families() if f != family]
     epilogue = epilogue_costs(records)

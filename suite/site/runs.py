@@ -211,41 +211,46 @@ def select_runs(runs: list[Run], run_ids: list[str] | None, runs_dir: Path) -> l
     return list({id(by_id[i]): by_id[i] for i in run_ids}.values())
 
 
+def newest_per_case(runs: list[Run]) -> dict[tuple[Device, str], Run]:
+    """Per device and case, the newest complete run that measured it (an incomplete run only where no
+    complete one did): a killed run, or one that left a case out, never hides an earlier complete one."""
+    chosen: dict[tuple[Device, str], Run] = {}
+    for run in sorted(runs, key=lambda r: (r.started, r.run_id)):  # oldest first: a later run replaces it
+        for case_id in dict.fromkeys(r.case_id for r in run.records):
+            key = (run.device, case_id)
+            if run.complete or key not in chosen or not chosen[key].complete:
+                chosen[key] = run
+    return chosen
+
+
 def latest_per_device(runs: list[Run]) -> OrderedDict[Device, list[Run]]:
-    """Per device, for each suite and op family, the newest complete run that measured it (an incomplete
-    run only where no complete one did): those are the runs its view merges. A killed run, or one that
-    left a family out, never hides what an earlier complete run measured."""
-    newest: dict[tuple[Device, str, str], Run] = {}
-    for run in runs:  # oldest first, so a later run replaces an earlier one
-        for family in run.families():
-            key = (run.device, run.suite, family)
-            if run.complete or key not in newest or not newest[key].complete:
-                newest[key] = run
+    """Per device, the runs its view merges: each the newest complete run of at least one case, newest
+    first."""
+    chosen = newest_per_case(runs)
     out: OrderedDict[Device, list[Run]] = OrderedDict()
-    for run in sorted({id(r): r for r in newest.values()}.values(), key=lambda r: -r.finished):
+    for run in sorted({id(r): r for r in chosen.values()}.values(), key=lambda r: (-r.finished, r.run_id)):
         out.setdefault(run.device, []).append(run)
     return out
 
 
 def merge(runs: list[Run], earlier: list[Run] | None = None) -> list[Measurement]:
-    """Records of several runs of one device: the newest record per (case_id, provider) wins.
+    """Records of several runs of one device: each case's records from its newest complete run among them.
 
-    Where that record is a skip (a package not installed there, no GPU), the provider's newest measurement
-    in the `earlier` runs of the device stands instead: a run that could not measure a provider does not
-    erase what an earlier one measured. Failures (incorrect, error, oom) always stand: they are news.
+    Where such a record is a skip (a package not installed there, no GPU), the provider's newest measurement
+    of that case in the `earlier` runs of the device (these runs among them or not) stands instead: a run
+    that could not measure a provider does not erase what an earlier one measured. Failures (incorrect,
+    error, oom) always stand: they are news.
     """
-    latest: dict[tuple[str, str], Measurement] = {}
-    order: dict[tuple[str, str], int] = {}
-    for i, r in enumerate(sorted((r for run in runs for r in run.records), key=lambda r: r.time)):
+    chosen = newest_per_case(runs)
+    latest: dict[tuple[str, str], Measurement] = {}  # in first-seen order; a key a sweep holds twice: its newest
+    for r in sorted(
+        (r for run in runs for r in run.records if chosen[(run.device, r.case_id)] is run), key=lambda r: r.time
+    ):
         latest[r.key] = r
-        order.setdefault(r.key, i)
     measured: dict[tuple[str, str], Measurement] = {}
     for r in sorted((r for run in earlier or [] for r in run.records if r.status == "ok"), key=lambda r: r.time):
         measured[r.key] = r
-    for key, r in latest.items():
-        if r.status == "skipped" and key in measured:
-            latest[key] = measured[key]
-    return sorted(latest.values(), key=lambda r: order[r.key])
+    return [measured[key] if r.status == "skipped" and key in measured else r for key, r in latest.items()]
 
 
 def find_ceilings(folder: Path, env: dict[str, Any]) -> Ceilings | None:

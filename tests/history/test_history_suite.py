@@ -9,6 +9,7 @@ import pytest
 from tierbench.suite.benchmarks import _harness
 
 REPO = Path(__file__).resolve().parents[2]
+TINY_MATMUL = "matmul.ops=[matmul] matmul.modes=[fwd] matmul.dtypes=[fp32] matmul.square=[32]"
 
 
 @pytest.fixture
@@ -36,9 +37,34 @@ def test_params_are_the_runnable_cases_of_each_provider(table):
     assert t.labels == {"eager": ["layer_norm 512x1024 fp32 fwd", "rms_norm 512x1024 fp32 fwd"]}
 
 
-def test_interpreted_triton_gets_no_series(table, monkeypatch):
+def test_interpreted_triton_is_checked_and_its_benchmark_says_it_is_not_timed(table, monkeypatch, tmp_path):
+    """As `tierbench run` on a CPU: Triton's kernels through the interpreter, checked, never timed."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    assert "triton" not in table("providers=[eager,triton]").labels
+    monkeypatch.chdir(tmp_path)  # measure_family leaves its table in asv's cache folder, the working folder
+    labels = table(f"providers=[eager,triton] {TINY_MATMUL}").labels
+    assert labels == {"eager": ["32^3 fp32 fwd"], "triton": ["32^3 fp32 fwd"]}
+    cache = _harness.measure_family("matmul")
+    assert cache[("32^3 fp32 fwd", "eager")]["status"] == "ok"
+    entry = cache[("32^3 fp32 fwd", "triton")]
+    assert entry["status"] == "skipped" and entry["reason"].startswith("correct, not timed")
+    from asv_runner.benchmarks.mark import SkipNotImplemented
+
+    track = _harness._track("triton", ["32^3 fp32 fwd"])
+    with pytest.raises(SkipNotImplemented, match="correct, not timed"):
+        track(None, cache, "32^3 fp32 fwd")
+    timed = _harness._track("eager", ["32^3 fp32 fwd"])(None, cache, "32^3 fp32 fwd")
+    assert timed["number"] == 1 and all(s > 0 for s in timed["samples"])
+
+
+def test_asv_keeps_measured_ceilings_in_the_users_cache_not_the_checkout(table, monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv(_harness.CEILINGS_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    committed = sorted(p.name for p in (REPO / "results" / "ceilings").iterdir())
+    table(f"providers=[eager] {TINY_MATMUL}")
+    assert _harness.measure_family("matmul")[("32^3 fp32 fwd", "eager")]["status"] == "ok"
+    assert [p.suffix for p in (tmp_path / "cache" / "tierbench" / "ceilings").iterdir()] == [".json"]
+    assert sorted(p.name for p in (REPO / "results" / "ceilings").iterdir()) == committed
 
 
 def test_version_follows_the_cases_and_timing_not_the_providers(table):
@@ -82,8 +108,9 @@ def test_the_decode_class_tracks_the_decode_cases_of_its_providers(table):
 def test_a_plugins_families_get_series_of_their_own_class(table, monkeypatch):
     monkeypatch.syspath_prepend(str(REPO / "examples" / "plugin"))
     t = table("plugins=[bench_plugin] providers=[eager,my-swiglu] norm.enabled=false", family=_harness.PLUGINS)
-    # The user's Triton kernel is checked, never timed, under the interpreter: no series of it here.
-    assert t.labels == {"eager": ["swiglu 256x512 bf16 fwd"]} and t.family == "plugins"
+    # The user's Triton kernel is checked under the interpreter (its benchmark an asv skip saying so).
+    both = ["swiglu 256x512 bf16 fwd", "swiglu 256x512 bf16 bwd"]
+    assert t.labels == {"eager": both, "my-swiglu": both} and t.family == "plugins"
 
 
 def test_method_names_and_thinning():

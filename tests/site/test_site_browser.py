@@ -338,3 +338,51 @@ def test_the_committed_h200_pages_keep_their_chart_texts_apart(chromium):
         assert load.errors == [], (page.name, load.errors)
         problems = _layout_problems(load.value)
         assert not problems, (page.name, problems[:10])
+
+
+FITS = """(() => ({width: innerWidth, page: document.documentElement.scrollWidth,
+  tables: Array.from(document.querySelectorAll('table')).map(t => Math.ceil(t.getBoundingClientRect().right))}))()"""
+
+
+def test_a_runs_page_fits_a_1400_px_window(tmp_path):
+    """Every column of a run's records table, its longest reasons and launch descriptions included, within
+    a 1400 px window: no sideways scrolling."""
+    (tmp_path / "runs").mkdir()
+    norm = {"case": {"rows": 4096, "hidden": 4096, "dtype": "bf16", "mode": "fwd_bwd"}, "case_id": "n/4096"}
+    norm.update(op="bias_gelu_layer_norm", family="norm", label="4096x4096", x=4096.0 * 4096)
+    untimed = dict(status="skipped", median_ms=None, quantiles_ms={})
+    recs = [
+        record(provider="eager", launch="cublasLt: gemm_bf16_tn_256x128_ldg8_relu_stages_64x3_aligned", **norm),
+        record(provider="compile-max-autotune", tier="compiler", median_ms=0.7, traffic_bytes=1 << 26, **norm),
+        record(
+            provider="my-bias-gelu-layernorm-fused-v2",
+            tier="my-own-triton-kernels",
+            reason="correct, not "
+            "timed: TRITON_INTERPRET=1 runs the kernel through Triton's CPU interpreter, whose speed means "
+            "nothing",
+            **untimed,
+            **norm,
+        ),  # fmt: skip
+        record(
+            provider="quack",
+            tier="cuda",
+            reason="package not installed: quack (ModuleNotFoundError: No module "
+            "named 'quack'); pip install quack-kernels/site-packages/quack/layernorm_backward_kernel.py",
+            **untimed,
+            **norm,
+        ),  # fmt: skip
+        record(
+            provider="triton",
+            tier="triton",
+            median_ms=0.4,
+            launch="two-pass: CHUNK=4096, warps=16, stages=1, BLOCK_ROWS=8, persistent=True, num_ctas=1",
+            **norm,
+        ),  # fmt: skip
+    ]
+    write_run(tmp_path / "runs", "wide", recs)
+    build.build(tmp_path / "runs", tmp_path / "html", tmp_path / "asv", tmp_path / "ceilings")
+    with browser.Browser(width=1400, height=900) as wide:
+        load = wide.load(_url(tmp_path / "html" / "runs" / "wide" / "report.html"), probe=FITS)
+    assert load.errors == []
+    assert load.value["page"] <= load.value["width"] == 1400, load.value
+    assert max(load.value["tables"]) <= 1400, load.value

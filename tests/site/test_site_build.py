@@ -89,6 +89,76 @@ def test_reasons_of_untimed_measurements_are_shown(tree):
     assert re.search(r'href="devices/nvidia-h100-80gb-hbm3/matmul.html#p\d"', index)
 
 
+def _index_cells(index: str) -> dict[tuple[str, str], str]:
+    """The index matrix's cells as text, by (row label, tier)."""
+    table = index.split('<table class="mx">', 1)[1].split("</table>", 1)[0]
+    tiers = [re.sub("<[^>]+>", "", t) for t in re.findall(r"<th class=\"t-[^\"]*\">(.*?)</th>", table)]
+    cells = {}
+    for row in re.findall(r"<tr><th>(.*?)</th>(.*?)</tr>", table):
+        label, tds = re.sub("<[^>]+>", "", row[0]), re.findall(r"<td[^>]*>(.*?)</td>", row[1])
+        for tier, td in zip(tiers, tds, strict=bool(tds)):  # the header row has no td
+            cells[(label, tier)] = " ".join(re.sub("<[^>]+>", " ", td).split())
+    return cells
+
+
+def test_a_tier_cell_names_its_best_correct_provider_and_each_failure_by_status(tree):
+    not_timed = "correct, not timed: TRITON_INTERPRET=1 runs the kernel through Triton's CPU interpreter"
+    small = {"case": {"m": 64, "n": 64, "k": 64, "dtype": "bf16", "mode": "fwd"}, "case_id": "matmul/m=64"}
+    small.update(label="64^3", x=64.0)
+    untimed = dict(status="skipped", median_ms=None, quantiles_ms={})
+    broken = dict(status="incorrect", median_ms=None, reason="elementwise: 7 of 4096 elements are off")
+    recs = [
+        # on the small case (as on a CPU): the tier's correct kernel checked but not timed, a broken one beside
+        record(provider="eager", **small),
+        record(provider="triton", tier="triton", reason=not_timed, **untimed, **small),
+        record(provider="triton-broken", tier="triton", rel_error=0.4, **broken, **small),
+        record(provider="cutlass", tier="cuda", rel_error=0.4, **broken, **small),
+        record(provider="flash", tier="cuda", reason="package not installed", rel_error=None, **untimed, **small),
+        # on the large case: the correct kernel timed, the broken one beside it
+        record(provider="eager"),
+        record(provider="triton", tier="triton", median_ms=0.5),
+        record(provider="triton-broken", tier="triton", rel_error=0.4, **broken),
+    ]
+    write_run(tree["runs"], "r1", recs)
+    _build(tree)
+    page = (tree["html"] / "devices/nvidia-h100-80gb-hbm3/matmul.html").read_text()
+    number = {  # each provider's footnote on the family page (one problem each here)
+        provider: re.search(rf'<li id="p(\d+)">[^\n]*<b><bdi>{provider}</bdi></b>', page).group(1)
+        for provider in ("triton", "triton-broken", "cutlass", "flash")
+    }
+    cells = _index_cells((tree["html"] / "index.html").read_text())
+    triton, broken = number["triton"], number["triton-broken"]
+    assert cells[("64^3", "triton")] == f"triton correct, not timed [{triton}] also incorrect [{broken}]"
+    assert cells[("64^3", "cuda")] == f"incorrect [{number['cutlass']}] · skipped [{number['flash']}]"
+    assert cells[("256^3", "triton")].startswith("triton ")
+    assert cells[("256^3", "triton")].endswith(f"also incorrect [{broken}]")
+    assert cells[("256^3", "vendor")].startswith("eager ")
+
+
+def test_peak_memory_is_drawn_where_recorded_and_its_absence_is_explained(tree):
+    cpu = {"device_type": "cpu", "device_name": "x86_64", "threads": 2}
+    fp16 = {"case": {"m": 256, "n": 256, "k": 256, "dtype": "fp16", "mode": "fwd"}, "case_id": "matmul/fp16"}
+    recs = [
+        # bf16: a pass that allocated nothing beyond its inputs (0 bytes) is a recorded value, drawn
+        record(peak_mem_bytes=0),
+        record(provider="triton", tier="triton", peak_mem_bytes=0, median_ms=0.5),
+        # fp16: memory recorded, but only for a provider checked and not timed
+        record(provider="eager", peak_mem_bytes=None, **fp16),
+        record(provider="triton", tier="triton", status="skipped", median_ms=None, peak_mem_bytes=1 << 20, **fp16),
+    ]
+    write_run(tree["runs"], "gpu", recs)
+    write_run(tree["runs"], "cpu", [record(run_id="cpu", env=cpu, peak_mem_bytes=None)])
+    _build(tree)
+    gpu = (tree["html"] / "devices/nvidia-h100-80gb-hbm3/matmul.html").read_text()
+    groups = {g.split("</bdi></h2>")[0]: g.split("<h2")[0] for g in gpu.split('<h2 id="g')[1:]}
+    groups = {key.split("<bdi>")[1]: part for key, part in groups.items()}
+    assert 'aria-label="peak device memory"' in groups["matmul · bf16 · fwd"]
+    assert "peak device memory: recorded only for providers not timed here" in groups["matmul · fp16 · fwd"]
+    (cpu_page,) = (tree["html"] / "devices").glob("cpu-*/matmul.html")
+    assert "peak device memory: not measured on a CPU" in cpu_page.read_text()
+    assert "nothing recorded to draw" not in gpu + cpu_page.read_text()
+
+
 def test_strings_from_records_are_escaped_everywhere(tree):
     recs = [
         record(provider=HOSTILE["provider"], label=HOSTILE["label"]),
@@ -234,7 +304,7 @@ def test_numbers_read_as_people_read_them(tree):
     assert "2.68 TB/s" in index and "1.83 TB/s" in index and "e+0" not in index
     assert "92% SOL" in index  # the winner's cell: 2.68 TB/s of the 2.9 TB/s copy ceiling
     report = (tree["html"] / "runs/r1/report.html").read_text()
-    assert "e+0" not in report and "<td><bdi>rms_norm</bdi></td>" in report  # the run page names each row's op
+    assert "e+0" not in report and "<td><bdi>rms_norm</bdi><small>" in report  # the run page names each row's op
 
 
 def test_a_memory_line_joins_one_runs_points_only(tree):

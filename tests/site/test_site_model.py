@@ -48,6 +48,24 @@ def test_latest_run_per_device_and_suite_merged_newest_record_wins(tree):
     assert merged[("matmul/m=512", "eager")].run_id == "c-mm"
 
 
+def test_each_case_shows_its_newest_complete_run_whatever_the_suites(tree):
+    """A run of a suite measured cases a later run of another suite did not: every case keeps its newest
+    complete run, and a later run that was killed hides nothing it did not finish."""
+
+    def case(name: str, run_id: str, time: float, **kw) -> Measurement:
+        params = {"m": 64, "dtype": name, "mode": "fwd"}
+        return record(run_id=run_id, case=params, case_id=f"matmul/dtype={name}", label=name, time=time, **kw)
+
+    write_run(tree["runs"], "all", [case("a", "all", 1.0), case("b", "all", 1.0)], "all")
+    write_run(tree["runs"], "a-again", [case("a", "a-again", 2.0, median_ms=0.5)], "matmul")
+    write_run(tree["runs"], "c-only", [case("c", "c-only", 3.0)], "matmul")
+    write_run(tree["runs"], "killed", [case("a", "killed", 4.0), case("d", "killed", 4.0)], "matmul", complete=False)
+    (view,) = build.device_views(site_runs.load_runs(tree["runs"]), False, {})
+    by_case = {r.label: r.run_id for r in view.records}
+    assert by_case == {"a": "a-again", "b": "all", "c": "c-only", "d": "killed"}
+    assert sorted(r.run_id for r in view.runs) == ["a-again", "all", "c-only", "killed"] and not view.stand_ins
+
+
 def test_a_newer_skip_does_not_erase_an_earlier_measurement_but_a_failure_does(tree):
     gone = dict(status="skipped", reason="package not installed: quack", median_ms=None)
     earlier = _runs(
@@ -103,7 +121,7 @@ def test_named_runs_let_an_older_one_stand_in_for_a_newer_skip(tree):
     by_provider = {r.provider: r for r in view.records}
     assert by_provider["quack"].run_id == "old" and by_provider["quack"].status == "ok"
     assert by_provider["eager"].run_id == "new"  # measured in both: the newer stands
-    assert view.earlier_runs == {"old"} and sorted(r.run_id for r in view.runs) == ["new", "old"]
+    assert view.stand_ins == {("matmul/m=256", "quack")} and sorted(r.run_id for r in view.runs) == ["new", "old"]
     (alone,) = build.device_views(site_runs.select_runs(found, ["new"], tree["runs"]), True, {})
     assert {r.provider: r.status for r in alone.records}["quack"] == "skipped"  # old not named: nothing to show
 
