@@ -40,15 +40,20 @@ OPS = frozenset(
 STREAM_JOIN = "dlpack-stream-sync"
 
 
-def _jax() -> Any:
-    # JAX would otherwise take 75% of the GPU's memory at its first use, leaving PyTorch's allocator short;
-    # and it would probe for TPUs (a warning on every CPU run) unless told which platforms to bring up.
+def _configure() -> None:
+    """Before jax is imported (it reads these then): JAX would otherwise take 75% of the GPU's memory at its
+    first use, leaving PyTorch's allocator short, and probe for TPUs (a warning on every CPU run)."""
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     os.environ.setdefault("JAX_PLATFORMS", "cuda,cpu" if torch.cuda.is_available() else "cpu")
+
+
+def _jax() -> Any:
+    _configure()
     return importlib.import_module("jax")
 
 
 def why_unavailable(case: Case, device: torch.device) -> str | None:
+    _configure()
     reason = missing_module("jax", "'tierbench[xla]' (jax; on CUDA 13 jax[cuda13])")
     if reason:
         return reason

@@ -233,3 +233,16 @@ def test_numbers_read_as_people_read_them(tree):
     assert "92% SOL" in index  # the winner's cell
     report = (tree["html"] / "runs/r1/report.html").read_text()
     assert "e+0" not in report and "<td><bdi>rms_norm</bdi></td>" in report  # the run page names each row's op
+
+
+def test_the_index_shows_the_whole_ladder_in_order_marking_tiers_not_measured(tree):
+    """Five rungs, in the seed documents' order, even where a run measured only some of them."""
+    write_run(tree["runs"], "r1", [record(provider="xla", tier="compiler"), record(provider="mojo", tier="portable")])
+    _build(tree)
+    index = (tree["html"] / "index.html").read_text()
+    legend = re.search(r'<p class="ladder">(.*?)</p>', index, re.S).group(1)
+    tiers = re.findall(
+        r'<span class="tier t-([a-z]+)"><bdi>([a-z]+)</bdi>( <small>\(not measured yet\)</small>)?', legend
+    )
+    assert [(t[0], t[1]) for t in tiers] == [(n, n) for n in ("vendor", "compiler", "triton", "cuda", "portable")]
+    assert {t[0] for t in tiers if t[2]} == {"vendor", "triton", "cuda"}
