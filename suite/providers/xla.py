@@ -11,10 +11,11 @@ wrapped in one torch.autograd.Function, so the harness's passes (fwd, bwd, fwd_b
 provider.
 
 Timing: JAX runs its work on a CUDA stream of its own. DLPack's stream handshake orders it on the timer's
-stream: handing a tensor to JAX makes JAX's stream wait for the timer's, and taking an output back makes the
-timer's stream wait for JAX's, so the CUDA events around a call bracket exactly its device work (plus the
-host's dispatch where the GPU waits on it, as for any call timed without a graph). A capture on the timer's
-stream would not see JAX's launches, so XLA is never graph-replayed; its records' timer says
+stream: handing a tensor to JAX (at every call, on a GPU) makes JAX's stream wait for the timer's, and taking
+an output back makes the timer's stream wait for JAX's, so the CUDA events around a call bracket exactly its
+device work (plus the host's dispatch where the GPU waits on it, as for any call timed without a graph). A
+capture on the timer's stream would not see JAX's launches, so XLA is never graph-replayed; its records' timer
+says
 `cuda-events+dlpack-stream-sync`. On a CPU JAX dispatches asynchronously: each output is waited for before
 it is handed back, so the host clock sees the whole call.
 """
@@ -131,14 +132,23 @@ class _Runner:
         self.device = device
         orders = tuple(storage_order(t) for t in self.tensors)
         self.diff = tuple(i for i, name in enumerate(op.tensors) if name in op.grads and self.tensors[i].requires_grad)
-        self.args = [_to_jax(t, o) for t, o in zip(self.tensors, orders)]
+        self.orders = orders
+        self._cpu_args = [_to_jax(t, o) for t, o in zip(self.tensors, orders)] if device.type != "cuda" else None
         self.fwd, self.fwd_res, self.bwd = _compiled(op.name, orders, self.diff, tuple(sorted(options.items())))
 
+    def args(self) -> list[Any]:
+        """The inputs as JAX arrays. On a GPU they are handed over at every call: DLPack's handshake then makes
+        JAX's stream wait for the timer's (the cache flush, the start event), which a handover made once, while
+        preparing, would not; on a CPU there is no stream to order, so once is enough."""
+        if self._cpu_args is not None:
+            return self._cpu_args
+        return [_to_jax(t, o) for t, o in zip(self.tensors, self.orders)]
+
     def forward(self) -> torch.Tensor:
-        return _from_jax(self.fwd(*self.args), self.device)
+        return _from_jax(self.fwd(*self.args()), self.device)
 
     def forward_with_residuals(self) -> tuple[torch.Tensor, Any]:
-        out, vjp = self.fwd_res(*self.args)
+        out, vjp = self.fwd_res(*self.args())
         return _from_jax(out, self.device), vjp
 
     def backward(self, vjp: Any, dy: torch.Tensor) -> list[torch.Tensor | None]:
