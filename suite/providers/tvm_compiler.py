@@ -130,7 +130,9 @@ class _Runner:
                 result = fn(*args)
         else:
             result = fn(*args)
-        items = result if isinstance(result, (list, tuple)) or hasattr(result, "__len__") else [result]
+        # An exported program's outputs come back as one TVM array of tensors; a lone tensor is one output.
+        tvm = importlib.import_module("tvm")
+        items = [result] if isinstance(result, tvm.runtime.Tensor) else list(result)
         return [torch.from_dlpack(r) for r in items]
 
     def forward(self) -> torch.Tensor:
