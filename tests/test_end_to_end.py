@@ -54,7 +54,7 @@ def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
     assert {r.tier for r in fp8} == {"vendor", "compiler", "triton", "cuda", "portable"}
     assert all(r.status == "skipped" and r.reason.startswith("FP8 matmul needs FP8 tensor cores") for r in fp8)
     epilogue = [r for r in records if r.op == "matmul_bias_gelu" and r.tier in ("vendor", "compiler")]
-    assert {r.provider for r in epilogue if r.status == "ok"} == {"eager", "compile"}
+    assert {r.provider for r in epilogue if r.status == "ok"} - set(OTHER_RUNTIMES) == {"eager", "compile"}
     assert {r.mode for r in epilogue if r.status == "ok"} == {"fwd", "bwd", "fwd_bwd"}
     tiers_timed = {r.tier for r in records if r.status == "ok"}
     assert tiers_timed - {"portable"} == {"vendor", "compiler"}
@@ -98,7 +98,8 @@ def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
     fused = {r.provider: r.launches for r in records if r.op == "bias_gelu_layer_norm" and r.mode == "fwd"}
     assert fused["eager"] == 3 and fused["triton"] == 1
     logged = [json.loads(line) for line in (run_dir / "launches.jsonl").read_text().splitlines()]
-    assert {(e["case_id"], e["provider"]) for e in logged} == {r.key for r in records if r.rel_error is not None}
+    profiled = {r.key for r in records if r.rel_error is not None and r.status != "incorrect"}  # only correct ones
+    assert {(e["case_id"], e["provider"]) for e in logged} == profiled
     cuda = [r for r in records if r.tier == "cuda"]
     assert cuda and all(r.status == "skipped" and r.reason for r in cuda)
     html = (run_dir / "report.html").read_text()
