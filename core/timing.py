@@ -85,6 +85,17 @@ class Staged:
     build: Callable[[], Callable[[], Any]]
 
 
+@dataclass(frozen=True)
+class Ungraphed:
+    """A call (or a Staged one) the timer must not capture in a CUDA graph: its library runs its device work
+    through a runtime of its own (JAX, TVM, IREE, MAX), which a capture on the timer's stream would not see,
+    or would see only in part. It is timed by plain launches between the events, its work ordered on the
+    timer's stream as `method` says (the record's `timer` is "cuda-events+<method>")."""
+
+    call: Callable[[], Any] | Staged
+    method: str
+
+
 # -- primitives shared with the kernels' tuner ---------------------------------------------------------
 
 
@@ -185,7 +196,7 @@ class CpuTimer:
             out.append((time.perf_counter() - start) * 1e3)
         return out
 
-    def measure(self, fns: dict[str, Callable[[], Any] | Staged]) -> Samples:
+    def measure(self, fns: dict[str, Callable[[], Any] | Staged | Ungraphed]) -> Samples:
         self.kinds = dict.fromkeys(fns, self.kind)
         calls, failed = _build(fns)
         result = interleaved(calls, self.settings, self._per_call_ms, self._round)
@@ -229,15 +240,17 @@ class CudaEventTimer:
     def _round(self, fn: Callable[[], Any], reps: int) -> list[float]:
         return event_times(fn, reps, self._flush, self.device)
 
-    def measure(self, fns: dict[str, Callable[[], Any] | Staged]) -> Samples:
+    def measure(self, fns: dict[str, Callable[[], Any] | Staged | Ungraphed]) -> Samples:
         self.kinds = {}
         self._stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(self._stream):
             calls, failed = _build(fns)
             replays = {}
             for name, fn in calls.items():
-                replays[name] = graph_replay(fn, self.device, self._stream) if self.settings.cuda_graph else None
-                self.kinds[name] = self.kind + ("+graph" if replays[name] else "")
+                method = fns[name].method if isinstance(fns[name], Ungraphed) else None
+                capture = self.settings.cuda_graph and method is None
+                replays[name] = graph_replay(fn, self.device, self._stream) if capture else None
+                self.kinds[name] = self.kind + ("+graph" if replays[name] else f"+{method}" if method else "")
             try:
                 timed = {n: replays[n] or fn for n, fn in calls.items()}
                 return {**failed, **interleaved(timed, self.settings, self._per_call_ms, self._round)}
@@ -246,11 +259,13 @@ class CudaEventTimer:
                 torch.cuda.synchronize(self.device)
 
 
-def _build(fns: dict[str, Callable[[], Any] | Staged]) -> tuple[dict[str, Callable[[], Any]], Samples]:
+def _build(fns: dict[str, Callable[[], Any] | Staged | Ungraphed]) -> tuple[dict[str, Callable[[], Any]], Samples]:
     """The calls to time, staged ones built here; a build that raises is that provider's result."""
     calls: dict[str, Callable[[], Any]] = {}
     failed: Samples = {}
     for name, fn in fns.items():
+        if isinstance(fn, Ungraphed):
+            fn = fn.call
         try:
             calls[name] = fn.build() if isinstance(fn, Staged) else fn
         except BaseException as exc:  # one provider's failure (whatever it raises) must not stop the others

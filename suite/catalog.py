@@ -42,8 +42,10 @@ class Catalog:
         return [with_op_rule(p, self.ops[p.op]) for p in found]
 
     def own_code_providers(self) -> tuple[str, ...]:
-        """Names of providers whose tier is own code: their history is judged, the rest are controls."""
-        return tuple(sorted({p.name for p in self.providers() if self.tiers[p.tier].own_code}))
+        """Names of providers that are own code (their tier, or the provider where its tier is mixed): their
+        history is judged, the rest are controls."""
+        own = {p.name for p in self.providers() if (self.tiers[p.tier].own_code if p.own_code is None else p.own_code)}
+        return tuple(sorted(own))
 
 
 def build(plugin_names: Iterable[str] = (), entry_points: bool = True) -> Catalog:

@@ -65,7 +65,7 @@ class RunBase:
     suite: str = "???"
     # auto: a CUDA GPU where PyTorch sees one, else the CPU (Triton's kernels then checked, never timed).
     device: Device = Device.auto
-    # Tier names to run: of the built-in vendor, compiler, triton, cuda and any a plugin declares (checked by
+    # Tier names to run: of the built-in vendor, compiler, triton, cuda, portable and any a plugin declares (checked by
     # the plan); empty runs every tier.
     tiers: list[str] = field(default_factory=list)
     # Optional allow-list of provider names; empty runs every provider of the selected tiers.

@@ -51,6 +51,10 @@ COMPILED_REASON = (
     "Inductor's compiled C++ kernels record no profiler event on a CPU, so their launches cannot be counted "
     "(on a GPU each one is a device kernel)"
 )
+OWN_RUNTIME_REASON = (
+    "runs its compiled code through a runtime of its own (JAX, TVM, IREE, MAX), which records no profiler event "
+    "on a CPU, so its launches cannot be counted (on a GPU each of its kernels is a device activity)"
+)
 NOT_PROFILED = "not profiled: only a pass that ran and passed its check is"
 # Child and parent intervals share one clock, but the trace rounds them to nanoseconds.
 _NESTING_SLACK_US = 0.01

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from tierbench.interrupts import reraise_real
-from tierbench.timing import CpuTimer, CudaEventTimer
+from tierbench.timing import CpuTimer, CudaEventTimer, Ungraphed
 
 from . import profiling, progress, traffic
 from .ceilings import Ceilings
@@ -160,7 +160,7 @@ def measure_case(
             provider_version=ctx.version_of(provider),
             env=ctx.env,
             suite=ctx.suite,
-            own_code=bool(tier and tier.own_code),
+            own_code=provider.own_code if provider.own_code is not None else bool(tier and tier.own_code),
             sweep=ctx.sweep,
             shard=ctx.shard,
             neighbours=seen,
@@ -225,7 +225,7 @@ def measure_case(
     if not checked:
         return
 
-    samples = ctx.timer.measure({name: p.timed() for name, (_, p, _) in checked.items()})
+    samples = ctx.timer.measure({name: _timed(provider, p) for name, (provider, p, _) in checked.items()})
     seen = ctx.beside(seen)
     state = telemetry(ctx.device)
     for name, (provider, _, facts) in checked.items():
@@ -244,6 +244,12 @@ def measure_case(
         )
 
 
+def _timed(provider: Provider, pass_: Pass):
+    """What the timer times: the pass, never captured in a graph where the provider's own runtime launches it."""
+    timed = pass_.timed()
+    return Ungraphed(timed, provider.stream_join) if provider.stream_join else timed
+
+
 def _profile(
     pass_: Pass,
     provider: Provider,
@@ -254,7 +260,9 @@ def _profile(
 ) -> dict[str, Any]:
     """One more call of a checked pass, outside timing (unless its checked run was profiled already): what
     it launched, and with metrics=[traffic] the device-memory bytes it moved, measured by ncu."""
-    if profile is None:
+    if profile is None and provider.stream_join and ctx.device.type != "cuda":
+        profile = profiling.Profile(None, profiling.OWN_RUNTIME_REASON, [], profiling.CPU_COUNTED)
+    elif profile is None:
         profile = profiling.profile_pass(pass_, ctx.device)
     if profiles is not None:
         profiles[(case.case_id, provider.name)] = profile

@@ -44,15 +44,43 @@ class Tier:
     label: str
     own_code: bool = False
     not_comparable: Callable[[str], str | None] = field(default=lambda device_type: None, compare=False)
+    # What the tier means and what its packages need, for the docs and `tierbench run --help` readers.
+    description: str = ""
 
 
-# Okabe-Ito colors (color-blind safe).
+# Okabe-Ito colors (color-blind safe). The order is the ladder's: vendor libraries, graph compilers, a kernel
+# DSL, hand-written CUDA, and the portable stacks that aim at one kernel codebase across vendors.
 VENDOR = Tier("vendor", 0, "#56B4E9", "vendor libraries behind PyTorch eager")
-COMPILER = Tier("compiler", 1, "#E69F00", "graph compiler (torch.compile)")
+COMPILER = Tier(
+    "compiler",
+    1,
+    "#E69F00",
+    "graph compilers (torch.compile, XLA, TVM)",
+    description=(
+        "Each op's formula handed to a graph compiler: torch.compile (Inductor), XLA (the formula written in "
+        "jax.numpy, jitted; the `xla` extra, jax), TVM (the same torch formula exported and compiled by "
+        "Apache TVM's Relax pipeline; the `tvm` extra, apache-tvm)."
+    ),
+)
 TRITON = Tier("triton", 2, "#009E73", "tierbench's own Triton kernels", own_code=True, not_comparable=_interpreter_rule)
 CUDA = Tier("cuda", 3, "#CC79A7", "hand-written CUDA / CuTe DSL packages")
+PORTABLE = Tier(
+    "portable",
+    4,
+    "#D55E00",
+    "portable stacks: one kernel codebase across vendors (Mojo/MAX, IREE)",
+    description=(
+        "Portable here means one source that its toolchain compiles for CPUs and for several GPU vendors "
+        "(NVIDIA, AMD; Apple's through IREE's Metal target) without a vendor's own language. `mojo`: "
+        "tierbench's own Mojo kernels (kernels/mojo/), compiled by MAX and called through its PyTorch "
+        "custom-op route (the `mojo` extra, max; Linux x86-64 or arm64, glibc 2.34+, on a GPU an NVIDIA "
+        "card of compute capability 8.0+ or a supported AMD one). `iree`: each op's formula compiled by "
+        "IREE, an MLIR stack, as a torch.compile backend (the `iree` extra: iree-turbine, "
+        "iree-base-compiler, iree-base-runtime; its CPU target everywhere, its CUDA target on an NVIDIA GPU)."
+    ),
+)
 
-BUILTIN: dict[str, Tier] = {t.name: t for t in (VENDOR, COMPILER, TRITON, CUDA)}
+BUILTIN: dict[str, Tier] = {t.name: t for t in (VENDOR, COMPILER, TRITON, CUDA, PORTABLE)}
 OTHER_COLOR = "#999999"
 
 

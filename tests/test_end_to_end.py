@@ -14,6 +14,9 @@ from cli_runner import tierbench_cli
 
 from tierbench.suite.records import RECORDS_FILE, read_records
 
+# The providers that run a runtime of their own (the compiler tier's XLA and TVM, the portable tier).
+OTHER_RUNTIMES = ("xla", "tvm", "mojo", "iree")
+
 
 def _run_dirs(root: Path) -> list[Path]:
     return sorted(p for p in root.iterdir() if p.is_dir()) if root.exists() else []
@@ -29,7 +32,7 @@ def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
         f"results_dir={runs}",
         f"ceilings_dir={tmp_path}/ceilings",
         cwd=tmp_path,
-        timeout=900,
+        timeout=1800,  # with the xla, tvm, mojo and iree extras installed, their compilation included
     )
     assert result.returncode == 0, result.stderr[-3000:]
     (run_dir,) = _run_dirs(runs)
@@ -40,18 +43,27 @@ def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
     assert ops == {"matmul", "matmul_bias_gelu", "matmul_fp8", "layer_norm", "rms_norm", "bias_gelu_layer_norm",
                    "attention", "decode", "decode_paged"}  # fmt: skip
     for r in records:
-        assert r.status in ("ok", "skipped"), (r.provider, r.op, r.status, r.reason)
+        # The other runtimes' own refusals (TVM's frontend, IREE's tracing of a causal backward) are theirs to
+        # report as errors or wrong results (docs/compiler-tier.md, docs/portable-tier.md); never the harness's.
+        allowed = ("ok", "skipped", "error", "incorrect") if r.provider in OTHER_RUNTIMES else ("ok", "skipped")
+        assert r.status in allowed and (r.status == "ok" or r.reason), (r.provider, r.op, r.status, r.reason)
         if r.status == "ok":
             assert r.median_ms > 0 and r.samples_ms and r.sol > 0 and r.rel_error <= r.tolerance
         assert r.env["git_commit"] is None or len(r.env["git_commit"]) == 40
     fp8 = [r for r in records if r.op == "matmul_fp8"]
-    assert {r.tier for r in fp8} == {"vendor", "compiler", "triton", "cuda"}
+    assert {r.tier for r in fp8} == {"vendor", "compiler", "triton", "cuda", "portable"}
     assert all(r.status == "skipped" and r.reason.startswith("FP8 matmul needs FP8 tensor cores") for r in fp8)
     epilogue = [r for r in records if r.op == "matmul_bias_gelu" and r.tier in ("vendor", "compiler")]
-    assert {r.provider for r in epilogue if r.status == "ok"} == {"eager", "compile"}
+    assert {r.provider for r in epilogue if r.status == "ok"} - set(OTHER_RUNTIMES) == {"eager", "compile"}
     assert {r.mode for r in epilogue if r.status == "ok"} == {"fwd", "bwd", "fwd_bwd"}
     tiers_timed = {r.tier for r in records if r.status == "ok"}
-    assert tiers_timed == {"vendor", "compiler"}
+    assert tiers_timed - {"portable"} == {"vendor", "compiler"}
+    # The other runtimes, where their extras are installed (CI installs them all): checked and timed.
+    for name in OTHER_RUNTIMES:
+        ours = [r for r in records if r.provider == name]
+        assert ours and all(r.launches is None and r.launches_reason for r in ours), name
+        if not any(r.reason.startswith("package not installed") for r in ours):
+            assert any(r.status == "ok" for r in ours), name
     # Every op in every pass, each output and gradient checked, through the vendor and compiler tiers.
     decode = {"decode", "decode_paged"}
     every = {(op, mode) for op in ops - {"matmul_fp8", *decode} for mode in ("fwd", "bwd", "fwd_bwd")}
@@ -82,11 +94,12 @@ def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
     assert all(r.launch and "warps=" in r.launch for r in triton), [r.launch for r in triton]
     # Every record counts what its call launched or says why not; the lists are in the side file.
     assert all((r.launches is None) == bool(r.launches_reason) for r in records)
-    assert all(r.launches for r in records if r.rel_error is not None and r.tier != "compiler")
+    assert all(r.launches for r in records if r.rel_error is not None and r.tier not in ("compiler", "portable"))
     fused = {r.provider: r.launches for r in records if r.op == "bias_gelu_layer_norm" and r.mode == "fwd"}
     assert fused["eager"] == 3 and fused["triton"] == 1
     logged = [json.loads(line) for line in (run_dir / "launches.jsonl").read_text().splitlines()]
-    assert {(e["case_id"], e["provider"]) for e in logged} == {r.key for r in records if r.rel_error is not None}
+    profiled = {r.key for r in records if r.rel_error is not None and r.status != "incorrect"}  # only correct ones
+    assert {(e["case_id"], e["provider"]) for e in logged} == profiled
     cuda = [r for r in records if r.tier == "cuda"]
     assert cuda and all(r.status == "skipped" and r.reason for r in cuda)
     html = (run_dir / "report.html").read_text()

@@ -59,3 +59,25 @@ def test_harness_median_agrees_with_triton_do_bench(case, tmp_path):
     assert "power_w" in record.telemetry and isinstance(record.telemetry["throttle_reasons"], list)
     assert record.peak_mem_bytes is not None and record.peak_mem_bytes > 0
     assert record.timer == "cuda-events+graph"
+
+
+def test_the_timer_sees_the_device_work_of_a_runtime_on_its_own_stream(tmp_path):
+    """XLA runs on JAX's stream: DLPack's handshake must put its product between the timer's events, so the
+    median cannot fall below what the card's peak allows (an unseen product would time as a few us)."""
+    pytest.importorskip("jax", reason="jax not installed: pip install 'tierbench[xla]'")
+    case = CASES[0]
+    catalog = build(entry_points=False)
+    provider = next(p for p in catalog.providers() if p.name == "xla" and p.op == case.op)
+    device = torch.device("cuda")
+    ctx = RunContext(
+        run_id="t",
+        run_dir=tmp_path,
+        device=device,
+        timer=CudaEventTimer(TimingSettings(steady_state_s=0), device),
+        ceilings=Ceilings("gpu", 4000.0, {"bf16": 700.0}),
+        env={},
+    )
+    (record,) = measure_case(case, [provider], ctx, catalog.ops[case.op])
+    assert record.status == "ok", record.reason
+    assert record.timer == "cuda-events+dlpack-stream-sync"
+    assert record.median_ms > 2 * 4096**3 / 2000e12 * 1e3  # 2 PFLOP/s: above any card's bf16 peak

@@ -65,6 +65,8 @@ def test_regular_install_from_a_built_wheel(tmp_path):
     }
     assert shipped == {str(p.relative_to(REPO / "conf")) for p in (REPO / "conf").rglob("*.yaml")}
     assert (target / "tierbench" / "kernels").is_dir() and (target / "tierbench" / "conf" / "config.yaml").exists()
+    mojo = target / "tierbench" / "kernels" / "mojo"  # the portable tier's Mojo source package, compiled where run
+    assert {p.name for p in mojo.glob("*.mojo")} == {p.name for p in (REPO / "kernels" / "mojo").glob("*.mojo")}
     assert not (target / "kernels").exists() and not (target / "suite").exists()
     workdir = tmp_path / "elsewhere"
     workdir.mkdir()

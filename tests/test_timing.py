@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from tierbench.timing import CpuTimer, TimingSettings
+from tierbench.timing import CpuTimer, TimingSettings, Ungraphed
 
 
 def _sleeper(ms: float, log: list[str], name: str):
@@ -47,3 +47,12 @@ def test_a_failing_provider_is_reported_and_others_continue():
     samples = CpuTimer(settings).measure({"bad": boom, "good": lambda: sum(range(100))})
     assert isinstance(samples["bad"], RuntimeError)
     assert isinstance(samples["good"], list) and len(samples["good"]) >= 4
+
+
+def test_a_call_of_another_runtime_is_timed_like_any_on_a_cpu():
+    """Ungraphed (a call whose library runs its own runtime) only tells a GPU timer not to capture it."""
+    calls: list[str] = []
+    settings = TimingSettings(warmup_ms=2, rep_ms=6, rounds=2, min_reps=2, max_reps=20, flush_l2=False)
+    timer = CpuTimer(settings)
+    samples = timer.measure({"own": Ungraphed(_sleeper(2, calls, "own"), "dlpack-stream-sync")})
+    assert 1.9 < statistics.median(samples["own"]) < 4.0 and timer.kinds == {"own": "cpu-clock"}

@@ -58,6 +58,14 @@ class Provider:
     # FLOPs this provider executes for a case where that differs from the op's work model (a backward
     # that recomputes, or one that does not); None: the model's count.
     executed_flops: Callable[[Case], float | None] = field(default=lambda case: None)
+    # A provider whose library runs its device work through a runtime of its own (JAX, TVM, IREE, MAX) names
+    # how that work is ordered on the timer's stream ("dlpack-stream-sync": DLPack's stream handshake in and
+    # out); on a GPU it is then timed without a CUDA graph, and its record's timer says so. None: PyTorch's
+    # own launches, which a graph captures.
+    stream_join: str | None = None
+    # Whether its kernels are the project's own code where its tier is mixed (the portable tier holds
+    # tierbench's Mojo kernels and IREE's compiled formulas); None: as its tier says.
+    own_code: bool | None = None
 
     def version(self) -> str | None:
         return package_version(self.package)

@@ -240,12 +240,16 @@ def index_page(views: list[DeviceView], asv_site: bool, runs_dir: str, trends: l
         devices.append({"view": view, "meta": _device_meta(view), "families": families})
         shown.tiers.update(view.shown.tiers)
     ordered = sorted(tiers, key=shown.tier_rank)
+    # The legend is the whole ladder: every built-in tier in ladder order (one no record measured yet says
+    # so), then the other tiers the records name.
+    ladder = sorted(tiers | set(tier_records.BUILTIN), key=shown.tier_rank)
     return _render(
         "index.html.j2",
         title="tierbench: fastest correct kernel per tier",
         page_css=Markup(tier_css(shown, ordered)),
         devices=devices,
         tiers=ordered,
+        ladder=ladder,
         cell=_cell,
         asv_site=asv_site,
         runs_dir=runs_dir,

@@ -324,3 +324,16 @@ def test_a_memory_line_joins_one_runs_points_only(tree):
     lines = re.findall(r'<path class="pt ln k\d+" d="M([^"]*)"', memory)
     assert sorted(len(d.split(" ")) // 2 for d in lines) == [2, 3]  # old's three points, new's two
     assert "triton (triton; run old)" in page and "triton (triton; run new)" in page  # hovers name the run
+
+
+def test_the_index_shows_the_whole_ladder_in_order_marking_tiers_not_measured(tree):
+    """Five rungs, in the seed documents' order, even where a run measured only some of them."""
+    write_run(tree["runs"], "r1", [record(provider="xla", tier="compiler"), record(provider="mojo", tier="portable")])
+    _build(tree)
+    index = (tree["html"] / "index.html").read_text()
+    legend = re.search(r'<p class="ladder">(.*?)</p>', index, re.S).group(1)
+    tiers = re.findall(
+        r'<span class="tier t-([a-z]+)"><bdi>([a-z]+)</bdi>( <small>\(not measured yet\)</small>)?', legend
+    )
+    assert [(t[0], t[1]) for t in tiers] == [(n, n) for n in ("vendor", "compiler", "triton", "cuda", "portable")]
+    assert {t[0] for t in tiers if t[2]} == {"vendor", "triton", "cuda"}

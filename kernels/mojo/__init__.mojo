@@ -1,0 +1,1 @@
+# tierbench's Mojo kernels: one source for CPUs and GPUs, compiled by MAX (suite/providers/portable.py).
