@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from .compose import mix_providers
 from .ops import builtin_families
 from .ops.base import Family, Op
 from .plugins import Plugin, PluginError
@@ -39,6 +40,7 @@ class Catalog:
         its op's own availability rule."""
         ops = list(self.ops.values())
         found = builtin_providers(ops, list(compile_modes), dynamic) + self.plugin_providers
+        found += mix_providers(self.ops, found)  # composite ops' best mix, chosen among all of these
         return [with_op_rule(p, self.ops[p.op]) for p in found]
 
     def own_code_providers(self) -> tuple[str, ...]:

@@ -90,10 +90,12 @@ def check(
     name: str = "",
     operands: torch.dtype | None = None,
     element_tolerance: float | None = None,
+    bounds: tuple[float, float] | None = None,
 ) -> Check:
     """Compare a provider's output of `dtype` (made from `operands`) with the reference; a wrong shape or any
-    NaN/Inf fails outright. element_tolerance: the elementwise bound, where the op states its own."""
-    tol, elem_tol = tolerances(dtype, operands)
+    NaN/Inf fails outright. element_tolerance: the elementwise bound, where the op states its own; bounds:
+    (norm-wise, elementwise) in place of the table's, where the op states both (a chain of ops)."""
+    tol, elem_tol = bounds or tolerances(dtype, operands)
     elem_tol = elem_tol if element_tolerance is None else element_tolerance
     what = f"{name}: " if name else ""
     if not isinstance(out, torch.Tensor):
@@ -127,15 +129,21 @@ def check_all(
     dtype: torch.dtype,
     operands: torch.dtype | None = None,
     gradient_element_tolerance: dict[torch.dtype, float] | None = None,
+    tolerance: dict[torch.dtype, tuple[float, float]] | None = None,
 ) -> Check:
     """Every named output (the forward's, each gradient) against its reference; the first failure decides.
-    gradient_element_tolerance: the op's own elementwise bound for its gradients (every output but `out`)."""
+    gradient_element_tolerance: the op's own elementwise bound for its gradients (every output but `out`);
+    tolerance: the op's own (norm-wise, elementwise) bounds for every output, per output dtype."""
+    bounds = (tolerance or {}).get(dtype)
     missing = [name for name in refs if name not in outs]
     if missing:
-        return Check(False, math.inf, tolerances(dtype, operands)[0], f"no {', '.join(missing)} computed")
+        tol = bounds[0] if bounds else tolerances(dtype, operands)[0]
+        return Check(False, math.inf, tol, f"no {', '.join(missing)} computed")
     own = (gradient_element_tolerance or {}).get(dtype)
     results = {
-        name: check(outs[name], ref, dtype, name if len(refs) > 1 else "", operands, None if name == "out" else own)
+        name: check(
+            outs[name], ref, dtype, name if len(refs) > 1 else "", operands, None if name == "out" else own, bounds
+        )
         for name, ref in refs.items()
     }
     errors = {name: r.rel_error for name, r in results.items()}

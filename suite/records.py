@@ -72,6 +72,8 @@ class Measurement:
     # The sweep's other shards running on this host while the case was measured (shard, run, device).
     neighbours: list[dict[str, Any]] = field(default_factory=list)
     warning: str = ""  # a timed record whose numbers deserve doubt says why (runner.WIDE_SPREAD); else empty
+    # A composed provider's choice per part of its composite op (a model block's best mix): part -> provider.
+    composed: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -88,6 +90,8 @@ class Measurement:
         for name in ("case", "env", "telemetry"):
             if not all(isinstance(k, str) for k in getattr(self, name)):
                 raise TypeError(f"field {name!r} must have names as keys")
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in self.composed.items()):
+            raise TypeError("field 'composed' must map part names to provider names")
 
     @property
     def mode(self) -> str:
@@ -158,6 +162,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "shard": _OPT_STR,
     "neighbours": (list,),
     "warning": (str,),
+    "composed": (dict,),
 }
 
 

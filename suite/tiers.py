@@ -50,8 +50,11 @@ VENDOR = Tier("vendor", 0, "#56B4E9", "vendor libraries behind PyTorch eager")
 COMPILER = Tier("compiler", 1, "#E69F00", "graph compiler (torch.compile)")
 TRITON = Tier("triton", 2, "#009E73", "tierbench's own Triton kernels", own_code=True, not_comparable=_interpreter_rule)
 CUDA = Tier("cuda", 3, "#CC79A7", "hand-written CUDA / CuTe DSL packages")
+# Not a rung of the ladder: a composite op (a model's block) run with the fastest correct provider of each of
+# its parts, whichever tier each comes from (suite/compose.py).
+MIX = Tier("mix", 4, "#D55E00", "the fastest correct provider of each part, composed (model blocks)")
 
-BUILTIN: dict[str, Tier] = {t.name: t for t in (VENDOR, COMPILER, TRITON, CUDA)}
+BUILTIN: dict[str, Tier] = {t.name: t for t in (VENDOR, COMPILER, TRITON, CUDA, MIX)}
 OTHER_COLOR = "#999999"
 
 

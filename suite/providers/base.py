@@ -55,6 +55,15 @@ class Provider:
     # FLOPs this provider executes for a case where that differs from the op's work model (a backward
     # that recomputes, or one that does not); None: the model's count.
     executed_flops: Callable[[Case], float | None] = field(default=lambda case: None)
+    # (case) -> the provider as a plain function of its op's signature, fn(*tensors, **options), where it is
+    # one: what a composite op's composed strategies call on the chain's own tensors (suite/compose.py).
+    # None: it cannot be composed (its preparation does work per input that a call would have to repeat).
+    function: Callable[[Case], Callable[..., Any]] | None = None
+    # A provider made from the run's other measurements (a composite op's best mix): given the case and the
+    # records so far (case id -> provider -> record), the provider to measure, or why there is none.
+    from_results: Callable[[Case, Any], Provider | str] | None = None
+    # A composed provider's choice per part of its op's chain (part -> provider), kept in its record.
+    composition: tuple[tuple[str, str], ...] = ()
 
     def version(self) -> str | None:
         return package_version(self.package)
@@ -79,7 +88,7 @@ def call_provider(
         args = op.args(inputs)
         return lambda: fn(*args, **options)
 
-    extra: dict[str, Any] = {"package": package}
+    extra: dict[str, Any] = {"package": package, "function": lambda case: fn}
     if why_unavailable is not None:
         extra["why_unavailable"] = why_unavailable
     if describe_launch is not None:

@@ -93,6 +93,7 @@ def providers(ops: list[Op]) -> list[Provider]:
             package="triton",
             describe_launch=_describe_launch(op),
             executed_flops=_executed_flops(op),
+            function=lambda case, kernel=op.kernel: getattr(_kernels(), kernel),
         )
         for op in ops
         if op.kernel
