@@ -28,7 +28,8 @@ Results = Mapping[str, Mapping[str, Measurement]]
 
 
 def compositions(planned: list[Any]) -> dict[str, dict[str, Any]]:
-    """run.json's account of a plan's composite cases: per case id, its op and its parts in chain order."""
+    """run.json's account of a plan's composite cases: per case id, its op, label and params and its parts in
+    chain order."""
     out = {}
     for pc in planned:
         if pc.op.parts is None:
@@ -43,7 +44,7 @@ def compositions(planned: list[Any]) -> dict[str, dict[str, Any]]:
             }
             for part in pc.op.parts(pc.case)
         ]
-        out[pc.case.case_id] = {"op": pc.op.name, "parts": parts}
+        out[pc.case.case_id] = {"op": pc.op.name, "label": pc.case.label, "params": pc.case.to_json(), "parts": parts}
     return out
 
 

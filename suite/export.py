@@ -2,8 +2,10 @@
 
 One row per measurement, the records of every run named (a run folder, a run id, or a results folder
 holding run folders) together. The nested parts of a record become columns of their own: `case.rows`,
-`quantiles_ms.p10`, `env.device_name`, `telemetry.sm_clock_mhz`, `errors.out`. `samples_ms` is left out
-unless --samples (in CSV and Parquet as a JSON list, like every other list). Reads in one line:
+`quantiles_ms.p10`, `env.device_name`, `telemetry.sm_clock_mhz`, `errors.out`, and a model block's best mix
+`composed.qkv`. A record measured as a part of a model's block says which (`block.model`, `block.phase`,
+`block.part`, from its run's run.json), so the model view can be rebuilt from the table. `samples_ms` is left
+out unless --samples (in CSV and Parquet as a JSON list, like every other list). Reads in one line:
 
     pandas.read_csv("runs.csv")    pandas.read_parquet("runs.parquet")    pandas.read_json("runs.jsonl", lines=True)
 """
@@ -18,10 +20,13 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any, TextIO
 
+from . import runmeta
+from .blocks import part_of
+from .presentation import Presentation
 from .records import RECORDS_FILE, Measurement, find_run, read_records
 
 FORMATS = ("csv", "parquet", "jsonl")
-_NESTED = ("case", "quantiles_ms", "telemetry", "env", "errors")
+_NESTED = ("case", "quantiles_ms", "telemetry", "env", "errors", "composed")
 
 
 class ExportError(ValueError):
@@ -113,7 +118,14 @@ def write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
 
 def export(folders: list[Path], fmt: str, out: Path | None, samples: bool = False) -> int:
     """Write the rows of every record of the folders; returns how many rows."""
-    rows = [flatten(r, samples) for folder in folders for r in read_records(folder)]
+    rows = []
+    for folder in folders:
+        parts = part_of(Presentation.of([runmeta.read(folder)]))
+        for r in read_records(folder):
+            row = flatten(r, samples)
+            if r.case_id in parts:
+                row["block.model"], row["block.phase"], row["block.part"] = parts[r.case_id]
+            rows.append(row)
     if fmt == "parquet":
         if out is None:
             raise ExportError("--format parquet writes a file: give --out FILE.parquet")

@@ -70,6 +70,8 @@ class Presentation:
     views: dict[str, View] = field(default_factory=dict)
     baselines: dict[str, tuple[str, ...]] = field(default_factory=dict)
     tiers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Composite cases' parts (run.json's compositions): case id -> {"op", "label", "params", "parts"}.
+    compositions: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, metas: Iterable[RunMeta | None]) -> Presentation:
@@ -89,6 +91,9 @@ class Presentation:
             for name, tier in meta.tiers.items():
                 if isinstance(tier, dict):
                     out.tiers[name] = tier
+            for case_id, composition in meta.compositions.items():
+                if isinstance(composition, dict) and isinstance(composition.get("parts"), list):
+                    out.compositions[case_id] = composition
         return out
 
     def view(self, family: str, records: Iterable[Measurement] = ()) -> View:
