@@ -19,7 +19,11 @@ from typing import Any
 # records (results/runs: first to last record, plus the ceilings and the climb to steady state), on a
 # CPU from runs of suite=smoke on 2 cores shared with other work.
 SUITES = {
-    "smoke": ("small shapes of every op: the whole product on a CPU", "2-8 min", "not yet measured"),
+    "smoke": (
+        "small shapes of every op and a tiny model's block: the whole product on a CPU",
+        "4-10 min",
+        "not yet measured",
+    ),
     "matmul": ("squares 512-8192 and Llama-3 8B/70B projections at 16k tokens", "GPU-sized", "under 1 min"),
     "norm": ("LayerNorm, RMSNorm, fused bias+GELU+LayerNorm at 4k/16k rows x 1k-16k", "GPU-sized", "1-3 min"),
     "attention": (
@@ -32,7 +36,12 @@ SUITES = {
         "GPU-sized",
         "not yet measured",
     ),
-    "all": ("matmul, norm, attention and decode suites together", "GPU-sized", "not yet measured"),
+    "all": ("matmul, norm, attention, decode and pointwise suites together", "GPU-sized", "not yet measured"),
+    "model": (
+        "a model's block (model=llama3-8b): each op at its shapes, the whole per strategy, 3 phases",
+        "GPU-sized",
+        "not yet measured",
+    ),
     "training": (
         "fwd, bwd and fwd_bwd of matmul, norm and attention at training shapes",
         "GPU-sized",
@@ -51,6 +60,7 @@ EXAMPLES = (
         "causal attention of the vendor and cuda tiers only (GPU-sized)",
         "tierbench run suite=attention attention.causal=true tiers=[vendor,cuda]",
     ),
+    ("a model's block: which op to move down the ladder (GPU-sized)", "tierbench run suite=model model=llama3-8b"),
     (
         "a sweep, one run per value; CPU-sized shapes",
         "tierbench run --multirun suite=smoke matmul.square=[128],[256] tiers=[vendor]",
@@ -158,7 +168,7 @@ def _first_sentence(text: str) -> str:
 def _groups(conf_dir: Path) -> dict[str, list[str]]:
     return {
         group: sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
-        for group in ("suite", "timing")
+        for group in ("suite", "timing", "model")
         if (conf_dir / group).is_dir()
     }
 
@@ -192,6 +202,9 @@ def render(conf_dir: Path, catalog: Any) -> str:
         "  timing=  "
         + ", ".join(groups.get("timing", []))
         + "   (quick: a fast look; default; precise: numbers to publish)",
+        "  model=   "
+        + ", ".join(groups.get("model", []))
+        + "   (a model's block for the model family; none by default)",
         "",
         "Keys",
     ]
