@@ -257,3 +257,47 @@ def test_shares_add_up_to_the_measured_parts_and_moves_follow_amdahl():
         view.compile_vs_mix() or ""
     )
     assert view.compile_vs_mix().startswith("the best mix of single ops (7.5 ms) beats compiling")
+
+
+# -- asv ------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def asv_suite(monkeypatch, tmp_path):
+    from tierbench.suite.benchmarks import _harness
+
+    def use(overrides: str):
+        monkeypatch.setenv(_harness.SUITE_ENV, "smoke")
+        monkeypatch.setenv(_harness.OVERRIDES_ENV, overrides)
+        monkeypatch.setenv(_harness.CEILINGS_ENV, str(tmp_path / "ceilings"))
+        for cached in (_harness.catalog, _harness.compose_config, _harness._plan):
+            cached.cache_clear()
+        return _harness
+
+    monkeypatch.chdir(tmp_path)
+    yield use
+    for cached in (_harness.catalog, _harness.compose_config, _harness._plan):
+        cached.cache_clear()
+
+
+ONLY_DECODE = (
+    "tiers=[vendor,mix] matmul.enabled=false norm.enabled=false attention.enabled=false decode.enabled=false "
+    "pointwise.enabled=false model.phases=[decode] model.decode.seq=32"
+)
+
+
+def test_asv_tracks_the_block_per_strategy_its_parts_measured_first(asv_suite):
+    harness = asv_suite(ONLY_DECODE)
+    table = harness.compute_table("model")
+    assert set(table.labels) == {"eager", "best-mix"} and len(table.labels["best-mix"]) == 1
+    assert harness._family_entries("matmul") == []  # the block's matmuls are no series of the Matmul class
+    assert len(harness._part_entries(harness._family_entries("model"))) == 9
+    (label,) = table.labels["best-mix"]
+    measured = harness.measure_family("model")
+    assert measured[(label, "best-mix")]["status"] == "ok", measured[(label, "best-mix")]["reason"]
+    assert measured[(label, "best-mix")]["samples_s"] and set(measured) == {(label, "eager"), (label, "best-mix")}
+
+
+def test_a_model_in_the_asv_suite_leaves_the_other_classes_versions(asv_suite):
+    plain = asv_suite("model.enabled=false").compute_table("matmul").version
+    assert asv_suite("model.phases=[prefill]").compute_table("matmul").version == plain
