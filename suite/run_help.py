@@ -192,8 +192,8 @@ def render(conf_dir: Path, catalog: Any) -> str:
         what, cpu, gpu = SUITES.get(name, ("a suite of this install", "", ""))
         lines += [f"  {name:<19} {cpu:<12} {gpu}", f"      {what}"]
     lines += [
-        "  Times: H200 from the committed runs' records; CPU: about 2 minutes of CPU time, 6-8 minutes on",
-        "  2 cores shared with other work. A GPU-sized suite does not finish on a CPU in useful time:",
+        "  Times: H200 from the committed runs' records; CPU: about 4.5 minutes of CPU time with the tiny",
+        "  model, longer on 2 cores shared with other work. A GPU-sized suite does not finish on a CPU in useful time:",
         "  give it CPU-sized shapes, e.g.",
         "  suite=attention attention.seq_lens=[256] attention.tokens=512 attention.model_dim=128",
         "",
