@@ -21,7 +21,7 @@ from typing import Any
 SUITES = {
     "smoke": (
         "small shapes of every op and a tiny model's block: the whole product on a CPU",
-        "4-10 min",
+        "5-20 min",
         "not yet measured",
     ),
     "matmul": ("squares 512-8192 and Llama-3 8B/70B projections at 16k tokens", "GPU-sized", "under 1 min"),
