@@ -19,12 +19,23 @@ import triton
 import triton.language as tl
 from torch.autograd.function import once_differentiable
 
-from ._common import FLOAT_DTYPES, check_eps, check_same_device, check_tensor, next_pow2, num_sms, on_device, round_to
+from ._common import (
+    FLOAT_DTYPES,
+    check_eps,
+    check_same_device,
+    check_tensor,
+    next_pow2,
+    note_launch,
+    num_sms,
+    on_device,
+    round_to,
+)
 
 # Columns of a row in registers at once (per chunk).
 MAX_BLOCK = 4096
 # Elements per program of the residual add.
 ADD_BLOCK = 1024
+WARPS = 4
 
 
 @triton.jit
@@ -113,7 +124,8 @@ def _add(x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
     n = x.numel()
     if n:
-        _add_kernel[(triton.cdiv(n, ADD_BLOCK),)](x, residual, out, n, BLOCK=ADD_BLOCK)
+        note_launch("residual", triton.Config({"BLOCK": ADD_BLOCK}, num_warps=WARPS), "elementwise")
+        _add_kernel[(triton.cdiv(n, ADD_BLOCK),)](x, residual, out, n, BLOCK=ADD_BLOCK, num_warps=WARPS)
     return out
 
 
@@ -148,9 +160,11 @@ def _add_rms_norm_forward(
     out, total = torch.empty_like(x), torch.empty_like(x)
     rows = x.numel() // n
     if rows:
+        block = _block(n)
+        note_launch("add-rms-norm", triton.Config({"BLOCK": block}, num_warps=WARPS), "a row per program, in chunks")
         _add_rms_norm_forward_kernel[(rows,)](
             x, residual, weight, out, total, x if rstd is None else rstd, n, eps,
-            BLOCK=_block(n), STORE_RSTD=rstd is not None,
+            BLOCK=block, STORE_RSTD=rstd is not None, num_warps=WARPS,
         )  # fmt: skip
     return out, total
 
@@ -167,9 +181,12 @@ def _add_rms_norm_backward(
     per_program = triton.cdiv(rows, programs) if rows else 0
     partial = torch.zeros((programs, n), dtype=torch.float32, device=total.device)
     if rows:
+        block = _block(n)
+        kind = f"backward: {per_program} rows per program, dweight in per-program partials"
+        note_launch("add-rms-norm", triton.Config({"BLOCK": block}, num_warps=WARPS), kind)
         _add_rms_norm_backward_kernel[(programs,)](
             total, weight, rstd, dy, dy if dtotal is None else dtotal, dx, partial, rows, n, per_program,
-            BLOCK=_block(n), HAS_DSUM=dtotal is not None,
+            BLOCK=block, HAS_DSUM=dtotal is not None, num_warps=WARPS,
         )  # fmt: skip
     return dx, partial.sum(0).to(weight.dtype)
 

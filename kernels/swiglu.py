@@ -14,10 +14,11 @@ import triton
 import triton.language as tl
 from torch.autograd.function import once_differentiable
 
-from ._common import FLOAT_DTYPES, check_tensor, next_pow2, on_device, round_to
+from ._common import FLOAT_DTYPES, check_tensor, next_pow2, note_launch, on_device, round_to
 
 # Columns per program: a tile of each half (1024 fp32 values each in registers at 4 warps).
 MAX_BLOCK = 1024
+WARPS = 4
 
 
 @triton.jit
@@ -58,16 +59,17 @@ def _check(fn: str, x: object) -> int:
     return width // 2
 
 
-def _grid(rows: int, half: int) -> tuple[tuple[int, int], int]:
+def _grid(rows: int, half: int, kind: str) -> tuple[tuple[int, int], int]:
     block = min(next_pow2(half), MAX_BLOCK)
+    note_launch("swiglu", triton.Config({"BLOCK": block}, num_warps=WARPS), kind)
     return (rows, triton.cdiv(half, block)), block
 
 
 def _forward(x: torch.Tensor, half: int) -> torch.Tensor:
     y = torch.empty((x.shape[0], half), dtype=x.dtype, device=x.device)
     if x.shape[0]:
-        grid, block = _grid(x.shape[0], half)
-        _swiglu_forward_kernel[grid](x, y, half, x.stride(0), y.stride(0), BLOCK=block)
+        grid, block = _grid(x.shape[0], half, "forward: a row tile per program")
+        _swiglu_forward_kernel[grid](x, y, half, x.stride(0), y.stride(0), BLOCK=block, num_warps=WARPS)
     return y
 
 
@@ -75,8 +77,9 @@ def _backward(x: torch.Tensor, dy: torch.Tensor, half: int) -> torch.Tensor:
     dy = dy if dy.stride(1) == 1 else dy.contiguous()
     dx = torch.empty((x.shape[0], 2 * half), dtype=x.dtype, device=x.device)
     if x.shape[0]:
-        grid, block = _grid(x.shape[0], half)
-        _swiglu_backward_kernel[grid](x, dy, dx, half, x.stride(0), dy.stride(0), dx.stride(0), BLOCK=block)
+        grid, block = _grid(x.shape[0], half, "backward: a row tile per program")
+        args = (x, dy, dx, half, x.stride(0), dy.stride(0), dx.stride(0))
+        _swiglu_backward_kernel[grid](*args, BLOCK=block, num_warps=WARPS)
     return dx
 
 

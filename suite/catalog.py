@@ -64,6 +64,13 @@ def build(plugin_names: Iterable[str] = (), entry_points: bool = True) -> Catalo
                 raise PluginError(f"plugin {plugin.name!r}: op family {family.name!r} is already defined")
             if family.name in RESERVED_SECTIONS:
                 raise PluginError(f"plugin {plugin.name!r}: {family.name!r} is a config key of tierbench itself")
+            # Records, providers and a composite's parts find an op by its name: two of one name would mix.
+            owners = {op.name: f.name for f in families for op in f.ops}
+            for op in family.ops:
+                if op.name in owners:
+                    raise PluginError(
+                        f"plugin {plugin.name!r}: op {op.name!r} is already defined (family {owners[op.name]})"
+                    )
             families.append(family)
     ops = {op.name: op for family in families for op in family.ops}
     taken = {(p.op, p.name) for p in builtin_providers(list(ops.values()), ["default"], False)}

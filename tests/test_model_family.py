@@ -99,7 +99,7 @@ def test_the_parts_are_ordinary_cases_at_the_models_shapes_planned_before_their_
     step = decode[2].case
     assert step.op == "decode" and (step.params["batch"], step.params["kv_len"], step.params["q_len"]) == (64, 8192, 1)
     assert decode[5].case.params["m"] == 64 and decode[5].case.params["n"] == 2 * 14336
-    assert training[6].case.op == "swiglu" and training[6].case.mode == "fwd_bwd"
+    assert training[6].case.op == "silu_mul" and training[6].case.mode == "fwd_bwd"
     part_cases = [pc for pc in plan if pc.part_of]
     assert len(part_cases) == 27 and all(pc.providers for pc in part_cases)
 
@@ -301,3 +301,18 @@ def test_asv_tracks_the_block_per_strategy_its_parts_measured_first(asv_suite):
 def test_a_model_in_the_asv_suite_leaves_the_other_classes_versions(asv_suite):
     plain = asv_suite("model.enabled=false").compute_table("matmul").version
     assert asv_suite("model.phases=[prefill]").compute_table("matmul").version == plain
+
+
+def test_a_plugin_op_cannot_take_a_built_in_ops_name(tmp_path, monkeypatch):
+    """A block's parts (and records) find an op by its name: a plugin's op of a taken name is refused."""
+    from tierbench.suite.catalog import build
+    from tierbench.suite.plugins import PluginError
+
+    source = (
+        "import dataclasses\nfrom tierbench.suite.ops import pointwise\n"
+        "FAMILIES = [dataclasses.replace(pointwise.FAMILY, name='mine')]\n"
+    )
+    (tmp_path / "clashing_plugin.py").write_text(source)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PluginError, match=r"op 'silu_mul' is already defined \(family pointwise\)"):
+        build(["clashing_plugin"], entry_points=False)

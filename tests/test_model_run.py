@@ -38,7 +38,7 @@ def test_the_tiny_model_in_every_phase_shows_the_model_view(tmp_path):
     mix = blocks["decode", "best-mix"].composed
     assert set(mix) == {"attn_norm", "qkv", "attention", "o_proj", "add_norm", "gate_up", "swiglu", "down", "residual"}
     parts = [r for r in records if r.family != "model"]
-    assert {r.op for r in parts} == {"rms_norm", "matmul", "attention", "decode", "add_rms_norm", "swiglu",
+    assert {r.op for r in parts} == {"rms_norm", "matmul", "attention", "decode", "add_rms_norm", "silu_mul",
                                      "residual_add"}  # fmt: skip
     assert all(r.status in ("ok", "skipped") for r in parts), [(r.op, r.provider, r.reason) for r in parts]
 

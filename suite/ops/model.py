@@ -9,7 +9,7 @@ hidden):
     a = o @ W_o                              o_proj         matmul family
     n, r = add_rms_norm(a, x)                add_norm       norm family (residual add fused with RMSNorm)
     gu = n @ W_gate_up                       gate_up        matmul family
-    s = swiglu(gu)                           swiglu         pointwise family
+    s = silu(gate) * up                      swiglu         pointwise family (op silu_mul)
     d = s @ W_down                           down           matmul family
     out = residual_add(d, r)                 residual       pointwise family
 
@@ -186,7 +186,7 @@ def parts(case: Case) -> tuple[Part, ...]:
         gemm("o_proj", width, hidden),
         Part("add_norm", labelled(norm.make_case("add_rms_norm", rows, hidden, dtype, mode), "add_norm")),
         gemm("gate_up", hidden, 2 * inner),
-        Part("swiglu", labelled(pointwise.make_case("swiglu", rows, inner, dtype, mode), "swiglu")),
+        Part("swiglu", labelled(pointwise.make_case("silu_mul", rows, inner, dtype, mode), "swiglu")),
         gemm("down", inner, hidden),
         Part("residual", labelled(pointwise.make_case("residual_add", rows, hidden, dtype, mode), "residual")),
     )

@@ -1,8 +1,8 @@
-"""Pointwise ops of a transformer block: SwiGLU (Llama's gated MLP activation) and the residual add.
+"""Pointwise ops of a transformer block: SwiGLU's activation (Llama's gated MLP) and the residual add.
 
-- swiglu: x (rows, 2·hidden), the gate/up projection's output with the gate in its first half and the up
-  projection in its second, -> silu(gate) · up, (rows, hidden). Backward: dx = [dy · up · silu'(gate),
-  dy · silu(gate)].
+- silu_mul (SwiGLU's activation, silu(gate) · up, as serving engines name it): x (rows, 2·hidden), the
+  gate/up projection's output with the gate in its first half and the up projection in its second, ->
+  (rows, hidden). Backward: dx = [dy · up · silu'(gate), dy · silu(gate)].
 - residual_add: x + residual, both (rows, hidden). Backward: dy to both inputs.
 Bandwidth-bound, so the view is GB/s against elements; the model family measures both at a model's shapes.
 """
@@ -21,7 +21,7 @@ from .base import Case, DType, Family, Mode, Op, View, WorkModel, choice_name, e
 
 
 class PointwiseOp(Enum):
-    swiglu = "swiglu"
+    silu_mul = "silu_mul"
     residual_add = "residual_add"
 
 
@@ -32,7 +32,7 @@ class PointwiseConf:
     dtypes: list[DType] = field(default_factory=lambda: [DType.bf16])
     modes: list[Mode] = field(default_factory=lambda: [Mode.fwd])
     rows: list[int] = field(default_factory=list)
-    # The output's width: SwiGLU's intermediate size (its input is twice as wide), the residual's hidden size.
+    # The output's width: silu_mul's (SwiGLU's intermediate size; its input is twice as wide), the residual's.
     hidden: list[int] = field(default_factory=list)
 
 
@@ -106,7 +106,7 @@ def residual_add_work(case: Case) -> WorkModel:
 
 
 SWIGLU = Op(
-    name="swiglu",
+    name="silu_mul",
     family="pointwise",
     tensors=("x",),
     make_inputs=swiglu_inputs,
@@ -116,7 +116,7 @@ SWIGLU = Op(
     grads=("x",),
     kernel="swiglu",
     dynamic_dims={"x": (0,)},
-    case=functools.partial(make_case, "swiglu"),
+    case=functools.partial(make_case, "silu_mul"),
 )
 RESIDUAL_ADD = Op(
     name="residual_add",

@@ -58,6 +58,9 @@ _LAUNCH_LOG = {
     "matmul_bias_gelu": "matmul-epilogue",
     "matmul_fp8": "matmul-fp8",
     "attention_with_kvcache": "attention",
+    "add_rms_norm": "add-rms-norm",
+    "residual_add": "residual",
+    "swiglu": "swiglu",
 }
 
 

@@ -19,7 +19,7 @@ PARTS = (  # name, op, family, eager ms (prefill; decode a tenth of it)
     ("o_proj", "matmul", "matmul", 1.5),
     ("add_norm", "add_rms_norm", "norm", 0.3),
     ("gate_up", "matmul", "matmul", 6.0),
-    ("swiglu", "swiglu", "pointwise", 0.5),
+    ("swiglu", "silu_mul", "pointwise", 0.5),
     ("down", "matmul", "matmul", 3.0),
     ("residual", "residual_add", "pointwise", 0.1),
 )
