@@ -372,12 +372,27 @@ def _reference_mlp(h: torch.Tensor, x: torch.Tensor, mlp_norm, w_gate_up, w_down
     return r + (gate * torch.sigmoid(gate) * up) @ _hi(w_down)
 
 
-def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch.Tensor, scale: float | None):
-    """Softmax attention with each K/V head repeated to its query heads; `visible` (q rows, keys) booleans."""
+# Query rows per chunk of the reference's attention: its score matrix stays a few hundred MiB at any length
+# (a training pass keeps each chunk's probabilities for the backward, the whole matrix once).
+_REFERENCE_SCORE_ELEMENTS = 1 << 26
+
+
+def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None):
+    """Softmax attention with each K/V head repeated to its query heads, chunked over query rows; causal:
+    query i (of the last q rows of the keys) sees keys up to i + keys - q."""
     group = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-    scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]) if scale is None else scale)
-    return torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1) @ v
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    seq_q, seq_k = q.shape[2], k.shape[2]
+    rows = max(1, _REFERENCE_SCORE_ELEMENTS // (q.shape[0] * q.shape[1] * seq_k))
+    out = []
+    for start in range(0, seq_q, rows):
+        scores = (q[:, :, start : start + rows] @ k.transpose(-1, -2)) * scale
+        if causal:
+            qi = torch.arange(start, min(seq_q, start + rows), device=q.device)[:, None] + (seq_k - seq_q)
+            scores = scores.masked_fill(torch.arange(seq_k, device=q.device)[None, :] > qi, float("-inf"))
+        out.append(torch.softmax(scores, dim=-1) @ v)
+    return torch.cat(out, dim=2)
 
 
 def block_ref(
@@ -392,8 +407,7 @@ def block_ref(
         xh = _hi(x)
         tokens = xh.shape[0] // batch
         q, k, v = _split(_rms(xh, attn_norm, eps) @ _hi(w_qkv), batch, tokens, heads, kv_heads, head_dim)
-        causal = torch.ones(tokens, tokens, dtype=torch.bool, device=x.device).tril()
-        o = _merge(_attend(q, k, v, causal, scale))
+        o = _merge(_attend(q, k, v, True, scale))
         return _reference_mlp(o @ _hi(w_o), xh, mlp_norm, w_gate_up, w_down, eps)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
@@ -415,8 +429,7 @@ def decode_block_ref(
         out = torch.empty_like(q)
         for b, n in enumerate(lens):
             keys[b, :, n - 1], values[b, :, n - 1] = k[b, :, 0], v[b, :, 0]
-            visible = torch.ones(1, n, dtype=torch.bool, device=x.device)
-            out[b : b + 1] = _attend(q[b : b + 1], keys[b : b + 1, :, :n], values[b : b + 1, :, :n], visible, scale)
+            out[b : b + 1] = _attend(q[b : b + 1], keys[b : b + 1, :, :n], values[b : b + 1, :, :n], False, scale)
         return _reference_mlp(_merge(out) @ _hi(w_o), xh, mlp_norm, w_gate_up, w_down, eps)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
