@@ -446,12 +446,14 @@ def work(case: Case) -> WorkModel:
 
 
 # A block is nine ops in a row, each rounding its output to 16 bits: their errors add up where one op's do not.
-# On a CPU the tiny model's eager, compiled and composed blocks (bf16) stayed within norm-wise 4.2e-3 in the
-# forward and 7.3e-3 in the training pass's gradients, elementwise 0.032, against the float64 reference; at
-# a GPU model's sizes not yet measured on a GPU. The bounds are twice the single op's (bf16 2e-2 and 0.2,
-# fp16 4e-3 and 0.04): a wrong element still scores 0.5 or more, a wrong row or head moves the norm-wise
-# error past them. fp32 keeps the table's bounds.
-TOLERANCE = {torch.bfloat16: (2e-2, 0.2), torch.float16: (4e-3, 0.04)}
+# Against the float64 reference on a CPU (bf16, the tiny model and a 2 x 16-token block): the eager, compiled
+# and best-mix blocks stayed within norm-wise 4.2e-3 in the forward and 7.3e-3 in the training pass's
+# gradients, elementwise 0.032; every part by the Triton tier's kernels under the interpreter (which rounds
+# each product's bf16 operands as it goes) reached 9.4e-3 in the forward and 2.0e-2 in dw_qkv. At a GPU
+# model's sizes: not yet measured on a GPU. The bounds are three times a single op's (bf16 3e-2 and 0.3,
+# fp16 6e-3 and 0.06): a wrong element still scores 0.5 or more, one wrong row of 32 about 0.18 norm-wise.
+# fp32 keeps the table's bounds.
+TOLERANCE = {torch.bfloat16: (3e-2, 0.3), torch.float16: (6e-3, 0.06)}
 
 _BLOCK: dict[str, Any] = dict(
     family="model",
