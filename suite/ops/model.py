@@ -23,7 +23,8 @@ before the block through its family: same check, timer and records. The block it
 strategy: `eager` (the formula below: each part's eager formula, attention by SDPA's default dispatch),
 `compile` (torch.compile of that whole formula: the only place cross-op fusion shows) and `best-mix` (the
 fastest correct provider of each part in this run, composed: suite/compose.py), each checked against the
-block's float64/float32 reference. suite/site/blocks.py turns the records into the model view.
+block's float64/float32 reference (_model_reference.py). suite/blocks.py turns the records into the model
+view.
 """
 
 from __future__ import annotations
@@ -33,12 +34,14 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from . import attention, decode, matmul, norm, pointwise
+from ._model_reference import block_ref, decode_block_ref, merge_heads, split_heads
 from .base import Case, DType, Family, Op, Part, View, WorkModel, choice_name, positive, randn
 
 
@@ -81,11 +84,18 @@ class ModelConf:
 SIZES = ("hidden", "heads", "kv_heads", "head_dim", "intermediate")
 
 
+def known_models() -> list[str]:
+    """The models of the installed config tree (conf/model/*.yaml)."""
+    import tierbench.conf
+
+    return sorted(p.stem for p in (Path(tierbench.conf.__file__).parent / "model").glob("*.yaml"))
+
+
 def validate(conf: Any) -> list[str]:
     if not conf.name:
         return [
-            "model: no model named: choose one with model=<name> (conf/model/: llama3-8b, llama3-70b, tiny), or "
-            "set model.name, model.hidden, model.heads, model.kv_heads, model.head_dim and model.intermediate"
+            f"model: no model named: choose one with model=<name> ({', '.join(known_models())}), or set "
+            "model.name, model.hidden, model.heads, model.kv_heads, model.head_dim and model.intermediate"
         ]
     problems = positive("model", {key: conf[key] for key in SIZES})
     for phase in conf.phases:
@@ -249,20 +259,6 @@ def options(case: Case) -> dict[str, Any]:
 PartFunctions = Mapping[str, Callable[..., Any]]
 
 
-def _split(qkv: torch.Tensor, batch: int, tokens: int, heads: int, kv_heads: int, head_dim: int):
-    """q (batch, heads, tokens, head_dim) and k, v (batch, kv_heads, tokens, head_dim) as views of the QKV
-    projection's rows (token-major memory, as serving stacks keep it): no copy."""
-    qkv = qkv.view(batch, tokens, heads + 2 * kv_heads, head_dim)
-    q, k, v = qkv.split([heads, kv_heads, kv_heads], dim=2)
-    return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-
-
-def _merge(o: torch.Tensor) -> torch.Tensor:
-    """(batch, heads, tokens, head_dim) -> (batch · tokens, heads · head_dim): the O projection's rows."""
-    batch, heads, tokens, head_dim = o.shape
-    return o.transpose(1, 2).reshape(batch * tokens, heads * head_dim)
-
-
 def _mlp(fns: PartFunctions, a: torch.Tensor, x: torch.Tensor, mlp_norm, w_gate_up, w_down) -> torch.Tensor:
     n, r = fns["add_norm"](a, x, mlp_norm)
     s = fns["swiglu"](fns["gate_up"](n, w_gate_up))
@@ -275,8 +271,8 @@ def prefill_chain(fns: PartFunctions) -> Callable[..., torch.Tensor]:
     def block(x, attn_norm, w_qkv, w_o, mlp_norm, w_gate_up, w_down, batch, heads, kv_heads, head_dim, **_):
         tokens = x.shape[0] // batch
         qkv = fns["qkv"](fns["attn_norm"](x, attn_norm), w_qkv)
-        o = fns["attention"](*_split(qkv, batch, tokens, heads, kv_heads, head_dim))
-        return _mlp(fns, fns["o_proj"](_merge(o), w_o), x, mlp_norm, w_gate_up, w_down)
+        o = fns["attention"](*split_heads(qkv, batch, tokens, heads, kv_heads, head_dim))
+        return _mlp(fns, fns["o_proj"](merge_heads(o), w_o), x, mlp_norm, w_gate_up, w_down)
 
     return block
 
@@ -290,13 +286,13 @@ def decode_chain(fns: PartFunctions) -> Callable[..., torch.Tensor]:
         batch, heads, kv_heads, head_dim, **_,
     ):  # fmt: skip
         qkv = fns["qkv"](fns["attn_norm"](x, attn_norm), w_qkv)
-        q, k, v = _split(qkv, batch, 1, heads, kv_heads, head_dim)
+        q, k, v = split_heads(qkv, batch, 1, heads, kv_heads, head_dim)
         rows = torch.arange(batch, device=x.device)
         slot = cache_seqlens.long() - 1
         k_cache[rows, :, slot] = k[:, :, 0]
         v_cache[rows, :, slot] = v[:, :, 0]
         o = fns["attention"](q, k_cache, v_cache, cache_seqlens)
-        return _mlp(fns, fns["o_proj"](_merge(o), w_o), x, mlp_norm, w_gate_up, w_down)
+        return _mlp(fns, fns["o_proj"](merge_heads(o), w_o), x, mlp_norm, w_gate_up, w_down)
 
     return block
 
@@ -353,86 +349,6 @@ def eager_decode_block(
         x, attn_norm, w_qkv, w_o, mlp_norm, w_gate_up, w_down, k_cache, v_cache, cache_seqlens,
         batch, heads, kv_heads, head_dim,
     )  # fmt: skip
-
-
-# -- the reference ----------------------------------------------------------------------------------------
-
-
-def _hi(t: torch.Tensor) -> torch.Tensor:
-    return t.double() if t.device.type == "cpu" else t.float()
-
-
-def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * _hi(weight)
-
-
-def _reference_mlp(h: torch.Tensor, x: torch.Tensor, mlp_norm, w_gate_up, w_down, eps: float) -> torch.Tensor:
-    r = h + x
-    gate, up = (_rms(r, mlp_norm, eps) @ _hi(w_gate_up)).chunk(2, dim=-1)
-    return r + (gate * torch.sigmoid(gate) * up) @ _hi(w_down)
-
-
-# Query rows per chunk of the reference's attention: its score matrix stays a few hundred MiB at any length
-# (a training pass keeps each chunk's probabilities for the backward, the whole matrix once).
-_REFERENCE_SCORE_ELEMENTS = 1 << 26
-
-
-def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None):
-    """Softmax attention with each K/V head repeated to its query heads, chunked over query rows; causal:
-    query i (of the last q rows of the keys) sees keys up to i + keys - q."""
-    group = q.shape[1] // k.shape[1]
-    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    seq_q, seq_k = q.shape[2], k.shape[2]
-    rows = max(1, _REFERENCE_SCORE_ELEMENTS // (q.shape[0] * q.shape[1] * seq_k))
-    out = []
-    for start in range(0, seq_q, rows):
-        scores = (q[:, :, start : start + rows] @ k.transpose(-1, -2)) * scale
-        if causal:
-            qi = torch.arange(start, min(seq_q, start + rows), device=q.device)[:, None] + (seq_k - seq_q)
-            scores = scores.masked_fill(torch.arange(seq_k, device=q.device)[None, :] > qi, float("-inf"))
-        out.append(torch.softmax(scores, dim=-1) @ v)
-    return torch.cat(out, dim=2)
-
-
-def block_ref(
-    x, attn_norm, w_qkv, w_o, mlp_norm, w_gate_up, w_down, batch, heads, kv_heads, head_dim,
-    eps=norm.RMS_NORM_EPS, scale=None,
-):  # fmt: skip
-    """The prefill/training block written out in float64 (CPU) / float32 (GPU, TF32 off), independently of the
-    parts' references (a test holds that the chain of those equals this)."""
-    prev = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        xh = _hi(x)
-        tokens = xh.shape[0] // batch
-        q, k, v = _split(_rms(xh, attn_norm, eps) @ _hi(w_qkv), batch, tokens, heads, kv_heads, head_dim)
-        o = _merge(_attend(q, k, v, True, scale))
-        return _reference_mlp(o @ _hi(w_o), xh, mlp_norm, w_gate_up, w_down, eps)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = prev
-
-
-def decode_block_ref(
-    x, attn_norm, w_qkv, w_o, mlp_norm, w_gate_up, w_down, k_cache, v_cache, cache_seqlens,
-    batch, heads, kv_heads, head_dim, eps=norm.RMS_NORM_EPS, scale=None,
-):  # fmt: skip
-    """The decode block in float64 / float32: the cache's last slot replaced (in a copy) by the new token's keys
-    and values, then each sequence's one query over its cache."""
-    prev = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        xh = _hi(x)
-        q, k, v = _split(_rms(xh, attn_norm, eps) @ _hi(w_qkv), batch, 1, heads, kv_heads, head_dim)
-        keys, values = _hi(k_cache).clone(), _hi(v_cache).clone()
-        lens = [int(n) for n in cache_seqlens.tolist()]
-        out = torch.empty_like(q)
-        for b, n in enumerate(lens):
-            keys[b, :, n - 1], values[b, :, n - 1] = k[b, :, 0], v[b, :, 0]
-            out[b : b + 1] = _attend(q[b : b + 1], keys[b : b + 1, :, :n], values[b : b + 1, :, :n], False, scale)
-        return _reference_mlp(_merge(out) @ _hi(w_o), xh, mlp_norm, w_gate_up, w_down, eps)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = prev
 
 
 # -- work, tolerance, ops -----------------------------------------------------------------------------------
