@@ -343,3 +343,11 @@ def test_the_triton_tiers_kernels_compose_into_the_block(catalog, phase):
     # The training pass's dw_qkv passes a single op's bound here (2.0e-2); the block's holds (suite/ops/model.py).
     assert verdict.element_error <= op.tolerance[torch.bfloat16][1]
     assert dict(mix.composition)["attention"] == "triton"
+
+
+def test_a_sweep_deals_a_blocks_parts_to_the_blocks_shard():
+    from tierbench.suite.balance import together
+
+    dealt = together([0, 1, 1, 0, 1], ["a", "b", "block", "c", "other"], {"block": ["a", "b", "c"], "gone": ["c"]})
+    assert dealt == [1, 1, 1, 1, 1]
+    assert together([0, 1], ["a", "b"], {"missing": ["a"]}) == [0, 1]
