@@ -57,9 +57,21 @@ PHASE_MODES = {"prefill": "fwd", "decode": "fwd", "training": "fwd_bwd"}
 
 @dataclass
 class PhaseShape:
-    """A phase's step: `batch` sequences of `seq` tokens (prefill, training) or over `seq` cached keys (decode)."""
+    """A prefill or training step: `batch` sequences of `seq` tokens."""
 
+    # Sequences per step.
     batch: int = 1
+    # Tokens per sequence.
+    seq: int = 8192
+
+
+@dataclass
+class DecodeShape:
+    """A decode step: one new token for each of `batch` sequences, each over a KV cache of `seq` keys."""
+
+    # Sequences per step, one new token each.
+    batch: int = 64
+    # Keys each sequence attends over (its new token included).
     seq: int = 8192
 
 
@@ -67,18 +79,22 @@ class PhaseShape:
 class ModelConf:
     # A model is named by a config group (model=llama3-8b: conf/model/), which also turns the section on.
     enabled: bool = False
+    # The model's name (a record's `model`).
     name: str = ""
+    # Width of the residual stream.
     hidden: int = 0
+    # Query heads.
     heads: int = 0
+    # Key/value heads (fewer than heads: grouped-query attention).
     kv_heads: int = 0
     head_dim: int = 0
+    # Width of the SwiGLU MLP (gate and up each).
     intermediate: int = 0
     dtype: DType = DType.bf16
     phases: list[Phase] = field(default_factory=lambda: list(Phase))
-    prefill: PhaseShape = field(default_factory=lambda: PhaseShape(1, 8192))
-    # seq: the KV length each sequence attends over (its new token included).
-    decode: PhaseShape = field(default_factory=lambda: PhaseShape(64, 8192))
-    training: PhaseShape = field(default_factory=lambda: PhaseShape(1, 8192))
+    prefill: PhaseShape = field(default_factory=PhaseShape)
+    decode: DecodeShape = field(default_factory=DecodeShape)
+    training: PhaseShape = field(default_factory=PhaseShape)
 
 
 SIZES = ("hidden", "heads", "kv_heads", "head_dim", "intermediate")
