@@ -96,3 +96,16 @@ def totals(costs: list[float], shards: list[int], count: int) -> list[float]:
     for cost, shard in zip(costs, shards):
         out[shard] += cost
     return out
+
+
+def together(shards: list[int], case_ids: list[str], groups: dict[str, list[str]]) -> list[int]:
+    """The deal with each group's members moved to its leader's shard (a composite's parts to the composite's),
+    where both are dealt; the rest as dealt."""
+    where = {case_id: i for i, case_id in enumerate(case_ids)}
+    out = list(shards)
+    for leader, members in groups.items():
+        if leader in where:
+            for member in members:
+                if member in where:
+                    out[where[member]] = out[where[leader]]
+    return out

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from .compose import mix_providers
 from .ops import builtin_families
 from .ops.base import Family, Op
 from .plugins import Plugin, PluginError
@@ -39,6 +40,7 @@ class Catalog:
         its op's own availability rule."""
         ops = list(self.ops.values())
         found = builtin_providers(ops, list(compile_modes), dynamic) + self.plugin_providers
+        found += mix_providers(self.ops, found)  # composite ops' best mix, chosen among all of these
         return [with_op_rule(p, self.ops[p.op]) for p in found]
 
     def own_code_providers(self) -> tuple[str, ...]:
@@ -64,6 +66,13 @@ def build(plugin_names: Iterable[str] = (), entry_points: bool = True) -> Catalo
                 raise PluginError(f"plugin {plugin.name!r}: op family {family.name!r} is already defined")
             if family.name in RESERVED_SECTIONS:
                 raise PluginError(f"plugin {plugin.name!r}: {family.name!r} is a config key of tierbench itself")
+            # Records, providers and a composite's parts find an op by its name: two of one name would mix.
+            owners = {op.name: f.name for f in families for op in f.ops}
+            for op in family.ops:
+                if op.name in owners:
+                    raise PluginError(
+                        f"plugin {plugin.name!r}: op {op.name!r} is already defined (family {owners[op.name]})"
+                    )
             families.append(family)
     ops = {op.name: op for family in families for op in family.ops}
     taken = {(p.op, p.name) for p in builtin_providers(list(ops.values()), ["default"], False)}

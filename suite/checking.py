@@ -39,6 +39,12 @@ def name_of(dtype: torch.dtype | None) -> str | None:
     return None if dtype is None else NAMES.get(dtype, str(dtype).removeprefix("torch."))
 
 
+def own_tolerance(op: str) -> dict[torch.dtype, tuple[float, float]] | None:
+    """A built-in op's own (norm-wise, elementwise) bounds for every output, keyed by torch dtype."""
+    own = bounds.OWN_TOLERANCE.get(op)
+    return None if own is None else {d: own[n] for d, n in NAMES.items() if n in own}
+
+
 def gradient_bounds(op: str) -> dict[torch.dtype, float] | None:
     """A built-in op's own elementwise bound for its gradients, keyed by torch dtype (suite/bounds.py)."""
     own = bounds.OWN_GRADIENT_ELEMENT_TOLERANCE.get(op)
@@ -86,10 +92,12 @@ def check(
     name: str = "",
     operands: torch.dtype | None = None,
     element_tolerance: float | None = None,
+    own_bounds: tuple[float, float] | None = None,
 ) -> Check:
     """Compare a provider's output of `dtype` (made from `operands`) with the reference; a wrong shape or any
-    NaN/Inf fails outright. element_tolerance: the elementwise bound, where the op states its own."""
-    tol, elem_tol = tolerances(dtype, operands)
+    NaN/Inf fails outright. element_tolerance: the elementwise bound, where the op states its own; own_bounds:
+    (norm-wise, elementwise) in place of the table's, where the op states both (a chain of ops)."""
+    tol, elem_tol = own_bounds or tolerances(dtype, operands)
     elem_tol = elem_tol if element_tolerance is None else element_tolerance
     what = f"{name}: " if name else ""
     if not isinstance(out, torch.Tensor):
@@ -124,18 +132,20 @@ def check_all(
     dtype: torch.dtype,
     operands: torch.dtype | None = None,
     gradient_element_tolerance: dict[torch.dtype, float] | None = None,
+    tolerance: dict[torch.dtype, tuple[float, float]] | None = None,
 ) -> Check:
     """Every named output (the forward's, each gradient) against its reference; the first failure decides.
-    gradient_element_tolerance: the op's own elementwise bound for its gradients (every output but `out`)."""
+    gradient_element_tolerance: the op's own elementwise bound for its gradients (every output but `out`);
+    tolerance: the op's own (norm-wise, elementwise) bounds for every output, per output dtype."""
+    own_bounds = (tolerance or {}).get(dtype)
+    norm_tol, table_elem = own_bounds or tolerances(dtype, operands)
     missing = [name for name in refs if name not in outs]
     if missing:
-        return Check(False, math.inf, tolerances(dtype, operands)[0], f"no {', '.join(missing)} computed")
+        return Check(False, math.inf, norm_tol, f"no {', '.join(missing)} computed")
     own = (gradient_element_tolerance or {}).get(dtype)
-    element_bounds = {
-        name: own if own is not None and name != "out" else tolerances(dtype, operands)[1] for name in refs
-    }
+    element_bounds = {name: own if own is not None and name != "out" else table_elem for name in refs}
     results = {
-        name: check(outs[name], ref, dtype, name if len(refs) > 1 else "", operands, element_bounds[name])
+        name: check(outs[name], ref, dtype, name if len(refs) > 1 else "", operands, element_bounds[name], own_bounds)
         for name, ref in refs.items()
     }
     errors = {name: r.rel_error for name, r in results.items()}

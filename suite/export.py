@@ -2,10 +2,13 @@
 
 One row per measurement, the records of every run named (a run folder, a run id, or a results folder
 holding run folders) together. The nested parts of a record become columns of their own: `case.rows`,
-`quantiles_ms.p10`, `env.device_name`, `telemetry.sm_clock_mhz`, `errors.out`. `samples_ms` is left out
-unless --samples (in CSV and Parquet as a JSON list, like every other list). `sol` and `bound` are read against
-the ceilings of the runs exported, each raised to the best rate a checked provider of those runs sustained
-(as `summary` and the site read them): a `sol` above 1 is a median in doubt (see `warning`). Reads in one line:
+`quantiles_ms.p10`, `env.device_name`, `telemetry.sm_clock_mhz`, `errors.out`, and a model block's best mix
+`composed.qkv`. A record measured as a part of a model's block says which (`block.model`, `block.phase`,
+`block.part`, from its run's run.json), so the model view can be rebuilt from the table. `samples_ms` is left
+out unless --samples (in CSV and Parquet as a JSON list, like every other list). `sol` and `bound` are read
+against the ceilings of the runs exported, each raised to the best rate a checked provider of those runs
+sustained (as `summary` and the site read them): a `sol` above 1 is a median in doubt (see `warning`). Reads
+in one line:
 
     pandas.read_csv("runs.csv")    pandas.read_parquet("runs.parquet")    pandas.read_json("runs.jsonl", lines=True)
 """
@@ -20,11 +23,14 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any, TextIO
 
+from . import runmeta
+from .blocks import part_of
 from .ceilings import read_sol
+from .presentation import Presentation
 from .records import RECORDS_FILE, Measurement, find_run, read_records
 
 FORMATS = ("csv", "parquet", "jsonl")
-_NESTED = ("case", "quantiles_ms", "telemetry", "env", "errors")
+_NESTED = ("case", "quantiles_ms", "telemetry", "env", "errors", "composed")
 
 
 class ExportError(ValueError):
@@ -117,7 +123,16 @@ def write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
 def export(folders: list[Path], fmt: str, out: Path | None, samples: bool = False) -> int:
     """Write the rows of every record of the folders; returns how many rows."""
     # SOL re-read as every reader states it: against ceilings no checked measurement of these runs exceeds.
-    rows = [flatten(r, samples) for r in read_sol([(folder, read_records(folder)) for folder in folders])]
+    read = [(folder, read_records(folder)) for folder in folders]
+    # Per record, its run's model-block parts (case id -> model, phase, part): read_sol keeps the order.
+    block_parts = [part_of(Presentation.of([runmeta.read(folder)])) for folder, _ in read]
+    owners = [parts for parts, (_, recs) in zip(block_parts, read) for _ in recs]
+    rows = []
+    for r, parts in zip(read_sol(read), owners):
+        row = flatten(r, samples)
+        if r.case_id in parts:
+            row["block.model"], row["block.phase"], row["block.part"] = parts[r.case_id]
+        rows.append(row)
     if fmt == "parquet":
         if out is None:
             raise ExportError("--format parquet writes a file: give --out FILE.parquet")

@@ -6,7 +6,9 @@ Per case: the best timed provider of each tier (the family's metric: TFLOP/s for
 GB/s for norms), its ratio to the baseline provider, the winner's fraction of the device's ceiling, what
 each provider's call launched and, where measured, its device-memory traffic over the op's minimum bytes.
 A family measured in more than one pass also gets its passes side by side: per shape, the fastest timed
-provider of each pass and the backward's time over the forward's.
+provider of each pass and the backward's time over the forward's. A model's blocks get the model view
+(suite/blocks.py): per model and phase each op's share of the block, its fastest tier and what moving only it
+buys end to end, the moves ranked, and per strategy the measured block against the sum of its parts.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from . import runmeta, sweep
+from . import blocks, runmeta, sweep
 from .ceilings import read_sol, sol_text
 from .fusion import RATIO, fusion_lines, traffic_ratio
 from .presentation import Presentation
@@ -136,7 +138,111 @@ def render(records: list[Measurement], shown: Presentation, families: list[str] 
         )
         sections.append(f"### {family} ({mode})\n\n" + "\n".join(lines) + saved + rejudged)
     sections += _passes_side_by_side(records, families)
+    if not families or "model" in families:
+        sections += [_model_view(view) for view in blocks.views(records, shown)]
     return "\n\n".join(sections) + "\n"
+
+
+def _ms(value: float | None) -> str:
+    return sig(value) if value is not None else ""
+
+
+def _model_view(view: blocks.BlockView) -> str:
+    """One block's view as Markdown: its parts, its strategies, the ranked moves."""
+    lines = [
+        f"### model view: {_cell(view.model)}, {_cell(view.phase)} ({_cell(view.label)}, {_cell(view.dtype)}, "
+        f"{_cell(view.mode)})",
+        "",
+        "| part | op | eager (ms) | share | fastest | fastest (ms) | moving only it buys | wrong or failed |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for p in view.parts:
+        fastest = f"{_cell(p.fastest.provider)} ({_cell(p.fastest.tier)})" if p.fastest else ""
+        buys = f"{100 * p.gain:.1f}% ({p.speedup:.3f}x)" if p.gain and p.speedup else ("0%" if p.gain == 0 else "")
+        failed = ", ".join(f"{_cell(r.provider)}: {r.status}" for r in p.failed)
+        share = f"{100 * p.share:.1f}%" if p.share is not None else ""
+        lines.append(
+            f"| {_cell(p.name)} | {_cell(p.op)} | {_ms(p.eager_ms)} | {share} | {fastest} | "
+            f"{_ms(p.fastest.median_ms if p.fastest else None)} | {buys} | {failed} |"
+        )
+    lines += [
+        "",
+        "| strategy | block (ms) | sum of its parts (ms) | block / parts | peak memory (MiB) | status |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in view.strategies.values():
+        status = row.record.status if row.record is not None else "not measured"
+        if row.record is not None and row.record.status != "ok":
+            status += f": {_cell(row.record.reason)}"
+        if row.missing:
+            status += f" (parts without a time: {', '.join(_cell(m) for m in row.missing)})"
+        mem = sig(row.peak_mem_bytes / 2**20) if row.peak_mem_bytes is not None else ""
+        ratio = f"{row.ratio:.2f}" if row.ratio is not None else ""
+        lines.append(f"| {row.name} | {_ms(row.measured_ms)} | {_ms(row.parts_ms)} | {ratio} | {mem} | {status} |")
+    mix = view.strategies["best-mix"].record
+    if mix is not None and mix.composed:
+        lines += ["", "Best mix: " + ", ".join(f"{_cell(k)} {_cell(v)}" for k, v in mix.composed.items())]
+    if view.moves:
+        start = "measured eager block" if view.base_measured else "sum of the eager parts"
+        lines += ["", f"Moves, ranked (from the {start}, {sig(view.base_ms)} ms):"]
+        lines += [
+            f"{i}. {_cell(m.part.name)} to {_cell(m.part.fastest.provider)} ({_cell(m.part.fastest.tier)}): "
+            f"saves {sig(m.part.saving_ms)} ms, block then {sig(m.predicted_ms)} ms"
+            for i, m in enumerate(view.moves, 1)
+        ]
+    if sentence := view.compile_vs_mix():
+        lines += ["", sentence[0].upper() + sentence[1:] + "."]
+    return "\n".join(lines)
+
+
+def model_views_json(records: list[Measurement], shown: Presentation) -> list[dict[str, Any]]:
+    """The model view as `--json` gives it: one object per block."""
+    out = []
+    for view in blocks.views(records, shown):
+        out.append(
+            {
+                "view": "model",
+                "family": "model",
+                "model": view.model,
+                "phase": view.phase,
+                "case_id": view.case_id,
+                "label": view.label,
+                "dtype": view.dtype,
+                "mode": view.mode,
+                "parts": [
+                    {
+                        "part": p.name,
+                        "op": p.op,
+                        "case_id": p.case_id,
+                        "eager_ms": p.eager_ms,
+                        "share": p.share,
+                        "fastest": p.fastest.provider if p.fastest else None,
+                        "fastest_tier": p.fastest.tier if p.fastest else None,
+                        "fastest_ms": p.fastest.median_ms if p.fastest else None,
+                        "end_to_end_gain": p.gain,
+                        "end_to_end_speedup": p.speedup,
+                        "failed": {r.provider: r.status for r in p.failed},
+                    }
+                    for p in view.parts
+                ],
+                "strategies": {
+                    row.name: {
+                        "block_ms": row.measured_ms,
+                        "parts_ms": row.parts_ms,
+                        "block_over_parts": row.ratio,
+                        "peak_mem_bytes": row.peak_mem_bytes,
+                        "status": row.record.status if row.record is not None else None,
+                        "composed": row.record.composed if row.record is not None else {},
+                    }
+                    for row in view.strategies.values()
+                },
+                "moves": [
+                    {"part": m.part.name, "to": m.part.fastest.provider, "block_ms": m.predicted_ms} for m in view.moves
+                ],
+                "compile_vs_mix": view.compile_vs_mix(),
+            }
+        )
+    return out
 
 
 MODES = ("fwd", "bwd", "fwd_bwd")
@@ -173,7 +279,10 @@ def _passes_side_by_side(records: list[Measurement], families: list[str] | None)
 
 
 def as_json(records: list[Measurement], shown: Presentation, families: list[str] | None = None) -> str:
-    return json.dumps(list(tables(records, shown, families).values()), indent=1, allow_nan=False, default=str) + "\n"
+    out = list(tables(records, shown, families).values())
+    if not families or "model" in families:
+        out += model_views_json(records, shown)
+    return json.dumps(out, indent=1, allow_nan=False, default=str) + "\n"
 
 
 def main(argv: list[str]) -> int:

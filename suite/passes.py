@@ -19,7 +19,7 @@ import torch
 
 from tierbench.timing import Staged
 
-from .ops.base import OUT, Case, Op, grad_name, hi_precision, randn
+from .ops.base import Case, Op, grad_name, hi_precision, randn
 from .providers.base import Prepared, Provider, Unavailable
 
 Outputs = dict[str, torch.Tensor]
@@ -43,6 +43,9 @@ def upstream_gradient(ref_out: torch.Tensor, case: Case, device: torch.device, g
     return randn(tuple(ref_out.shape), case.out_dtype, device, gen)
 
 
+Upstream = torch.Tensor | tuple[torch.Tensor, ...]
+
+
 def reference_outputs(
     op: Op,
     case: Case,
@@ -50,20 +53,21 @@ def reference_outputs(
     options: dict[str, Any],
     device: torch.device,
     gen: torch.Generator,
-) -> tuple[Outputs, torch.Tensor | None]:
-    """The reference's outputs of this case's mode, and the upstream gradient (None for the forward)."""
+) -> tuple[Outputs, Upstream | None]:
+    """The reference's outputs of this case's mode, and the upstream gradient (None for the forward; one per
+    output, as a tuple, for an op of several outputs)."""
     if not needs_grads(case):
         with torch.no_grad():
-            return {OUT: op.reference(*op.args(inputs), **options)}, None
+            return op.named_results(op.reference(*op.args(inputs), **options)), None
     hi = hi_precision(device)
     leaves = {name: t.detach().to(hi).requires_grad_(name in op.grads) for name, t in inputs.items()}
-    out = op.reference(*op.args(leaves), **options)
-    dy = upstream_gradient(out, case, device, gen)
-    grads = torch.autograd.grad(out, [leaves[n] for n in op.grads], dy.to(hi))
+    outs = op.named_results(op.reference(*op.args(leaves), **options))
+    dys = tuple(upstream_gradient(out, case, device, gen) for out in outs.values())
+    grads = torch.autograd.grad(list(outs.values()), [leaves[n] for n in op.grads], [d.to(hi) for d in dys])
     refs = {grad_name(n): g.detach() for n, g in zip(op.grads, grads)}
     if case.mode == "fwd_bwd":
-        refs = {OUT: out.detach(), **refs}
-    return refs, dy
+        refs = {**{name: out.detach() for name, out in outs.items()}, **refs}
+    return refs, dys[0] if len(dys) == 1 else dys
 
 
 class Pass:
@@ -77,28 +81,31 @@ class Pass:
             prepared = Prepared(prepared)
         self.op, self.case, self.provider = op, case, provider
         self.call = prepared.call
-        self.dy = dy
+        self.dys: tuple[torch.Tensor, ...] = () if dy is None else (dy if isinstance(dy, tuple) else (dy,))
         source = prepared.leaves or inputs
         self.leaves = [source[name] for name in op.grads] if needs_grads(case) else []
-        self._out: torch.Tensor | None = None
-        self._dy: torch.Tensor | None = None
+        self._out: tuple[torch.Tensor, ...] | None = None
+        self._dy: tuple[torch.Tensor, ...] | None = None
 
-    def _in_provider_layout(self, out: torch.Tensor) -> torch.Tensor:
-        """The upstream gradient laid out as the provider's output is (written through its op-layout view)."""
-        if self._dy is None or self._dy.shape != out.shape:
-            dy = torch.empty_like(out, requires_grad=False)
-            self.provider.to_op_layout(dy).copy_(self.dy)
-            self._dy = dy
+    def _in_provider_layout(self, outs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+        """The upstream gradients laid out as the provider's outputs are (written through its op-layout view)."""
+        if self._dy is None or [d.shape for d in self._dy] != [o.shape for o in outs]:
+            laid = []
+            for out, given in zip(outs, self.dys):
+                dy = torch.empty_like(out, requires_grad=False)
+                self.provider.to_op_layout(dy).copy_(given)
+                laid.append(dy)
+            self._dy = tuple(laid)
         return self._dy
 
-    def _forward(self) -> torch.Tensor:
-        out = self.call()
-        if not isinstance(out, torch.Tensor) or not out.requires_grad:
+    def _forward(self) -> tuple[torch.Tensor, ...]:
+        outs = tuple(self.op.named_results(self.call()).values())
+        if not all(isinstance(out, torch.Tensor) and out.requires_grad for out in outs):
             raise Unavailable(f"{self.provider.name} has no backward for {self.op.name}: its output takes no gradient")
-        return out
+        return outs
 
-    def _grads(self, out: torch.Tensor, retain: bool) -> tuple[torch.Tensor, ...]:
-        return torch.autograd.grad(out, self.leaves, self._in_provider_layout(out), retain_graph=retain)
+    def _grads(self, outs: tuple[torch.Tensor, ...], retain: bool) -> tuple[torch.Tensor, ...]:
+        return torch.autograd.grad(outs, self.leaves, self._in_provider_layout(outs), retain_graph=retain)
 
     def setup(self) -> None:
         if self.case.mode == "bwd":
@@ -110,16 +117,20 @@ class Pass:
         if self.case.mode == "bwd":
             self._in_provider_layout(self._out)
         elif self.case.mode == "fwd_bwd":
-            self._in_provider_layout(self._forward().detach())
+            self._in_provider_layout(tuple(out.detach() for out in self._forward()))
+
+    def _named(self, outs: tuple[torch.Tensor, ...] | Any) -> dict[str, Any]:
+        named = self.op.named_results(outs if len(self.op.results) > 1 else outs[0])
+        return {name: self._op_layout(t.detach() if isinstance(t, torch.Tensor) else t) for name, t in named.items()}
 
     def run(self) -> dict[str, Any]:
         mode = self.case.mode
         if mode == "fwd":
-            return {OUT: self._op_layout(self.call())}
-        out = self._out if mode == "bwd" else self._forward()
-        grads = self._grads(out, retain=mode == "bwd")
+            return {name: self._op_layout(t) for name, t in self.op.named_results(self.call()).items()}
+        outs = self._out if mode == "bwd" else self._forward()
+        grads = self._grads(outs, retain=mode == "bwd")
         named = {grad_name(n): self._op_layout(g) for n, g in zip(self.op.grads, grads)}
-        return named if mode == "bwd" else {OUT: self._op_layout(out.detach()), **named}
+        return named if mode == "bwd" else {**self._named(outs), **named}
 
     def _op_layout(self, t: Any) -> Any:
         return self.provider.to_op_layout(t) if isinstance(t, torch.Tensor) else t
@@ -135,14 +146,15 @@ class Pass:
         if mode == "bwd":
 
             def build() -> Callable[[], Any]:
-                out = self._forward()
-                dy = self._in_provider_layout(out)
-                return lambda: torch.autograd.grad(out, self.leaves, dy, retain_graph=True)
+                outs = self._forward()
+                dys = self._in_provider_layout(outs)
+                return lambda: torch.autograd.grad(outs, self.leaves, dys, retain_graph=True)
 
             return Staged(build)
 
         def build_both() -> Callable[[], Any]:
-            dy = self._in_provider_layout(self._forward())
-            return lambda: torch.autograd.grad(self.call(), self.leaves, dy)
+            dys = self._in_provider_layout(self._forward())
+            results = self.op.named_results
+            return lambda: torch.autograd.grad(tuple(results(self.call()).values()), self.leaves, dys)
 
         return Staged(build_both)

@@ -24,6 +24,9 @@ class PlannedCase:
     case: Case
     op: Op
     providers: tuple[Provider, ...]
+    # A part of a composite op's case (a model block's matmul), planned for it rather than by its own
+    # family's section: the composite's case id.
+    part_of: str = ""
 
 
 def resolve_device(choice: Any) -> torch.device:
@@ -76,8 +79,22 @@ def select_providers(cfg: Any, catalog: Catalog) -> list[Provider]:
 
 
 def cases_from_config(cfg: Any, catalog: Catalog) -> list[tuple[Case, Op]]:
-    """Every case the config asks for, in a stable order: family, then the family's own order."""
-    out = []
+    """Every case the config asks for, in a stable order (planned_cases without who asked)."""
+    return [(case, op) for case, op, _ in planned_cases(cfg, catalog)]
+
+
+def planned_cases(cfg: Any, catalog: Catalog) -> list[tuple[Case, Op, str]]:
+    """Every case the config asks for, in a stable order: family, then the family's own order; a composite
+    op's parts (cases of other families' ops) right before it. A case asked for twice is planned once.
+    Each entry: (case, op, the composite it was planned for or "")."""
+    out: list[tuple[Case, Op, str]] = []
+    seen: set[str] = set()
+
+    def add(case: Case, op: Op, part_of: str = "") -> None:
+        if case.case_id not in seen:
+            seen.add(case.case_id)
+            out.append((case, op, part_of))
+
     for family in catalog.families:
         section = cfg[family.name]
         if not section.enabled:
@@ -86,7 +103,12 @@ def cases_from_config(cfg: Any, catalog: Catalog) -> list[tuple[Case, Op]]:
         for case in family.cases(section):
             if case.op not in ops:
                 raise PlanError(f"family {family.name} made a case of op {case.op!r}; its ops: {', '.join(ops)}")
-            out.append((case, ops[case.op]))
+            op = ops[case.op]
+            for part in op.parts(case) if op.parts else ():
+                if part.case.op not in catalog.ops:
+                    raise PlanError(f"{op.name}'s part {part.name} is of op {part.case.op!r}, which no family has")
+                add(part.case, catalog.ops[part.case.op], case.case_id)
+            add(case, op)
     return out
 
 
@@ -96,6 +118,6 @@ def make_plan(cfg: Any, catalog: Catalog) -> list[PlannedCase]:
         raise PlanError("; ".join(found))
     providers = select_providers(cfg, catalog)
     return [
-        PlannedCase(case, op, tuple(p for p in providers if p.op == case.op))
-        for case, op in cases_from_config(cfg, catalog)
+        PlannedCase(case, op, tuple(p for p in providers if p.op == case.op), part_of)
+        for case, op, part_of in planned_cases(cfg, catalog)
     ]

@@ -19,18 +19,22 @@ from .runmeta import RunMeta
 @dataclass(frozen=True)
 class View:
     """How a family is shown: the record field charted, its unit, the x axis, the params that split charts,
-    and the families whose points join its roofline (attention's prefill and decode share one)."""
+    the families whose points join its roofline (attention's prefill and decode share one), and the extra
+    panels its pages draw, by kind (`model`: the model view of composite ops, suite/site/blocks.py)."""
 
     metric: str
     unit: str
     x: str
     split: tuple[str, ...] = ("dtype",)
     roofline_with: tuple[str, ...] = ()
+    panels: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"metric": self.metric, "unit": self.unit, "x": self.x, "split": list(self.split)}
         if self.roofline_with:
             out["roofline_with"] = list(self.roofline_with)
+        if self.panels:
+            out["panels"] = list(self.panels)
         return out
 
     @classmethod
@@ -39,12 +43,16 @@ class View:
         joined = data.get("roofline_with") or ()
         if not isinstance(joined, (list, tuple)):
             joined = ()
+        panels = data.get("panels") or ()
+        if not isinstance(panels, (list, tuple)):
+            panels = ()
         return cls(
             str(data["metric"]),
             str(data["unit"]),
             str(data["x"]),
             tuple(str(s) for s in split),
             tuple(str(f) for f in joined),
+            tuple(str(p) for p in panels),
         )
 
 
@@ -62,6 +70,8 @@ class Presentation:
     views: dict[str, View] = field(default_factory=dict)
     baselines: dict[str, tuple[str, ...]] = field(default_factory=dict)
     tiers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Composite cases' parts (run.json's compositions): case id -> {"op", "label", "params", "parts"}.
+    compositions: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, metas: Iterable[RunMeta | None]) -> Presentation:
@@ -81,6 +91,9 @@ class Presentation:
             for name, tier in meta.tiers.items():
                 if isinstance(tier, dict):
                     out.tiers[name] = tier
+            for case_id, composition in meta.compositions.items():
+                if isinstance(composition, dict) and isinstance(composition.get("parts"), list):
+                    out.compositions[case_id] = composition
         return out
 
     def view(self, family: str, records: Iterable[Measurement] = ()) -> View:

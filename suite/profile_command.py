@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .naming import slug
-from .records import CONFIG_FILE, find_run
+from .records import CONFIG_FILE, find_run, read_records
 
 PROFILES_DIR = "profiles"
 
@@ -84,12 +84,22 @@ def _keys(cases: Sequence[Any]) -> list[str]:
     return list(dict.fromkeys(k for case in cases for k in _fields(case)))
 
 
-def pick_provider(planned: Any, name: str) -> Any:
+def pick_provider(planned: Any, name: str, run_dir: Path | None = None) -> Any:
     found = [p for p in planned.providers if p.name == name]
     if not found:
         names = ", ".join(p.name for p in planned.providers) or "none"
         raise SelectionError(f"provider {name!r} is not planned for {planned.case.case_id}; valid choices: {names}")
-    return found[0]
+    provider = found[0]
+    if provider.from_results is not None and run_dir is not None:
+        # A composite's best mix: composed again from the run's own records, as the run composed it.
+        results: dict[str, dict[str, Any]] = {}
+        for r in read_records(run_dir):
+            results.setdefault(r.case_id, {})[r.provider] = r
+        made = provider.from_results(planned.case, results)
+        if isinstance(made, str):
+            raise SelectionError(f"{name} of {planned.case.case_id}: {made}")
+        provider = made
+    return provider
 
 
 def profile_path(run_dir: Path, case_id: str, provider: str) -> Path:
@@ -183,7 +193,7 @@ def main(argv: list[str]) -> int:
     try:
         device, plan, seed = load_plan(folder)
         planned = pick_case(plan, terms)
-        provider = pick_provider(planned, name)
+        provider = pick_provider(planned, name, folder)
     except (SelectionError, PlanError, PluginError) as exc:
         print(f"tierbench profile: {exc}", file=sys.stderr)
         return 2

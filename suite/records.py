@@ -78,6 +78,8 @@ class Measurement:
     # The sweep's other shards running on this host while the case was measured (shard, run, device).
     neighbours: list[dict[str, Any]] = field(default_factory=list)
     warning: str = ""  # a timed record whose numbers deserve doubt says why (runner.WIDE_SPREAD); else empty
+    # A composed provider's choice per part of its composite op (a model block's best mix): part -> provider.
+    composed: dict[str, str] = field(default_factory=dict)
     # Set by readers, never written: where today's bounds judge the stored errors otherwise than the check did
     # when the record was made, what changed (suite/verdicts.py); the status and reason are then today's.
     verdict_note: str = ""
@@ -97,6 +99,8 @@ class Measurement:
         for name in ("case", "env", "telemetry"):
             if not all(isinstance(k, str) for k in getattr(self, name)):
                 raise TypeError(f"field {name!r} must have names as keys")
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in self.composed.items()):
+            raise TypeError("field 'composed' must map part names to provider names")
 
     @property
     def mode(self) -> str:
@@ -169,6 +173,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "shard": _OPT_STR,
     "neighbours": (list,),
     "warning": (str,),
+    "composed": (dict,),
     "verdict_note": (str,),
 }
 

@@ -19,7 +19,11 @@ from typing import Any
 # names its run: run.json's first to last record, timing=quick compiler.dynamic=true unless said), on a
 # CPU from the main job on 2 cores (README). A test holds every suite with a committed H200 run to a figure.
 SUITES = {
-    "smoke": ("small shapes of every op: the whole product on a CPU", "2-8 min", "not yet measured"),
+    "smoke": (
+        "small shapes of every op and a tiny model's block: the whole product on a CPU",
+        "5-20 min",
+        "not yet measured",
+    ),
     "matmul": ("squares 512-8192 and Llama-3 8B/70B projections at 16k tokens", "GPU-sized", "under 1 min"),
     "norm": (
         "LayerNorm, RMSNorm, fused bias+GELU+LayerNorm at 4k/16k rows x 1k-16k",
@@ -37,9 +41,14 @@ SUITES = {
         "7 min (h200-decode-1)",
     ),
     "all": (
-        "matmul, norm, attention and decode suites together",
+        "matmul, norm, attention, decode and pointwise suites together",
         "GPU-sized",
         "4 min before decode and GQA joined (h200-all); today's suite not yet measured",
+    ),
+    "model": (
+        "a model's block (model=llama3-8b): each op at its shapes, the whole per strategy, 3 phases",
+        "GPU-sized",
+        "not yet measured",
     ),
     "training": (
         "fwd, bwd and fwd_bwd of matmul, norm and attention at training shapes",
@@ -59,6 +68,7 @@ EXAMPLES = (
         "causal attention of the vendor and cuda tiers only (GPU-sized)",
         "tierbench run suite=attention attention.causal=true tiers=[vendor,cuda]",
     ),
+    ("a model's block: which op to move down the ladder (GPU-sized)", "tierbench run suite=model model=llama3-8b"),
     (
         "a sweep, one run per value; CPU-sized shapes",
         "tierbench run --multirun suite=smoke matmul.square=[128],[256] tiers=[vendor]",
@@ -166,7 +176,7 @@ def _first_sentence(text: str) -> str:
 def _groups(conf_dir: Path) -> dict[str, list[str]]:
     return {
         group: sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
-        for group in ("suite", "timing")
+        for group in ("suite", "timing", "model")
         if (conf_dir / group).is_dir()
     }
 
@@ -192,8 +202,8 @@ def render(conf_dir: Path, catalog: Any) -> str:
     for family in family_suites(catalog.families):
         lines += [f"  {family.name}", f"      the plugins' {family.name} family alone (its section's shapes)"]
     lines += [
-        "  Times: H200 from the committed runs' records; CPU: about 2 minutes of CPU time, 6-8 minutes on",
-        "  2 cores shared with other work. A GPU-sized suite does not finish on a CPU in useful time:",
+        "  Times: H200 from the committed runs' records; CPU: about 4.5 minutes of CPU time with the tiny",
+        "  model, longer on 2 cores shared with other work. A GPU-sized suite does not finish on a CPU in useful time:",
         "  give it CPU-sized shapes, e.g.",
         "  suite=attention attention.seq_lens=[256] attention.tokens=512 attention.model_dim=128",
         "",
@@ -202,6 +212,9 @@ def render(conf_dir: Path, catalog: Any) -> str:
         "  timing=  "
         + ", ".join(groups.get("timing", []))
         + "   (quick: a fast look; default; precise: numbers to publish)",
+        "  model=   "
+        + ", ".join(groups.get("model", []))
+        + "   (a model's block for the model family; none by default)",
         "",
         "Keys",
     ]

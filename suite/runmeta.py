@@ -38,6 +38,9 @@ class RunMeta:
     shard: str | None = None
     launch: int | None = None
     sweep_planned: int | None = None
+    # Composite ops' cases (a model's blocks): case id -> {"op", "parts": [{"name", "op", "family", "case_id",
+    # "in_whole"}]}, the chain in order (suite/compose.py); the model view reads its parts' records by these.
+    compositions: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -80,7 +83,7 @@ def read(run_dir: Path) -> RunMeta | None:
         meta = RunMeta(**known)
     except TypeError:
         return None
-    dicts = (meta.views, meta.baselines, meta.tiers)
+    dicts = (meta.views, meta.baselines, meta.tiers, meta.compositions)
     if not all(isinstance(d, dict) for d in dicts) or not isinstance(meta.plugins, list):
         return None
     return meta

@@ -53,6 +53,11 @@ class RunContext:
     sweep: str | None = None
     shard: str | None = None
     neighbours: Callable[[], list[dict[str, Any]]] | None = None
+    # This run's records so far, case id -> provider -> record: what a composite's best mix is chosen from.
+    results: dict[str, dict[str, Measurement]] = field(default_factory=dict)
+
+    def note(self, record: Measurement) -> None:
+        self.results.setdefault(record.case_id, {})[record.provider] = record
 
     def beside(self, seen: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         """The shards running beside this one now, added to those `seen` earlier in the case."""
@@ -143,7 +148,7 @@ def measure_case(
     def record(provider: Provider, status: str, reason: str = "", **fields: Any) -> Measurement:
         fields.setdefault("launches_reason", profiling.NOT_PROFILED)
         tier = ctx.tiers.get(provider.tier)
-        return Measurement(
+        made = Measurement(
             run_id=ctx.run_id,
             op=case.op,
             family=case.family,
@@ -164,11 +169,29 @@ def measure_case(
             sweep=ctx.sweep,
             shard=ctx.shard,
             neighbours=seen,
+            composed=dict(provider.composition),
             **fields,
         )
+        ctx.note(made)
+        return made
+
+    resolved = []
+    for provider in providers:
+        if provider.from_results is None:
+            resolved.append(provider)
+            continue
+        try:  # a composite's best mix: chosen now, from the records of its parts
+            made = provider.from_results(case, ctx.results)
+        except Caught as exc:
+            reraise_real(exc)
+            made = f"choosing the composition failed: {describe(exc)}"
+        if isinstance(made, str):
+            yield record(provider, "skipped", made)
+        else:
+            resolved.append(made)
 
     runnable = []
-    for provider in providers:
+    for provider in resolved:
         try:
             why = provider.why_unavailable(case, ctx.device)
         except Caught as exc:  # a broken availability rule skips only its provider
@@ -208,7 +231,8 @@ def measure_case(
         outcome = _prepare_and_check(
             provider, op, case, inputs, options, refs, dy, ctx.device, profile_check=bool(why_not_timed), once=once
         )
-        if changed := _restore(inputs, pristine):
+        # Inputs the op writes by design (a decode step's KV cache) are restored, not a fault.
+        if changed := [name for name in _restore(inputs, pristine) if name not in op.writes]:
             _release(ctx.device)
             yield record(provider, "error", f"wrote into its inputs ({', '.join(changed)}); they were restored")
             continue
@@ -339,7 +363,7 @@ def _prepare_and_check(
         if on_gpu:
             torch.cuda.synchronize(device)
         peak = torch.cuda.max_memory_allocated(device) - baseline if on_gpu else None
-        verdict = check_all(outs, refs, case.out_dtype, case.dtype, op.gradient_element_tolerance)
+        verdict = check_all(outs, refs, case.out_dtype, case.dtype, op.gradient_element_tolerance, op.tolerance)
         del outs
         pass_.release()
     except Unavailable as exc:

@@ -22,6 +22,7 @@ from tierbench.timing import TimingSettings, bring_to_steady_state, make_timer
 from . import runfolder, runmeta
 from .catalog import Catalog
 from .ceilings import Ceilings, load_or_measure, save_for_run, user_cache
+from .compose import compositions
 from .envinfo import environment
 from .ops.base import choice_name
 from .plan import PlanError, PlannedCase, make_plan, timing_settings
@@ -215,6 +216,7 @@ class RunSession:
             planned=sum(len(pc.providers) for pc in self.plan),
             done=self.count(),
             finished=finished,
+            compositions=compositions(self.plan),
             **runmeta.describe_catalog(self.catalog),
         )
         if self.shard is not None:
@@ -226,7 +228,8 @@ class RunSession:
         return meta
 
     def run(self) -> None:
-        done = {r.key for r in read_records(self.run_dir)}
+        earlier = read_records(self.run_dir)
+        done = {r.key for r in earlier}
         total = sum(len(pc.providers) for pc in self.plan)
         log.info(
             "run %s on %s: %d cases, %d measurements (%d already done) -> %s",
@@ -254,6 +257,8 @@ class RunSession:
         self.ceilings = measurer.ceilings
         save_for_run(self.ceilings, self.run_dir)
         measurer.ctx.done = done
+        for record in earlier:  # a resumed run's records: what its composites' best mixes are chosen from
+            measurer.ctx.note(record)
         if self.shard is not None:
             measurer.ctx.sweep, measurer.ctx.shard = self.shard.spec.sweep, self.shard.spec.label
             measurer.ctx.neighbours = self.shard.neighbours

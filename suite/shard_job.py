@@ -205,6 +205,9 @@ class ShardJob:
             todo.append((pc.case.case_id, names))
             costs.append(balance.case_cost(pc.case.case_id, names, work, timing, ceilings, self.device.type, earlier))
         shards = balance.assign(costs, self.spec.count)
+        # A composite's parts go where the composite goes: its best mix is chosen from its own run's records.
+        parts = {pc.case.case_id: [p.case.case_id for p in pc.op.parts(pc.case)] for pc in plan if pc.op.parts}
+        shards = balance.together(shards, [case_id for case_id, _ in todo], parts)
         log.info(
             "sweep %s launch %d: %d cases dealt to %d shards, expected %s s each",
             self.spec.sweep,

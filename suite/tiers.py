@@ -46,6 +46,8 @@ class Tier:
     not_comparable: Callable[[str], str | None] = field(default=lambda device_type: None, compare=False)
     # What the tier means and what its packages need, for the docs and `tierbench run --help` readers.
     description: str = ""
+    # A rung of the tool ladder (the site's legend shows every rung); False for a composition of rungs (mix).
+    rung: bool = True
 
 
 # Okabe-Ito colors (color-blind safe). The order is the ladder's: vendor libraries, graph compilers, a kernel
@@ -80,7 +82,11 @@ PORTABLE = Tier(
     ),
 )
 
-BUILTIN: dict[str, Tier] = {t.name: t for t in (VENDOR, COMPILER, TRITON, CUDA, PORTABLE)}
+# Not a rung of the ladder: a composite op (a model's block) run with the fastest correct provider of each of
+# its parts, whichever tier each comes from (suite/compose.py).
+MIX = Tier("mix", 5, "#0072B2", "the fastest correct provider of each part, composed (model blocks)", rung=False)
+
+BUILTIN: dict[str, Tier] = {t.name: t for t in (VENDOR, COMPILER, TRITON, CUDA, PORTABLE, MIX)}
 OTHER_COLOR = "#999999"
 
 

@@ -55,7 +55,7 @@ def _element_bound(r: Measurement, output: str, table: float) -> float:
     own = bounds.own_gradient_bound(r.op, dtype)
     if own is not None:
         return own
-    if r.op not in bounds.OWN_GRADIENT_ELEMENT_TOLERANCE:
+    if r.op not in bounds.OWN_GRADIENT_ELEMENT_TOLERANCE and r.op not in bounds.OWN_TOLERANCE:
         held = r.element_tolerances.get(output)
         if _finite(held) and held != bounds.ELEMENT_TOLERANCE.get(dtype):
             return float(held)
@@ -68,7 +68,9 @@ def _judge(r: Measurement) -> tuple[bool, str] | None:
     operands = str(r.case.get("dtype", ""))
     if not bounds.known(dtype) or not r.errors or not all(_finite(e) for e in r.errors.values()):
         return None
-    tol, elem_tol = bounds.tolerances(dtype, operands)
+    tol, elem_tol = bounds.tolerances(dtype, operands, r.op)
+    if r.op not in bounds.OWN_TOLERANCE and _finite(r.tolerance) and r.tolerance > tol:
+        tol = float(r.tolerance)  # a plugin op's own norm-wise bound, as its record keeps it
     named = bounds.describe(dtype, operands)
     for output, err in r.errors.items():
         if err > tol:

@@ -10,15 +10,19 @@ from cli_runner import tierbench_cli
 from tierbench.suite.plan import PlanError, cases_from_config, make_plan, resolve_device, select_providers
 
 
-@pytest.mark.parametrize("suite", ["smoke", "matmul", "norm", "attention", "decode", "all", "nightly", "training"])
+@pytest.mark.parametrize(
+    "suite", ["smoke", "matmul", "norm", "attention", "decode", "all", "nightly", "training", "model"]
+)
 def test_every_suite_composes_and_plans(compose, catalog, suite):
-    cfg = compose([f"suite={suite}"])
+    cfg = compose([f"suite={suite}", *(["model=llama3-8b"] if suite == "model" else [])])
     cases = [case for case, _ in cases_from_config(cfg, catalog)]
     assert cases, suite
     families = {c.family for c in cases}
     every = {"matmul", "norm", "attention", "decode"}
-    expected = {"smoke": every, "all": every, "nightly": every, "training": every - {"decode"}}
-    assert families == expected.get(suite, {suite})
+    # A model's block brings its parts, cases of every family but its own.
+    with_model = every | {"pointwise", "model"}
+    expected = {"smoke": with_model, "all": every | {"pointwise"}, "nightly": every, "training": every - {"decode"}}
+    assert families == expected.get(suite, {suite} if suite != "model" else with_model)
 
 
 def test_all_suite_covers_the_shapes_kernel_engineers_ask_for(compose, catalog):
@@ -41,8 +45,12 @@ def test_all_suite_covers_the_shapes_kernel_engineers_ask_for(compose, catalog):
 def test_smoke_suite_runs_every_op_in_every_pass(compose, catalog):
     cases = [case for case, _ in cases_from_config(compose(["suite=smoke"]), catalog)]
     ops = [op for family in catalog.families for op in family.ops]
-    # An op with no backward (the FP8 product) runs its forward; every other op all three passes.
+    # An op with no backward (the FP8 product) runs its forward; every other op all three passes; a model's
+    # block the passes of its phases (prefill and decode forward, training fwd_bwd).
+    blocks = {op.name for op in ops if op.parts}
     expected = {(op.name, m) for op in ops for m in (("fwd", "bwd", "fwd_bwd") if op.grads else ("fwd",))}
+    expected = {(op, m) for op, m in expected if op not in blocks} | {("llama_block", "fwd_bwd")}
+    expected |= {(name, "fwd") for name in blocks}
     assert {(c.op, c.mode) for c in cases} == expected
     assert sum(bool(op.grads) for op in ops) >= 6
 
@@ -152,7 +160,7 @@ def test_every_key_of_the_schema_and_hydras_own_pass_the_key_check(catalog):
     conf = Path(run_command.conf_dir())
     keys = schema_keys(schema)
     assert {"attention.causal", "timing.rep_ms", "shard.index", "compiler.dynamic"} <= set(keys)
-    check_overrides([f"{k}=1" for k in keys if k not in ("suite", "timing")], schema, conf)
+    check_overrides([f"{k}=1" for k in keys if k not in ("suite", "timing", "model")], schema, conf)
     check_overrides(["hydra/launcher=joblib", "hydra.job.chdir=false", "--multirun", "suite=smoke,norm"], schema, conf)
 
 
@@ -205,7 +213,8 @@ def test_run_help_teaches_groups_keys_suites_and_examples(capsys):
     assert run_command.main(["--help"]) == 0
     text = capsys.readouterr().out
     assert "powered by Hydra" not in text
-    assert "suite=   all, attention, decode, matmul, nightly, norm, smoke, training" in text
+    assert "suite=   all, attention, decode, matmul, model, nightly, norm, smoke, training" in text
+    assert "model=   llama3-70b, llama3-8b, tiny" in text
     assert "  smoke " in text and "not yet measured" in text and "GPU-sized" in text  # suites and their durations
     lines = {line.split()[0]: line for line in text.splitlines() if line.startswith("  ") and line.split()}
     assert "auto|cuda|cpu (default auto)" in lines["device"]
@@ -213,7 +222,7 @@ def test_run_help_teaches_groups_keys_suites_and_examples(capsys):
     assert "providers of a case take turns" in lines["timing.rounds"]
     assert "[fwd|bwd|fwd_bwd, ...]" in lines["attention.modes"] and "null runs both" in lines["attention.causal"]
     examples = [line.strip() for line in text.split("Examples", 1)[1].splitlines() if line.strip().startswith("tier")]
-    assert len(examples) == 3
+    assert len(examples) == 4 and "tierbench run suite=model model=llama3-8b" in examples
 
 
 def test_version_flag_and_attribute(capsys):

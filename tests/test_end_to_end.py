@@ -25,10 +25,14 @@ def _run_dirs(root: Path) -> list[Path]:
 @pytest.mark.slow
 def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
     runs = tmp_path / "runs"
+    # The op families' smoke (the model family's smoke has its own test: tests/test_model_run.py).
     result = tierbench_cli(
         "run",
         "suite=smoke",
         "timing=quick",
+        "pointwise.enabled=false",
+        "model.enabled=false",
+        "norm.kinds=[layer_norm,rms_norm,bias_gelu_layer_norm]",
         f"results_dir={runs}",
         f"ceilings_dir={tmp_path}/ceilings",
         cwd=tmp_path,
@@ -119,7 +123,7 @@ def test_interrupted_run_keeps_its_records_and_resume_finishes_it(tmp_path, comp
 
     # The vendor tier on the plain product's three passes and the forward of the rest: long enough to kill.
     small = ["suite=smoke", "tiers=[vendor]", "matmul.ops=[matmul]", "matmul.dtypes=[fp32]"]
-    small += ["norm.modes=[fwd]", "attention.modes=[fwd]"]
+    small += ["norm.modes=[fwd]", "attention.modes=[fwd]", "pointwise.enabled=false", "model.enabled=false"]
     planned = sum(len(pc.providers) for pc in make_plan(compose(small), catalog))
     runs = tmp_path / "runs"
     args = [
@@ -178,6 +182,8 @@ def test_multirun_sweep_writes_one_run_per_job(tmp_path):
         "timing=quick",
         "matmul.enabled=false",
         "norm.enabled=false",
+        "pointwise.enabled=false",
+        "model.enabled=false",
         "providers=[sdpa-math]",
         "attention.causal=true,false",
         f"results_dir={runs}",

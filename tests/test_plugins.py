@@ -27,7 +27,7 @@ from tierbench.suite.records import read_records
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "plugin"
 SMALL = ["suite=smoke", "timing=quick", "matmul.enabled=false", "attention.enabled=false", "decode.enabled=false",
-         "norm.kinds=[rms_norm]"]  # fmt: skip
+         "pointwise.enabled=false", "model.enabled=false", "norm.kinds=[rms_norm]"]  # fmt: skip
 
 
 @pytest.mark.slow

@@ -34,6 +34,8 @@ SMALL = [
     "norm.kinds=[layer_norm,rms_norm]",
     "norm.modes=[fwd]",
     "decode.enabled=false",
+    "pointwise.enabled=false",
+    "model.enabled=false",
     "html=false",
     "table=false",
 ]

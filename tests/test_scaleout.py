@@ -29,8 +29,11 @@ CUT = [
     "matmul.ops=[matmul]",
     "matmul.dtypes=[fp32]",
     "norm.modes=[fwd]",
+    "norm.kinds=[layer_norm,rms_norm,bias_gelu_layer_norm]",
     "attention.enabled=false",
     "decode.enabled=false",
+    "pointwise.enabled=false",
+    "model.enabled=false",
 ]
 
 

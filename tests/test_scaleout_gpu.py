@@ -14,6 +14,7 @@ from tierbench.suite import sweep
 from tierbench.suite.records import read_records
 
 CUT = ["suite=smoke", "tiers=[vendor]", "timing=quick", "matmul.modes=[fwd]", "attention.enabled=false"]
+CUT += ["pointwise.enabled=false", "model.enabled=false", "norm.kinds=[layer_norm,rms_norm,bias_gelu_layer_norm]"]
 
 
 def _args(tmp_path):

@@ -122,3 +122,12 @@ def test_the_committed_h200_causal_backward_is_judged_by_todays_attention_bound(
     assert {"sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "triton", "flash-attn-4"} <= flash
     assert not [r for r in causal_bwd if r.status == "incorrect"]
     assert bounds.own_gradient_bound("attention", "bf16") == 0.25
+
+
+def test_a_model_blocks_own_bounds_hold_when_it_is_read_again():
+    """A block of nine ops is held to three times a single op's bounds: a record within them stays correct."""
+    block = _record("ok", op="llama_block", mode="bwd", median_ms=1.0, errors={"dx": 0.02}, element_errors={"dx": 0.2})
+    assert rejudge(block) is block
+    assert bounds.tolerances("bf16", "bf16", "llama_block") == (3e-2, 0.3)
+    past = _record("ok", op="llama_block", mode="bwd", median_ms=1.0, errors={"dx": 0.04}, element_errors={"dx": 0.2})
+    assert rejudge(past).status == "incorrect"

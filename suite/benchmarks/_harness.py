@@ -183,7 +183,9 @@ def _plan() -> tuple[Any, Any, list[tuple[Any, str, Any]]]:
             raise ValueError(f"two cases share the asv label {label!r}: {seen[label]} and {case.case_id}")
         seen[label] = case.case_id
         runnable = tuple(p for p in planned.providers if _available(p, case, device))
-        entries.append((case, label, PlannedCase(case, planned.op, runnable)))
+        # A build older than composite ops plans no parts (and its PlannedCase has no part_of).
+        part_of = getattr(planned, "part_of", "")
+        entries.append((case, label, PlannedCase(case, planned.op, runnable, *([part_of] if part_of else []))))
     return cfg, device, entries
 
 
@@ -228,8 +230,19 @@ def selects(case: Any, where: Mapping[str, Any] | None) -> bool:
 
 
 def _family_entries(family: str, where: Mapping[str, Any] | None = None) -> list[tuple[Any, str, Any]]:
-    """The family's planned cases that hold the `where` values (PLUGINS: the plugins' families)."""
-    return [e for e in _plan()[2] if _in_family(e[0], family) and selects(e[0], where)]
+    """The family's planned cases that hold the `where` values (PLUGINS: the plugins' families). A model
+    block's parts are measured for its class (they make its best mix), never series of their own families'
+    classes: a model named in the suite leaves those classes' cases and versions as they were."""
+    return [
+        e for e in _plan()[2] if not getattr(e[2], "part_of", "") and _in_family(e[0], family) and selects(e[0], where)
+    ]
+
+
+def _part_entries(entries: list[tuple[Any, str, Any]]) -> list[tuple[Any, str, Any]]:
+    """The planned parts of these entries' composite cases (measured first, tracked by no class)."""
+    composites = [pc for _, _, pc in entries if getattr(pc.op, "parts", None)]
+    wanted = {part.case.case_id for pc in composites for part in pc.op.parts(pc.case)}
+    return [e for e in _plan()[2] if e[0].case_id in wanted]
 
 
 def max_samples() -> int:
@@ -347,6 +360,10 @@ def measure_family(family: str, where: Mapping[str, Any] | None = None) -> dict[
     )
     keep = max_samples()
     out: dict[tuple[str, str], dict[str, Any]] = {}
+    # A model block's parts first, through the same session: its best mix is chosen from their records.
+    for _, _, planned in _part_entries(_family_entries(family, where)):
+        for _ in measurer.measure(planned):
+            pass
     for label, planned in entries:
         for record in measurer.measure(planned):
             out[(label, record.provider)] = {

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -112,6 +112,18 @@ def per_pass(case: Case, fwd: WorkModel, bwd: WorkModel) -> WorkModel:
 
 
 @dataclass(frozen=True)
+class Part:
+    """One op of a composite op's chain (a model's block): its name in the chain (`qkv`, `attention`), the case
+    of the op it runs at the composite's shapes, and what the whole composite's own formula runs for it:
+    `formula` (the op's eager formula, compiled with the whole when the compiler tier compiles it) or
+    `baseline` (the op's baseline provider: attention's SDPA, which a compiled whole keeps as one call)."""
+
+    name: str
+    case: Case
+    in_whole: str = "formula"
+
+
+@dataclass(frozen=True)
 class Op:
     """One operation with one signature: `fn(*[inputs[n] for n in tensors], **options(case))`.
 
@@ -125,6 +137,16 @@ class Op:
     case(**params, dtype=..., mode=...): one case of this op from its parameters (the library API's way in).
     why_unavailable(case, device): why no provider of any tier can run a case here (a precision the device's
     hardware lacks), or None; it comes before each provider's own rule (suite/providers/base.py).
+    results: the forward's outputs by name, in the order formula, reference and kernels return them: one (a
+    tensor), or several (a tuple: the fused residual add + RMSNorm returns the normalized rows and the sum).
+    parts(case): a composite op's chain, each part a case of another op at the composite's shapes, measured
+    through that op's family; the plan measures them before the composite (suite/compose.py).
+    chain(functions): the composite as a function of its signature, each part computed by functions[name]
+    (a function of that part's op's signature, its options bound): what a composed strategy runs.
+    writes: inputs the op writes by design (a decode step's new keys and values go into its KV cache): the
+    runner restores them after each provider without calling that a fault.
+    tolerance: per output dtype, (norm-wise, elementwise) bounds in place of suite/checking.py's, where the
+    op is a chain whose roundings add up (a model's block); the op's module says why.
     """
 
     name: str
@@ -145,6 +167,11 @@ class Op:
     # Per output dtype, an elementwise bound for the gradients in place of suite/checking.py's (None: that
     # one), where the computation itself is ill-conditioned in 16 bits; the op's module says why.
     gradient_element_tolerance: dict[torch.dtype, float] | None = None
+    results: tuple[str, ...] = (OUT,)
+    parts: Callable[[Case], tuple[Part, ...]] | None = None
+    chain: Callable[[Mapping[str, Callable[..., Any]]], Callable[..., Any]] | None = None
+    writes: tuple[str, ...] = ()
+    tolerance: dict[torch.dtype, tuple[float, float]] | None = None
 
     def args(self, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
         """The tensors in call order."""
@@ -153,7 +180,16 @@ class Op:
     def outputs(self, mode: str) -> tuple[str, ...]:
         """The names a case of this mode checks: the output, the gradients, or both."""
         grads = tuple(grad_name(n) for n in self.grads)
-        return {"fwd": (OUT,), "bwd": grads, "fwd_bwd": (OUT, *grads)}[mode]
+        return {"fwd": self.results, "bwd": grads, "fwd_bwd": (*self.results, *grads)}[mode]
+
+    def named_results(self, value: Any) -> dict[str, Any]:
+        """A forward's return value by output name (a tensor for one output, a tuple for several)."""
+        if len(self.results) == 1:
+            return {self.results[0]: value}
+        if not isinstance(value, (tuple, list)) or len(value) != len(self.results):
+            names = ", ".join(self.results)
+            raise TypeError(f"{self.name} returns {len(self.results)} outputs ({names}), got {type(value).__name__}")
+        return dict(zip(self.results, value))
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,6 @@
-"""Row normalizations over the last dim: LayerNorm, RMSNorm, and the fused x + bias -> GELU -> LayerNorm."""
+"""Row normalizations over the last dim: LayerNorm, RMSNorm, the fused x + bias -> GELU -> LayerNorm, and the
+residual add fused with RMSNorm (x + residual -> (RMSNorm of the sum, the sum)), as serving engines run a
+transformer block's residual add and the norm after it."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ class NormKind(Enum):
     layer_norm = "layer_norm"
     rms_norm = "rms_norm"
     bias_gelu_layer_norm = "bias_gelu_layer_norm"
+    add_rms_norm = "add_rms_norm"
 
 
 @dataclass
@@ -84,6 +87,15 @@ def bias_gelu_layer_norm_inputs(case: Case, device: torch.device, gen: torch.Gen
     }
 
 
+def add_rms_norm_inputs(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    # The residual stream carries the larger values; the block's output added to it is smaller.
+    return {
+        "x": randn((case.params["rows"], case.params["hidden"]), case.dtype, device, gen, scale=0.5),
+        "residual": _x(case, device, gen),
+        "weight": _param(case, device, gen, 1.0),
+    }
+
+
 def _hi(t: torch.Tensor | None) -> torch.Tensor | None:
     """float64 on the CPU, float32 on the GPU (float64 is slow there; float32 is ample for 16-bit outputs)."""
     if t is None:
@@ -117,6 +129,14 @@ def bias_gelu_layer_norm_ref(
     return F.layer_norm(h, h.shape[-1:], _hi(weight), _hi(ln_bias), eps)
 
 
+def add_rms_norm_ref(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = RMS_NORM_EPS
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(RMSNorm(x + residual) · weight, x + residual), exact."""
+    total = _hi(x) + _hi(residual)
+    return rms_norm_ref(total, weight, eps), total
+
+
 # The eager formulations (the vendor tier runs them, the compiler tier compiles them).
 def eager_layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
     return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
@@ -130,6 +150,25 @@ def eager_bias_gelu_layer_norm(
     x: torch.Tensor, bias: torch.Tensor, weight: torch.Tensor, ln_bias: torch.Tensor, eps: float
 ) -> torch.Tensor:
     return F.layer_norm(F.gelu(x + bias), x.shape[-1:], weight, ln_bias, eps)
+
+
+def eager_add_rms_norm(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The unfused pair: the sum written, then read back by the norm."""
+    total = x + residual
+    return F.rms_norm(total, total.shape[-1:], weight, eps), total
+
+
+def _add_rms_norm_work(case: Case) -> WorkModel:
+    """fwd: x and residual read, both results written, the weight read (one FLOP to add, five to normalize per
+    element). bwd: the sum, dout, d(sum) and the weight read, one gradient written (both inputs' gradient is the
+    same tensor) and dweight (ten FLOPs per element)."""
+    rows, hidden = case.params["rows"], case.params["hidden"]
+    size = element_size(case)
+    fwd = WorkModel(6.0 * rows * hidden, float((4 * rows * hidden + hidden) * size))
+    bwd = WorkModel(10.0 * rows * hidden, float((4 * rows * hidden + 2 * hidden) * size))
+    return per_pass(case, fwd, bwd)
 
 
 def _work(n_params: int, fwd_flops: float, bwd_flops: float):
@@ -193,9 +232,25 @@ BIAS_GELU_LAYER_NORM = Op(
     case=functools.partial(make_case, "bias_gelu_layer_norm"),
 )
 
+ADD_RMS_NORM = Op(
+    name="add_rms_norm",
+    family="norm",
+    tensors=("x", "residual", "weight"),
+    make_inputs=add_rms_norm_inputs,
+    reference=add_rms_norm_ref,
+    work=_add_rms_norm_work,
+    formula=eager_add_rms_norm,
+    options=_eps(RMS_NORM_EPS),
+    grads=("x", "residual", "weight"),
+    kernel="add_rms_norm",
+    dynamic_dims={"x": (0,), "residual": (0,)},
+    case=functools.partial(make_case, "add_rms_norm"),
+    results=("out", "residual_out"),
+)
+
 FAMILY = Family(
     name="norm",
-    ops=(LAYER_NORM, RMS_NORM, BIAS_GELU_LAYER_NORM),
+    ops=(LAYER_NORM, RMS_NORM, BIAS_GELU_LAYER_NORM, ADD_RMS_NORM),
     schema=NormConf,
     cases=cases,
     view=View("gbps", "GB/s", "elements (rows × hidden)"),

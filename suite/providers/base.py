@@ -66,6 +66,15 @@ class Provider:
     # Whether its kernels are the project's own code where its tier is mixed (the portable tier holds
     # tierbench's Mojo kernels and IREE's compiled formulas); None: as its tier says.
     own_code: bool | None = None
+    # (case) -> the provider as a plain function of its op's signature, fn(*tensors, **options), where it is
+    # one: what a composite op's composed strategies call on the chain's own tensors (suite/compose.py).
+    # None: it cannot be composed (its preparation does work per input that a call would have to repeat).
+    function: Callable[[Case], Callable[..., Any]] | None = None
+    # A provider made from the run's other measurements (a composite op's best mix): given the case and the
+    # records so far (case id -> provider -> record), the provider to measure, or why there is none.
+    from_results: Callable[[Case, Any], Provider | str] | None = None
+    # A composed provider's choice per part of its op's chain (part -> provider), kept in its record.
+    composition: tuple[tuple[str, str], ...] = ()
 
     def version(self) -> str | None:
         return package_version(self.package)
@@ -90,7 +99,7 @@ def call_provider(
         args = op.args(inputs)
         return lambda: fn(*args, **options)
 
-    extra: dict[str, Any] = {"package": package}
+    extra: dict[str, Any] = {"package": package, "function": lambda case: fn}
     if why_unavailable is not None:
         extra["why_unavailable"] = why_unavailable
     if describe_launch is not None:

@@ -50,9 +50,24 @@ def _prepare(op: Op, mode: str, dynamic: bool):
     return prepare
 
 
+def _function(op: Op, mode: str, dynamic: bool) -> Callable[[Case], Callable[..., torch.Tensor]]:
+    """The compiled formula itself, for a composed chain: the same compiled callable the provider times."""
+    return lambda case: _compiled(op, mode, dynamic)
+
+
 def providers(ops: list[Op], modes: list[str], dynamic: bool = False) -> list[Provider]:
     out = []
     for mode in modes:
         name = "compile" if mode == "default" else f"compile-{mode}"
-        out += [Provider(name, "compiler", op.name, _prepare(op, mode, dynamic)) for op in ops if op.formula]
+        out += [
+            Provider(
+                name,
+                "compiler",
+                op.name,
+                _prepare(op, mode, dynamic),
+                function=_function(op, mode, dynamic),
+            )
+            for op in ops
+            if op.formula
+        ]
     return out

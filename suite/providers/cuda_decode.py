@@ -115,6 +115,24 @@ def _prepare(pkg: FlashAttnPackage, op: str) -> Callable[[Inputs, dict[str, Any]
     return prepare
 
 
+def _function(pkg: FlashAttnPackage) -> Callable[[Case], Callable[..., torch.Tensor]]:
+    """The contiguous-cache call as a function of decode's signature (for a composed chain): the caches seen
+    sequence-first (no copy where their memory already is), the output seen heads-first."""
+    _, lengths_kw, _ = ENTRY_POINTS[pkg.provider]
+
+    def function(case: Case) -> Callable[..., torch.Tensor]:
+        fn = _attribute(pkg.module, pkg.function)
+
+        def decode(q, k_cache, v_cache, cache_seqlens, causal: bool, scale: float) -> torch.Tensor:
+            q, k, v = (_sequence_first(t) for t in (q, k_cache, v_cache))
+            out = fn(q, k, v, **{lengths_kw: cache_seqlens}, softmax_scale=float(scale), causal=bool(causal))
+            return _heads_first(out[0] if isinstance(out, tuple) else out)
+
+        return decode
+
+    return function
+
+
 def providers(ops: list[Op]) -> list[Provider]:
     names = {op.name for op in ops}
     out: list[Provider] = []
@@ -132,6 +150,7 @@ def providers(ops: list[Op]) -> list[Provider]:
                     _why(pkg, op),
                     package=pkg.distributions[0],
                     to_op_layout=_heads_first,
+                    function=_function(pkg) if op == "decode" else None,
                     distributions=pkg.distributions,
                     owner_of=pkg.owner_of,
                     version_module=pkg.version_module,

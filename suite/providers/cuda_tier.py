@@ -321,6 +321,22 @@ def _flash_prepare(pkg: FlashAttnPackage) -> Callable[[Inputs, dict[str, Any], C
     return prepare
 
 
+def _flash_function(pkg: FlashAttnPackage) -> Callable[[Case], Callable[..., torch.Tensor]]:
+    """The package as a function of attention's signature (for a composed chain): q, k, v seen sequence-first
+    (no copy where their memory already is, as a QKV projection leaves it), the output seen heads-first."""
+
+    def function(case: Case) -> Callable[..., torch.Tensor]:
+        fn = _attribute(pkg.module, pkg.function)
+
+        def attention(q, k, v, causal: bool, scale: float) -> torch.Tensor:
+            out = fn(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), softmax_scale=scale, causal=causal)
+            return (out[0] if isinstance(out, tuple) else out).transpose(1, 2)
+
+        return attention
+
+    return function
+
+
 def _heads_first(out: torch.Tensor) -> torch.Tensor:
     return out.transpose(1, 2)
 
@@ -393,6 +409,11 @@ def _quack_prepare(op: str) -> Callable[[Inputs, dict[str, Any], Case], Callable
 QUACK_GEMM_MODULE = "quack.gemm_interface"
 
 
+def _quack_rms_norm_function(case: Case) -> Callable[..., torch.Tensor]:
+    fn = _attribute(QUACK_MODULE, QUACK_FUNCTIONS["rms_norm"])
+    return lambda x, weight, eps: fn(x, weight, eps=eps)
+
+
 def _quack_fp8_why(case: Case, device: torch.device) -> str | None:
     if reason := import_problem(QUACK_GEMM_MODULE, QUACK_INSTALL):
         return reason
@@ -438,6 +459,7 @@ def providers(ops: list[Op]) -> list[Provider]:
             package=pkg.distributions[0],
             to_op_layout=_heads_first,
             executed_flops=_flash_executed_flops,
+            function=_flash_function(pkg),
             distributions=pkg.distributions,
             owner_of=pkg.owner_of,
             version_module=pkg.version_module,
@@ -455,6 +477,8 @@ def providers(ops: list[Op]) -> list[Provider]:
             package="quack-kernels",
             distributions=("quack-kernels",),
             version_module="quack",
+            # quack's LayerNorm casts its weights per call: only its RMSNorm is a plain function.
+            function=_quack_rms_norm_function if op == "rms_norm" else None,
         )
         for op in QUACK_FUNCTIONS
         if op in names

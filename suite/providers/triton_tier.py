@@ -58,6 +58,9 @@ _LAUNCH_LOG = {
     "matmul_bias_gelu": "matmul-epilogue",
     "matmul_fp8": "matmul-fp8",
     "attention_with_kvcache": "attention",
+    "add_rms_norm": "add-rms-norm",
+    "residual_add": "residual",
+    "swiglu": "swiglu",
 }
 
 
@@ -93,6 +96,7 @@ def providers(ops: list[Op]) -> list[Provider]:
             package="triton",
             describe_launch=_describe_launch(op),
             executed_flops=_executed_flops(op),
+            function=lambda case, kernel=op.kernel: getattr(_kernels(), kernel),
         )
         for op in ops
         if op.kernel

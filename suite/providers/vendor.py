@@ -42,17 +42,23 @@ def first_call(backend: SDPBackend, call: Callable[[], Any]) -> None:
             raise Unavailable(f"SDPA {backend.name} backend cannot run this case: {why}") from None
 
 
+def _sdpa_arguments(q: torch.Tensor, k: torch.Tensor, causal: bool) -> tuple[bool, dict[str, Any]]:
+    """is_causal and the extra arguments of SDPA for these shapes: grouped K/V heads need enable_gqa (multi-head
+    cases make exactly the call they always made); a bottom-right causal mask where the lengths differ."""
+    extra: dict[str, Any] = {"enable_gqa": True} if k.shape[1] != q.shape[1] else {}
+    if causal and q.shape[2] != k.shape[2]:  # is_causal is top-left aligned: pass the bottom-right mask
+        # Materialised: the causal_lower_right bias object's dispatch calls the flash or memory-efficient
+        # kernels directly, past sdpa_kernel's pinning.
+        extra["attn_mask"] = bottom_right_mask(q.shape[2], k.shape[2], q.device)
+        causal = False
+    return causal, extra
+
+
 def _prepare_sdpa(backend: SDPBackend):
     def prepare(inputs: Inputs, options: dict[str, Any], case: Case):
         q, k, v = inputs["q"], inputs["k"], inputs["v"]
-        causal, scale = options["causal"], options["scale"]
-        # Grouped K/V heads need enable_gqa; multi-head cases make exactly the call they always made.
-        extra: dict[str, Any] = {"enable_gqa": True} if k.shape[1] != q.shape[1] else {}
-        if causal and q.shape[2] != k.shape[2]:  # is_causal is top-left aligned: pass the bottom-right mask
-            # Materialised: the causal_lower_right bias object's dispatch calls the flash or memory-efficient
-            # kernels directly, past sdpa_kernel's pinning.
-            extra["attn_mask"] = bottom_right_mask(q.shape[2], k.shape[2], q.device)
-            causal = False
+        causal, extra = _sdpa_arguments(q, k, options["causal"])
+        scale = options["scale"]
 
         def call() -> torch.Tensor:
             with sdpa_kernel([backend]):
@@ -62,6 +68,17 @@ def _prepare_sdpa(backend: SDPBackend):
         return call
 
     return prepare
+
+
+def sdpa_function(backend: SDPBackend):
+    """SDPA with one backend pinned as a function of attention's signature (for a composed chain)."""
+
+    def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float) -> torch.Tensor:
+        is_causal, extra = _sdpa_arguments(q, k, causal)
+        with sdpa_kernel([backend]):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale, **extra)
+
+    return lambda case: attention
 
 
 # What each backend executes, per pass (suite/ops/attention.py counts the products):
@@ -127,6 +144,7 @@ def providers(ops: list[Op]) -> list[Provider]:
                 _prepare_sdpa(backend),
                 _sdpa_device_rule(name),
                 executed_flops=_sdpa_executed_flops(name),
+                function=sdpa_function(backend),
             )
             for name, backend in SDPA_BACKENDS.items()
         ]

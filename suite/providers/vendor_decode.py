@@ -44,6 +44,23 @@ def _prepare(backend: SDPBackend):
     return prepare
 
 
+def _function(backend: SDPBackend):
+    """The same call as a function of decode's signature (for a composed chain): the mask, where the case
+    needs one, made from the lengths at each call."""
+
+    def function(case: Case):
+        masked = needs_mask(case)
+
+        def decode(q, k_cache, v_cache, cache_seqlens, causal: bool, scale: float) -> torch.Tensor:
+            mask = length_mask(cache_seqlens, q.shape[2], k_cache.shape[2], bool(causal)) if masked else None
+            with sdpa_kernel([backend]):
+                return F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=mask, scale=scale, enable_gqa=True)
+
+        return decode
+
+    return function
+
+
 def _why(name: str, op: str):
     def why_unavailable(case: Case, device: torch.device) -> str | None:
         if op == "decode_paged":
@@ -61,7 +78,14 @@ def _why(name: str, op: str):
 def providers(ops: list[Op]) -> list[Provider]:
     names = {op.name for op in ops}
     return [
-        Provider(name, "vendor", op, _prepare(backend), _why(name, op))
+        Provider(
+            name,
+            "vendor",
+            op,
+            _prepare(backend),
+            _why(name, op),
+            function=_function(backend) if op == "decode" else None,
+        )
         for op in ("decode", "decode_paged")
         if op in names
         for name, backend in SDPA_BACKENDS.items()

@@ -145,6 +145,8 @@ def build(
             styles = model.provider_styles(pages.styled_records(view, family, records), view.shown)
             html = pages.family_page(view, family, records, styles, asv_site)
             w.append(write_atomic(out / pages.family_href(view, family), html, out))
+            for name, html in pages.model_pages(view, family, asv_site).items():
+                w.append(write_atomic((out / pages.family_href(view, family)).with_name(name), html, out))
     shown = {r.run_id for v in views for r in v.runs}
     w.append(write_atomic(out / "runs.html", pages.runs_page(every, shown, asv_site), out))
     for run in every:

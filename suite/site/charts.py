@@ -525,3 +525,47 @@ def history_chart(
         )
     body += [_series(frame, name, styles[name], ps, True, hovers) for name, ps in series.items()]
     return _svg(frame, title, body)
+
+
+def stacked_bars(
+    bars: list[tuple[str, list[tuple[str, float]], float | None]],
+    colors: dict[str, str],
+    title: str,
+    y_label: str,
+    width: int = 440,
+    height: int = 300,
+) -> str:
+    """One bar per entry (label, segments, whole): its segments (name, value) stacked bottom-up in order, each
+    in its color and with its value in a tooltip; `whole`, where given, a black tick across the bar (a
+    measured total beside the sum of its parts). An entry without segments leaves its place empty."""
+    drawn = [(label, segs, whole) for label, segs, whole in bars if segs or whole]
+    if not drawn:
+        return f'<p class="empty">{_text(title)}: nothing recorded to draw.</p>'
+    tops = [sum(v for _, v in segs) for _, segs, _ in bars] + [w for _, _, w in bars if w]
+    frame = Frame(width, height, [], tops, Axis("", at_data=True), Axis(y_label))
+    slot = frame.pw / len(bars)
+    bar_w = min(60.0, slot * 0.6)
+    body = []
+    for i, (label, segs, whole) in enumerate(bars):
+        x = frame.left + slot * (i + 0.5) - bar_w / 2
+        base = 0.0
+        for name, value in segs:
+            y_top, y_bottom = frame.py(base + value), frame.py(base)
+            tall = max(y_bottom - y_top, 0)
+            body.append(
+                f'<rect class="seg" x="{x:.1f}" y="{y_top:.1f}" width="{bar_w:.1f}" height="{tall:.1f}" '
+                f'fill="{colors.get(name, "#999999")}"><title>{_text(name)}: {_text(units.sig(value))} {_text(y_label)}'
+                "</title></rect>"
+            )
+            base += value
+        if whole:
+            yw = frame.py(whole)
+            body.append(
+                f'<path class="whole" d="M{x - 6:.1f} {yw:.1f}h{bar_w + 12:.1f}"><title>measured: '
+                f"{_text(units.sig(whole))} {_text(y_label)}</title></path>"
+            )
+        body.append(
+            f'<text x="{x + bar_w / 2:.1f}" y="{frame.top + frame.ph + 14}" class="tick" text-anchor="middle">'
+            f"{_text(label)}</text>"
+        )
+    return _svg(frame, title, body)

@@ -25,7 +25,7 @@ from ..presentation import Presentation, View
 from ..records import Measurement
 from ..summary import by_case, rank
 from ..text import isolate, unbidi
-from . import charts, history, model, recompute
+from . import blocks, charts, history, model, recompute
 from .charts import Axis
 from .epilogue import epilogue_costs
 from .model import DeviceView, Row, Style
@@ -242,7 +242,8 @@ def index_page(views: list[DeviceView], asv_site: bool, runs_dir: str, trends: l
     ordered = sorted(tiers, key=shown.tier_rank)
     # The legend is the whole ladder: every built-in tier in ladder order (one no record measured yet says
     # so), then the other tiers the records name.
-    ladder = sorted(tiers | set(tier_records.BUILTIN), key=shown.tier_rank)
+    rungs = {name for name, t in tier_records.BUILTIN.items() if t.rung}
+    ladder = sorted(tiers | rungs, key=shown.tier_rank)
     return _render(
         "index.html.j2",
         title="tierbench: fastest correct kernel per tier",
@@ -387,6 +388,8 @@ def family_page(
     siblings = [(f, f"{slug(f)}.html") for f in view.families() if f != family]
     epilogue = epilogue_costs(records)
     panel = _recompute_panel(records, fc)
+    # The panels the family's view asks for, by kind: `model`, its models' pages (written by model_pages).
+    models = blocks.sections(view.records, view.shown, view.ceilings) if "model" in v.panels else []
     return _render(
         "family.html.j2",
         title=Markup("{} on {}").format(isolate(family), isolate(view.device.name)),
@@ -407,11 +410,37 @@ def family_page(
         launches=fusion.launch_rows(records, view.shown),
         fusion=fusion.fusion_lines(records, view.shown),
         recompute=panel,
+        models=models,
         defs=Markup(charts.marker_defs(fc.styles)),
         page_css=Markup(charts.marker_css(fc.styles)),
         hovers=Markup(charts.hover_script(fc.hovers)),
         asv_site=asv_site,
     )
+
+
+def model_pages(view: DeviceView, family: str, asv_site: bool) -> dict[str, str]:
+    """A page per model of a family whose view has the `model` panel: file name (beside the family's page)
+    -> HTML."""
+    if "model" not in view.view(family).panels:
+        return {}
+    found = blocks.sections(view.records, view.shown, view.ceilings)  # the parts are other families' records
+    pages = {}
+    for section in found:
+        others = [(s.name, s.href) for s in found if s is not section]
+        pages[section.href] = _render(
+            "model.html.j2",
+            title=Markup("{} on {}").format(isolate(section.name), isolate(view.device.name)),
+            root="../../",
+            device=view.device,
+            runs=view.runs,
+            family_href=f"{slug(family)}.html",
+            others=others,
+            section=section,
+            fmt=model.fmt,
+            hovers=Markup(charts.hover_script(section.hovers)),
+            asv_site=asv_site,
+        )
+    return pages
 
 
 # -- one run's report ----------------------------------------------------------------------------------
@@ -472,6 +501,7 @@ def run_page(run: Run, ceilings: Limits | None, shown: Presentation, standalone:
                 "rows": _run_rows(recs, shown),
                 "fusion": fusion.fusion_lines(recs, shown),
                 "recompute": _recompute_panel(recs, fc),
+                "models": blocks.sections(records, shown, ceilings, hovers) if "model" in v.panels else [],
             }
         )
     return _render(

@@ -171,6 +171,7 @@ def merge_sweeps(runs: list[Run]) -> list[Run]:
                 views={k: v for m in metas for k, v in m.views.items()},
                 baselines={k: v for m in metas for k, v in m.baselines.items()},
                 tiers={k: v for m in metas for k, v in m.tiers.items()},
+                compositions={k: v for m in metas for k, v in m.compositions.items()},
                 planned=planned,
                 done=done,
                 started=min(m.started for m in metas),

@@ -123,12 +123,12 @@ def test_method_names_and_thinning():
 
 
 def test_nightly_yaml_and_the_fallback_for_old_builds_give_the_same_cases(compose, catalog):
-    """The fallback serves builds older than nightly.yaml, which have neither the decode family nor attention's
-    models: here those are switched off to compose what such a build composes."""
+    """The fallback serves builds older than nightly.yaml, which have neither the decode and pointwise families
+    nor attention's models: here those are switched off to compose what such a build composes."""
     from tierbench.suite.plan import cases_from_config
 
     from_yaml = [c for c, _ in cases_from_config(compose(["suite=nightly"]), catalog)]
-    as_old = [*_harness.NIGHTLY_OVERRIDES, "attention.models=[]", "decode.enabled=false"]
+    as_old = [*_harness.NIGHTLY_OVERRIDES, "attention.models=[]", "decode.enabled=false", "pointwise.enabled=false"]
     from_overrides = [c for c, _ in cases_from_config(compose(as_old), catalog)]
     # Builds older than nightly.yaml have neither the GEMM epilogue nor the FP8 product, nor passes, nor the
     # decode family: the fallback gives the plain forward cases; the yaml adds those ops, the decode family and

@@ -1,0 +1,18 @@
+"""asv: SwiGLU and the residual add, one track method per provider.
+
+Benchmarks: pointwise.Pointwise.track_<provider>(case), for the providers listed below that run here.
+"""
+
+from ._harness import FamilyBenchmark, finish_class, measure_family
+
+
+class Pointwise(FamilyBenchmark):
+    family = "pointwise"
+    providers = ("eager", "compile", "compile-max-autotune", "triton")
+
+    # Defined in each family's class: asv keys a setup_cache by its source line, one cache per family.
+    def setup_cache(self):
+        return measure_family(self.family)
+
+
+finish_class(Pointwise)
