@@ -83,6 +83,12 @@ def element_error(out_hi: torch.Tensor, ref: torch.Tensor) -> float:
     return float(((out_hi - ref).abs() / denom).max()) if ref.numel() else 0.0
 
 
+def kind_of(value: object) -> str:
+    """A value's type as a reader knows it: `NoneType`, `tuple`, `numpy.ndarray`."""
+    kind = type(value)
+    return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
 def check(
     out: torch.Tensor,
     ref: torch.Tensor,
@@ -90,21 +96,33 @@ def check(
     name: str = "",
     operands: torch.dtype | None = None,
     element_tolerance: float | None = None,
+    expected_dtype: torch.dtype | None = None,
 ) -> Check:
-    """Compare a provider's output of `dtype` (made from `operands`) with the reference; a wrong shape or any
-    NaN/Inf fails outright. element_tolerance: the elementwise bound, where the op states its own."""
+    """Compare a provider's output of `dtype` (made from `operands`) with the reference; anything but a tensor,
+    a wrong shape, device or dtype (where `expected_dtype` is given) or any NaN/Inf fails outright, with a
+    reason that says what it was. element_tolerance: the elementwise bound, where the op states its own."""
     tol, elem_tol = tolerances(dtype, operands)
     elem_tol = elem_tol if element_tolerance is None else element_tolerance
     what = f"{name}: " if name else ""
     if not isinstance(out, torch.Tensor):
-        return Check(False, math.inf, tol, f"{what}the provider returned {type(out).__name__}, not a tensor")
+        return Check(False, math.inf, tol, f"{what}the provider returned {kind_of(out)}, not a tensor")
     if tuple(out.shape) != tuple(ref.shape):
         return Check(False, math.inf, tol, f"{what}output shape {tuple(out.shape)} != expected {tuple(ref.shape)}")
+    if out.device != ref.device:
+        return Check(False, math.inf, tol, f"{what}output on {out.device}, expected on {ref.device}")
+    if expected_dtype is not None and out.dtype != expected_dtype:
+        return Check(
+            False, math.inf, tol, f"{what}output dtype {_name(out.dtype)}, expected the case's {_name(expected_dtype)}"
+        )
     out_hi = out.detach().to(ref.dtype)
     finite = torch.isfinite(out_hi)
     if not bool(finite.all()):
-        bad = int((~finite).sum())
-        return Check(False, math.inf, tol, f"{what}{bad} of {out.numel()} output elements are NaN or Inf")
+        nans = int(torch.isnan(out_hi).sum())
+        infs = int((~finite).sum()) - nans
+        found = " and ".join(f"{n} {kind}" for n, kind in ((nans, "NaN"), (infs, "Inf")) if n)
+        return Check(
+            False, math.inf, tol, f"{what}{nans + infs} of {out.numel()} output elements are NaN or Inf ({found})"
+        )
     err = float(torch.linalg.vector_norm(out_hi - ref) / torch.linalg.vector_norm(ref).clamp_min(1e-30))
     worst = element_error(out_hi, ref)
     errors = {name or "out": err}
@@ -127,22 +145,36 @@ def check_all(
     dtype: torch.dtype,
     operands: torch.dtype | None = None,
     gradient_element_tolerance: dict[torch.dtype, float] | None = None,
+    expected_dtypes: dict[str, torch.dtype] | None = None,
 ) -> Check:
     """Every named output (the forward's, each gradient) against its reference; the first failure decides.
-    gradient_element_tolerance: the op's own elementwise bound for its gradients (every output but `out`)."""
+    gradient_element_tolerance: the op's own elementwise bound for its gradients (every output but `out`);
+    expected_dtypes: the dtype each output must have (the suite's: the case's output dtype, each gradient its
+    input's), where a dtype is part of the answer. `errors` holds the outputs that could be compared."""
+    if not isinstance(outs, dict):
+        return Check(False, math.inf, tolerances(dtype, operands)[0], f"the provider returned {kind_of(outs)}")
     missing = [name for name in refs if name not in outs]
     if missing:
         return Check(False, math.inf, tolerances(dtype, operands)[0], f"no {', '.join(missing)} computed")
     own = (gradient_element_tolerance or {}).get(dtype)
+    wanted = expected_dtypes or {}
     results = {
-        name: check(outs[name], ref, dtype, name if len(refs) > 1 else "", operands, None if name == "out" else own)
+        name: check(
+            outs[name],
+            ref,
+            dtype,
+            name if len(refs) > 1 else "",
+            operands,
+            None if name == "out" else own,
+            wanted.get(name),
+        )
         for name, ref in refs.items()
     }
-    errors = {name: r.rel_error for name, r in results.items()}
+    errors = {name: r.rel_error for name, r in results.items() if math.isfinite(r.rel_error)}
     failed = [r for r in results.values() if not r.ok]
     worst = max(results.values(), key=lambda r: r.rel_error)
     element = max(r.element_error for r in results.values())
     if failed:
         first = failed[0]
-        return Check(False, max(errors.values()), first.tolerance, first.reason, element, errors)
+        return Check(False, worst.rel_error, first.tolerance, first.reason, element, errors)
     return Check(True, worst.rel_error, worst.tolerance, "", element, errors)

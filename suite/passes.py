@@ -19,10 +19,15 @@ import torch
 
 from tierbench.timing import Staged
 
+from .checking import kind_of
 from .ops.base import OUT, Case, Op, grad_name, hi_precision, randn
 from .providers.base import Prepared, Provider, Unavailable
 
 Outputs = dict[str, torch.Tensor]
+
+
+class WrongOutput(Exception):
+    """A provider's forward gave something that is no output at all (None, a tuple): it is incorrect."""
 
 
 def needs_grads(case: Case) -> bool:
@@ -93,7 +98,9 @@ class Pass:
 
     def _forward(self) -> torch.Tensor:
         out = self.call()
-        if not isinstance(out, torch.Tensor) or not out.requires_grad:
+        if not isinstance(out, torch.Tensor):
+            raise WrongOutput(f"the provider returned {kind_of(out)}, not a tensor")
+        if not out.requires_grad:
             raise Unavailable(f"{self.provider.name} has no backward for {self.op.name}: its output takes no gradient")
         return out
 
@@ -120,6 +127,14 @@ class Pass:
         grads = self._grads(out, retain=mode == "bwd")
         named = {grad_name(n): self._op_layout(g) for n, g in zip(self.op.grads, grads)}
         return named if mode == "bwd" else {OUT: self._op_layout(out.detach()), **named}
+
+    def named(self, timed_result: Any) -> dict[str, Any]:
+        """What the timed call returned, named as `run()` names its outputs: the forward's output for fwd,
+        the gradients for bwd and fwd_bwd (whose timed call returns those alone)."""
+        if self.case.mode == "fwd":
+            return {OUT: self._op_layout(timed_result)}
+        grads = timed_result if isinstance(timed_result, (tuple, list)) else (timed_result,)
+        return {grad_name(n): self._op_layout(g) for n, g in zip(self.op.grads, grads)}
 
     def _op_layout(self, t: Any) -> Any:
         return self.provider.to_op_layout(t) if isinstance(t, torch.Tensor) else t
