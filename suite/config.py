@@ -18,6 +18,10 @@ from tierbench.timing import TimingSettings
 
 from .ops.base import Family
 
+# Generous enough for a compiler's autotuning of one large shape, short enough that a hung provider costs
+# minutes, not the night.
+DEFAULT_TIME_LIMIT_S = 600.0
+
 
 class Device(Enum):
     auto = "auto"
@@ -36,6 +40,13 @@ class Metric(Enum):
 
     # Device-memory bytes per call from Nsight Compute's DRAM counters: replays kernels, so slow; GPU only.
     traffic = "traffic"
+
+
+class Isolation(Enum):
+    """Where providers run while a run measures them (suite/isolation.py)."""
+
+    process = "process"
+    none = "none"
 
 
 @dataclass
@@ -75,6 +86,12 @@ class RunBase:
     compiler: CompilerConf = field(default_factory=CompilerConf)
     # Measurements beyond the timed ones (traffic: device-memory bytes per call, GPU only, slow).
     metrics: list[Metric] = field(default_factory=list)
+    # Where providers run: process (a worker process of the run's, so that a crash, hang or exit costs only
+    # that measurement's record) or none (in the run's own process: a debugger reaches them, no time limit).
+    isolation: Isolation = Isolation.process
+    # Seconds one measurement (availability, preparation and compilation, check, profile and its turns in
+    # the timed rounds) may take before it is stopped and recorded as an error (isolation=process).
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S
     # Seed of every case's random inputs.
     seed: int = 0
     # Where run folders are made (one per run, named by the run id).

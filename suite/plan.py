@@ -13,6 +13,9 @@ from .catalog import Catalog
 from .ops.base import Case, Op, choice_name
 from .providers.base import Provider
 
+# A week: a longer limit is no limit, and a wrong unit more likely than a measurement that long.
+MAX_TIME_LIMIT_S = 7 * 24 * 3600.0
+
 
 class PlanError(ValueError):
     """A config that names something that does not exist, or a value that cannot work; the message says
@@ -47,6 +50,9 @@ def timing_settings(conf: Any) -> TimingSettings:
 def problems(cfg: Any, catalog: Catalog) -> list[str]:
     """Every value of the config that cannot work, each naming its key; [] when the config is usable."""
     out = timing_settings(cfg.timing).problems()
+    limit = cfg.get("time_limit_s", 1.0)
+    if not 0 < limit <= MAX_TIME_LIMIT_S:  # also refuses NaN
+        out.append(f"time_limit_s={limit} is outside (0, {MAX_TIME_LIMIT_S:g}] seconds per measurement")
     for family in catalog.families:
         section = cfg[family.name]
         if section.enabled:

@@ -39,7 +39,7 @@ class RunContext:
     run_id: str
     run_dir: Path
     device: torch.device
-    timer: CpuTimer | CudaEventTimer
+    timer: CpuTimer | CudaEventTimer | None  # None in a run whose worker process times (suite/isolation.py)
     ceilings: Ceilings
     env: dict[str, Any]
     seed: int = 0
