@@ -8,7 +8,7 @@ composition, with a message that names the valid choices. It is registered in Hy
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, make_dataclass
+from dataclasses import dataclass, field, fields, make_dataclass
 from enum import Enum
 from typing import Any
 
@@ -113,6 +113,10 @@ class RunBase:
     # of jobs (GPUs 0..n-1, or CPU jobs with device=cpu) or a list of GPU indices; null: one job.
     devices: Any = None
     shard: ShardConf = field(default_factory=ShardConf)
+
+
+# The run's own top-level keys (and Hydra's), which no op family's config section may take.
+RESERVED_SECTIONS = frozenset({f.name for f in fields(RunBase)} | {"hydra"})
 
 
 def run_schema(families: list[Family]) -> type:

@@ -96,6 +96,35 @@ def cases_from_config(cfg: Any, catalog: Catalog) -> list[tuple[Case, Op]]:
     return out
 
 
+def check_resume(value: Any) -> None:
+    """resume= given but empty is no run to finish (and no reason to start a fresh one): refused."""
+    if value is not None and not str(value).strip():
+        raise PlanError(
+            "resume is empty: give the run (or sweep) to finish, by its id under results_dir or its folder; "
+            "leave resume out to start a new run"
+        )
+
+
+def nothing_planned(plan: list[PlannedCase], cfg: Any, catalog: Catalog) -> str:
+    """Why a plan measures nothing, naming what the config left out; '' when it measures something."""
+    if any(pc.providers for pc in plan):
+        return ""
+    enabled = [f.name for f in catalog.families if cfg[f.name].enabled]
+    if not enabled:
+        return "every op family is disabled, so there is nothing to measure; enable one of: " + ", ".join(
+            f"{f.name}.enabled=true" for f in catalog.families
+        )
+    if not plan:
+        example = " (decode: ragged lengths need batches above 1)" if "decode" in enabled else ""
+        return (
+            f"the enabled families ({', '.join(enabled)}) make no case from these values{example}; nothing to measure"
+        )
+    return (
+        f"no selected provider applies to the {len(plan)} cases of {', '.join(enabled)} "
+        f"(tiers={list(cfg.tiers) or 'all'}, providers={list(cfg.providers) or 'all'}); nothing to measure"
+    )
+
+
 def make_plan(cfg: Any, catalog: Catalog) -> list[PlannedCase]:
     found = problems(cfg, catalog)
     if found:

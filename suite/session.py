@@ -26,7 +26,7 @@ from .ceilings import Ceilings, load_or_measure, save_for_run, user_cache
 from .envinfo import environment
 from .isolation import IsolatedMeasure
 from .ops.base import choice_name
-from .plan import PlanError, PlannedCase, make_plan, timing_settings
+from .plan import PlanError, PlannedCase, check_resume, make_plan, nothing_planned, timing_settings
 from .records import CONFIG_FILE, Measurement, RecordWriter, create_run_dir, read_records
 from .runner import CaseMeasure, RunContext, measure_case, run_plan
 from .shard_job import ShardJob
@@ -181,9 +181,12 @@ class RunSession:
             run_id, run_dir, lock = _new_run_folder(cfg, shard.spec.run_name)
             shard.attach(run_id)
             return cls(cfg, catalog, device, run_id, run_dir, part, shard=shard, sweep_planned=planned, lock=lock)
+        check_resume(cfg.resume)
         if cfg.resume:
             return cls._resume(cfg, device, catalog)
         plan = make_plan(cfg, catalog)  # fails before any folder is made
+        if why := nothing_planned(plan, cfg, catalog):
+            raise PlanError(why)
         run_id, run_dir, lock = _new_run_folder(cfg, str(cfg.run_id) if cfg.run_id else None)
         return cls(cfg, catalog, device, run_id, run_dir, plan, lock=lock)
 
@@ -306,7 +309,7 @@ class RunSession:
             from . import table
 
             print(table.render(records, runmeta.read(self.run_dir)), flush=True)
-        if self.cfg.html:
+        if self.cfg.html and records:  # a shard dealt no work has nothing to report
             from .site.build import write_run_report
 
             path = write_run_report(self.run_dir)
