@@ -34,6 +34,7 @@ from .plan import PlannedCase
 from .providers.base import Provider
 from .records import Measurement
 from .runner import RunContext, new_record
+from .text import plain
 from .worker import WorkerSpec
 
 log = logging.getLogger("tierbench")
@@ -241,7 +242,7 @@ class IsolatedMeasure:
                         yield record
             except _Lost as lost:
                 self.worker = None
-                log.warning("case %s: %s while %s", case.case_id, lost.how, lost.what)
+                log.warning("case %s: %s while %s", plain(case.case_id), lost.how, plain(lost.what))
                 blamed = [pending[lost.provider]] if lost.provider in pending else list(pending.values())
                 for provider in blamed:
                     del pending[provider.name]
