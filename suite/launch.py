@@ -6,7 +6,7 @@ becomes Hydra's multirun of one job per device, each a shard of one new sweep, r
 (hydra-joblib-launcher: all jobs at once, each in a process of its own) unless hydra/launcher= names another
 (hydra/launcher=slurm: one SLURM job per shard, through hydra-submitit-launcher):
 
-    --multirun shard.index=0,1,...,n-1 shard.count=n shard.sweep=<id> hydra.sweep.dir=<results>/../sweeps/<id>
+    --multirun shard.index=0,1,...,n-1 shard.count=n shard.sweep=<id> hydra.sweep.dir=<results>/.sweeps/<id>
                hydra/launcher=joblib hydra.launcher.n_jobs=n
 
 A --multirun sweep of other keys (suite=matmul,norm) becomes one sweep per point, Hydra's own sweep syntax
