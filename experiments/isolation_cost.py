@@ -58,7 +58,8 @@ def run_once(isolation: str, cases: int, root: Path) -> tuple[float, float | Non
     done = subprocess.run([str(exe), "run", *args], capture_output=True, text=True, check=True)
     (folder,) = list(results.iterdir())
     times = [json.loads(line)["time"] for line in (folder / "measurements.jsonl").read_text().splitlines()]
-    started = re.search(r"measuring process: started 1 time\(s\), ([0-9.]+) s to be ready", done.stderr)
+    said = done.stdout + done.stderr  # the run logs to standard output (Hydra's job logging)
+    started = re.search(r"measuring process: started 1 time\(s\), ([0-9.]+) s to be ready", said)
     return (times[-1] - times[0]) / (len(times) - 1), float(started.group(1)) if started else None
 
 

@@ -40,12 +40,12 @@ from .worker import WorkerSpec
 log = logging.getLogger("tierbench")
 
 _CASE_STEP = None  # the step's owner when it is the case's own (inputs, reference), not a provider's
-STARTING = "starting the measuring process"
+STARTING = "starting the measuring process"  # the first step of every worker
 
 
 class HarnessError(RuntimeError):
-    """The worker failed outside any provider's step (starting, making a case's inputs): a fault of the
-    harness or of the machine, which ends the run; the message holds the worker's account."""
+    """The worker could not start (or said something else than that it was ready): a fault of the harness
+    or of the machine, not of a provider, which ends the run; the message says what happened."""
 
 
 class _Lost(Exception):
@@ -196,7 +196,10 @@ class IsolatedMeasure:
     def _ready_worker(self) -> Worker:
         if self.worker is not None:
             return self.worker
-        worker = Worker(self.spec, self.time_limit_s)
+        try:
+            worker = Worker(self.spec, self.time_limit_s)
+        except OSError as exc:  # no process at all (no memory for it, an interpreter gone)
+            raise HarnessError(f"the measuring process could not start: {exc.strerror or exc}") from None
         try:
             message = next(worker.events())
         except _Lost as lost:

@@ -117,6 +117,7 @@ def run_plan(
 
     `measure` measures one case (default: measure_case, in this process). Says how far it is
     (suite/progress.py): a live line where stderr is a terminal (or `live`), log lines otherwise."""
+    here = measure is None  # measured in this process: its memory is released after each case
     if measure is None:
 
         def measure(pc: PlannedCase, providers: list[Provider], profiles: dict) -> Iterator[Measurement]:
@@ -143,7 +144,8 @@ def run_plan(
                 shown.record(record)
                 if on_record:
                     on_record(record)
-            _release(ctx.device)
+            if here:
+                _release(ctx.device)
     finally:
         shown.close()
     return new

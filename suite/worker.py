@@ -122,8 +122,8 @@ def _serve(conn: Connection) -> None:
             finally:
                 with contextlib.suppress(OSError):
                     os.chdir(home)
-            _release(ctx.device)
             conn.send(("done",))
+            _release(ctx.device)  # while the run writes the case's records
 
 
 def main(argv: list[str]) -> int:

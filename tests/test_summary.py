@@ -130,3 +130,14 @@ def test_summary_as_json_and_rates_in_three_significant_digits(tmp_path, capsys)
     assert row["winner"] == "triton" and row["best_vs_baseline"] == 2.0 and row["tiers"]["cuda"] is None
     assert {"provider": "compile", "status": "incorrect", "reason": RECORDS[3].reason} in row["not_timed"]
     assert markdown.render([slow], SHOWN).count("0.000621 (sdpa-math)") == 1
+
+
+def test_summary_of_an_unknown_family_or_a_hostile_run_id_exits_2_saying_so(tmp_path, capsys):
+    writer = RecordWriter(tmp_path)
+    for r in RECORDS:
+        writer.append(r)
+    assert markdown.main([str(tmp_path), "--family", "nope"]) == 2
+    assert "--family nope: the run has no such family; its families: attention" in capsys.readouterr().err
+    assert markdown.main(["\x1b]0;owned\x07run\u202e", "--runs", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\u202e" not in err and "\\x1b]0;owned\\x07run" in err
