@@ -1,8 +1,8 @@
 """A misbehaving provider costs only its own record: wrong kinds of output, writes and wrong answers only
 while timed (in process, fast), and crashes, hangs, exits and hostile names through the real command.
 
-The providers are the plugins under tests/plugins/: hostile_plugin (every way a kernel misbehaves) and
-hostile_names (names that would drive a terminal).
+The providers are the plugins under tests/plugins/: hostile_plugin (every way a kernel misbehaves),
+hostile_names (names that would drive a terminal) and exits_at_import (sys.exit while imported).
 """
 
 from __future__ import annotations
@@ -202,3 +202,12 @@ def test_an_interrupt_during_a_hang_keeps_the_records_made_before_it(tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
     assert "1 records are safe" in err and [r.provider for r in read_records(runs / "r")] == ["returns-none"]
+
+
+@pytest.mark.slow
+def test_a_plugin_that_exits_at_import_is_an_error_naming_it(tmp_path):
+    result = tierbench_cli(
+        "run", "plugins=[exits_at_import]", f"results_dir={tmp_path}/runs", cwd=tmp_path, timeout=300, env=_env()
+    )
+    assert result.returncode == 2 and "plugin 'exits_at_import' called sys.exit(0) at import" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "runs").exists()
