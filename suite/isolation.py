@@ -229,7 +229,10 @@ class IsolatedMeasure:
                 worker = self._ready_worker()
                 worker.start_case(case.case_id, list(pending))
                 for message in worker.events():
-                    if message[0] == "done":
+                    if message[0] == "done":  # whatever it left unmeasured is recorded, never asked again
+                        for provider in pending.values():
+                            reason = "the measuring process did not measure it (no such provider in its plan)"
+                            yield new_record(self.ctx, case, provider, work, "error", reason, self.ctx.beside(seen))
                         return
                     if message[0] == "oserror":
                         raise OSError(message[1], message[2], message[3])
