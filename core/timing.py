@@ -74,6 +74,25 @@ class TimingSettings:
 Samples = dict[str, list[float] | BaseException]
 
 
+class Watch:
+    """What a timer tells its caller about each contender, always between timed repetitions, never inside one.
+
+    `step(name, what)` comes before each of a contender's steps (building its call, capturing it, warming up,
+    each round, the last call after the rounds), so a caller that limits or isolates contenders knows whose
+    turn it is; `after(name)` comes when a step has ended, and an exception it raises drops that contender
+    from the later rounds, as if its own call had raised it (a contender caught writing into its inputs).
+    """
+
+    def step(self, name: str, what: str) -> None:
+        """Called before a contender's step."""
+
+    def after(self, name: str) -> None:
+        """Called when a contender's step has ended; raise to drop the contender."""
+
+
+_QUIET = Watch()
+
+
 @dataclass(frozen=True)
 class Staged:
     """A call whose state must be built where it is timed: `build()` returns the call to time.
@@ -171,6 +190,7 @@ class CpuTimer:
     def __init__(self, settings: TimingSettings) -> None:
         self.settings = settings
         self.kinds: dict[str, str] = {}
+        self.outputs: dict[str, Any] = {}
         self._flush = CacheFlush(torch.device("cpu")) if settings.flush_l2 else None
 
     def _per_call_ms(self, fn: Callable[[], Any]) -> float:
@@ -196,10 +216,13 @@ class CpuTimer:
             out.append((time.perf_counter() - start) * 1e3)
         return out
 
-    def measure(self, fns: dict[str, Callable[[], Any] | Staged | Ungraphed]) -> Samples:
+    def measure(self, fns: dict[str, Callable[[], Any] | Staged | Ungraphed], watch: Watch = _QUIET) -> Samples:
+        """Samples (ms) per contender, or the exception that stopped it; `outputs` then holds what each
+        contender that finished every round returns when its timed call is made once more, untimed."""
         self.kinds = dict.fromkeys(fns, self.kind)
-        calls, failed = _build(fns)
-        result = interleaved(calls, self.settings, self._per_call_ms, self._round)
+        calls, failed = _build(fns, watch)
+        result = interleaved(calls, self.settings, self._per_call_ms, self._round, watch)
+        self.outputs = _last_outputs(calls, result, watch)
         return {**failed, **result}
 
 
@@ -216,6 +239,7 @@ class CudaEventTimer:
         self.settings = settings
         self.device = device
         self.kinds: dict[str, str] = {}  # per provider of the last measure(): "cuda-events[+graph]"
+        self.outputs: dict[str, Any] = {}  # per provider of the last measure(): its last timed output
         self._flush = CacheFlush(device) if settings.flush_l2 else None
         self._stream = torch.cuda.Stream(device)
 
@@ -240,26 +264,51 @@ class CudaEventTimer:
     def _round(self, fn: Callable[[], Any], reps: int) -> list[float]:
         return event_times(fn, reps, self._flush, self.device)
 
-    def measure(self, fns: dict[str, Callable[[], Any] | Staged | Ungraphed]) -> Samples:
-        self.kinds = {}
+    def measure(self, fns: dict[str, Callable[[], Any] | Staged | Ungraphed], watch: Watch = _QUIET) -> Samples:
+        """Samples (ms) per contender, or the exception that stopped it; `outputs` then holds each surviving
+        contender's last timed output: a graph's own (what its last replay wrote), else what the timed
+        call returns when made once more, untimed."""
+        self.kinds, self.outputs = {}, {}
         self._stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(self._stream):
-            calls, failed = _build(fns)
-            replays = {}
-            for name, fn in calls.items():
+            calls, failed = _build(fns, watch)
+            replays: dict[str, Callable[[], Any] | None] = {}
+            captured: dict[str, Any] = {}
+            for name, fn in list(calls.items()):
+                replays[name] = None
                 method = fns[name].method if isinstance(fns[name], Ungraphed) else None
-                capture = self.settings.cuda_graph and method is None
-                replays[name] = graph_replay(fn, self.device, self._stream) if capture else None
+                if self.settings.cuda_graph and method is None:
+
+                    def keep(fn=fn, name=name) -> None:  # runs at capture only: replays run the kernels alone
+                        captured[name] = fn()
+
+                    try:
+                        watch.step(name, "capturing its call in a CUDA graph")
+                        replays[name] = graph_replay(keep, self.device, self._stream)
+                        watch.after(name)
+                    except BaseException as exc:  # its capture's calls were caught doing wrong (watch.after)
+                        reraise_real(exc)
+                        failed[name] = exc
+                        del calls[name]
+                        continue
                 self.kinds[name] = self.kind + ("+graph" if replays[name] else f"+{method}" if method else "")
             try:
                 timed = {n: replays[n] or fn for n, fn in calls.items()}
-                return {**failed, **interleaved(timed, self.settings, self._per_call_ms, self._round)}
+                result = interleaved(timed, self.settings, self._per_call_ms, self._round, watch)
+                plain = {n: fn for n, fn in calls.items() if not replays[n]}
+                self.outputs = _last_outputs(plain, result, watch)
+                torch.cuda.synchronize(self.device)
+                self.outputs |= {n: _copy(captured[n]) for n in calls if replays[n] and isinstance(result[n], list)}
+                return {**failed, **result}
             finally:
-                del replays  # frees the graphs' memory pools with the case
+                replays.clear()  # frees the graphs' memory pools with the case
+                captured.clear()
                 torch.cuda.synchronize(self.device)
 
 
-def _build(fns: dict[str, Callable[[], Any] | Staged | Ungraphed]) -> tuple[dict[str, Callable[[], Any]], Samples]:
+def _build(
+    fns: dict[str, Callable[[], Any] | Staged | Ungraphed], watch: Watch = _QUIET
+) -> tuple[dict[str, Callable[[], Any]], Samples]:
     """The calls to time, staged ones built here; a build that raises is that provider's result."""
     calls: dict[str, Callable[[], Any]] = {}
     failed: Samples = {}
@@ -267,11 +316,44 @@ def _build(fns: dict[str, Callable[[], Any] | Staged | Ungraphed]) -> tuple[dict
         if isinstance(fn, Ungraphed):
             fn = fn.call
         try:
-            calls[name] = fn.build() if isinstance(fn, Staged) else fn
+            if isinstance(fn, Staged):
+                watch.step(name, "building its timed call")
+                calls[name] = fn.build()
+                watch.after(name)
+            else:
+                calls[name] = fn
         except BaseException as exc:  # one provider's failure (whatever it raises) must not stop the others
             reraise_real(exc)
             failed[name] = exc
+            calls.pop(name, None)
     return calls, failed
+
+
+def _last_outputs(calls: dict[str, Callable[[], Any]], result: Samples, watch: Watch) -> dict[str, Any]:
+    """What each contender that finished every round returns from one more call of its timed call, untimed:
+    checked again by the caller, so a call that goes wrong only while timed does not pass (an exception it
+    raises is its output)."""
+    out: dict[str, Any] = {}
+    for name, fn in calls.items():
+        if not isinstance(result.get(name), list):
+            continue
+        watch.step(name, "a last call after the timed rounds")
+        try:
+            out[name] = fn()
+            watch.after(name)
+        except BaseException as exc:
+            reraise_real(exc)
+            out[name] = exc
+    return out
+
+
+def _copy(value: Any) -> Any:
+    """Tensors copied out of a graph's memory pool, which goes with the graph."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (tuple, list)):
+        return type(value)(_copy(v) for v in value)
+    return value
 
 
 def interleaved(
@@ -279,17 +361,20 @@ def interleaved(
     settings: TimingSettings,
     per_call_ms: Callable[[Callable[[], Any]], float],
     one_round: Callable[[Callable[[], Any], int], list[float]],
+    watch: Watch = _QUIET,
 ) -> Samples:
     """Warm each contender up by time, then run `rounds` rounds in which every contender takes a turn.
 
     The order rotates each round so that no contender always runs first (right after another's load).
-    One that raises is dropped from later rounds and reported by its exception.
+    One that raises (or whose `watch.after` raises) is dropped from later rounds and reported by its exception.
     """
     result: Samples = {}
     reps: dict[str, int] = {}
     for name, fn in fns.items():
         try:
+            watch.step(name, "warming up")
             est = max(per_call_ms(fn), 1e-6)
+            watch.after(name)
         except BaseException as exc:  # one provider's failure must not stop the others
             reraise_real(exc)
             result[name] = exc
@@ -298,14 +383,16 @@ def interleaved(
         reps[name] = int(min(settings.max_reps, max(settings.min_reps, per_round)))
         result[name] = []
     names = list(reps)
-    for order in rotations(len(names), settings.rounds):
+    for number, order in enumerate(rotations(len(names), settings.rounds), 1):
         for i in order:
             name = names[i]
             samples = result[name]
             if isinstance(samples, BaseException):
                 continue
             try:
+                watch.step(name, f"timed round {number} of {settings.rounds}")
                 samples.extend(one_round(fns[name], reps[name]))
+                watch.after(name)
             except BaseException as exc:
                 reraise_real(exc)
                 result[name] = exc

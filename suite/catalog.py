@@ -7,18 +7,23 @@ import.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from .compose import mix_providers
+from .config import RESERVED_SECTIONS, CompileMode
 from .ops import builtin_families
 from .ops.base import Family, Op
 from .plugins import Plugin, PluginError
 from .plugins import load as load_plugins
 from .providers import builtin_providers
 from .providers.base import Provider, with_op_rule
-from .tiers import BUILTIN, Tier
+from .tiers import BUILTIN, Tier, is_color
+
+# A family's name is its config section's key.
+_SECTION = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 
 @dataclass
@@ -60,12 +65,25 @@ def build(plugin_names: Iterable[str] = (), entry_points: bool = True) -> Catalo
         for tier in plugin.tiers:
             if tier.name in tiers and tiers[tier.name] != tier:
                 raise PluginError(f"plugin {plugin.name!r}: tier {tier.name!r} is already defined")
+            if not is_color(tier.color):
+                raise PluginError(
+                    f"plugin {plugin.name!r}: tier {tier.name!r} has color {tier.color!r}; give a hex color "
+                    "like #1f77b4"
+                )
             tiers[tier.name] = tier
         for family in plugin.families:
             if any(f.name == family.name for f in families):
                 raise PluginError(f"plugin {plugin.name!r}: op family {family.name!r} is already defined")
             if family.name in RESERVED_SECTIONS:
-                raise PluginError(f"plugin {plugin.name!r}: {family.name!r} is a config key of tierbench itself")
+                raise PluginError(
+                    f"plugin {plugin.name!r}: op family {family.name!r} would take the run's own config key "
+                    f"{family.name!r}; the run's keys: {', '.join(sorted(RESERVED_SECTIONS))}"
+                )
+            if not _SECTION.fullmatch(family.name):
+                raise PluginError(
+                    f"plugin {plugin.name!r}: op family {family.name!r} is not a config key (letters, digits "
+                    "and '_', starting with a letter)"
+                )
             # Records, providers and a composite's parts find an op by its name: two of one name would mix.
             owners = {op.name: f.name for f in families for op in f.ops}
             for op in family.ops:
@@ -75,9 +93,17 @@ def build(plugin_names: Iterable[str] = (), entry_points: bool = True) -> Catalo
                     )
             families.append(family)
     ops = {op.name: op for family in families for op in family.ops}
-    taken = {(p.op, p.name) for p in builtin_providers(list(ops.values()), ["default"], False)}
+    builtin = builtin_providers(list(ops.values()), [m.value for m in CompileMode], False)
+    builtin += builtin_providers(list(ops.values()), [m.value for m in CompileMode], True)
+    builtin_names = {p.name for p in builtin}
+    taken = {(p.op, p.name) for p in builtin}
     for plugin in plugins:
         for provider in plugin.providers:
+            if provider.name in builtin_names:
+                raise PluginError(
+                    f"plugin {plugin.name!r}: provider {provider.name!r} has the name of a built-in provider; "
+                    "give it a name of its own"
+                )
             if provider.tier not in tiers:
                 raise PluginError(
                     f"plugin {plugin.name!r}: provider {provider.name!r} names tier {provider.tier!r}; "
@@ -96,26 +122,3 @@ def build(plugin_names: Iterable[str] = (), entry_points: bool = True) -> Catalo
             providers.append(provider)
     families.sort(key=lambda f: (f.order, f.name))
     return Catalog(families, tiers, providers, plugins)
-
-
-# Top-level keys of the run config that no family section may take (suite/config.py).
-RESERVED_SECTIONS = frozenset(
-    {
-        "suite",
-        "device",
-        "tiers",
-        "providers",
-        "plugins",
-        "timing",
-        "compiler",
-        "seed",
-        "results_dir",
-        "ceilings_dir",
-        "remeasure_ceilings",
-        "resume",
-        "run_id",
-        "html",
-        "table",
-        "hydra",
-    }
-)

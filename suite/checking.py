@@ -85,6 +85,12 @@ def element_error(out_hi: torch.Tensor, ref: torch.Tensor) -> float:
     return float(((out_hi - ref).abs() / denom).max()) if ref.numel() else 0.0
 
 
+def kind_of(value: object) -> str:
+    """A value's type as a reader knows it: `NoneType`, `tuple`, `numpy.ndarray`."""
+    kind = type(value)
+    return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
 def check(
     out: torch.Tensor,
     ref: torch.Tensor,
@@ -93,22 +99,34 @@ def check(
     operands: torch.dtype | None = None,
     element_tolerance: float | None = None,
     own_bounds: tuple[float, float] | None = None,
+    expected_dtype: torch.dtype | None = None,
 ) -> Check:
-    """Compare a provider's output of `dtype` (made from `operands`) with the reference; a wrong shape or any
-    NaN/Inf fails outright. element_tolerance: the elementwise bound, where the op states its own; own_bounds:
-    (norm-wise, elementwise) in place of the table's, where the op states both (a chain of ops)."""
+    """Compare a provider's output of `dtype` (made from `operands`) with the reference; anything but a tensor,
+    a wrong shape, device or dtype (where `expected_dtype` is given) or any NaN/Inf fails outright, with a
+    reason that says what it was. element_tolerance: the elementwise bound, where the op states its own;
+    own_bounds: (norm-wise, elementwise) in place of the table's, where the op states both (a chain of ops)."""
     tol, elem_tol = own_bounds or tolerances(dtype, operands)
     elem_tol = elem_tol if element_tolerance is None else element_tolerance
     what = f"{name}: " if name else ""
     if not isinstance(out, torch.Tensor):
-        return Check(False, math.inf, tol, f"{what}the provider returned {type(out).__name__}, not a tensor")
+        return Check(False, math.inf, tol, f"{what}the provider returned {kind_of(out)}, not a tensor")
     if tuple(out.shape) != tuple(ref.shape):
         return Check(False, math.inf, tol, f"{what}output shape {tuple(out.shape)} != expected {tuple(ref.shape)}")
+    if out.device != ref.device:
+        return Check(False, math.inf, tol, f"{what}output on {out.device}, expected on {ref.device}")
+    if expected_dtype is not None and out.dtype != expected_dtype:
+        return Check(
+            False, math.inf, tol, f"{what}output dtype {_name(out.dtype)}, expected the case's {_name(expected_dtype)}"
+        )
     out_hi = out.detach().to(ref.dtype)
     finite = torch.isfinite(out_hi)
     if not bool(finite.all()):
-        bad = int((~finite).sum())
-        return Check(False, math.inf, tol, f"{what}{bad} of {out.numel()} output elements are NaN or Inf")
+        nans = int(torch.isnan(out_hi).sum())
+        infs = int((~finite).sum()) - nans
+        found = " and ".join(f"{n} {kind}" for n, kind in ((nans, "NaN"), (infs, "Inf")) if n)
+        return Check(
+            False, math.inf, tol, f"{what}{nans + infs} of {out.numel()} output elements are NaN or Inf ({found})"
+        )
     err = float(torch.linalg.vector_norm(out_hi - ref) / torch.linalg.vector_norm(ref).clamp_min(1e-30))
     worst = element_error(out_hi, ref)
     key = name or "out"
@@ -133,22 +151,38 @@ def check_all(
     operands: torch.dtype | None = None,
     gradient_element_tolerance: dict[torch.dtype, float] | None = None,
     tolerance: dict[torch.dtype, tuple[float, float]] | None = None,
+    expected_dtypes: dict[str, torch.dtype] | None = None,
 ) -> Check:
     """Every named output (the forward's, each gradient) against its reference; the first failure decides.
     gradient_element_tolerance: the op's own elementwise bound for its gradients (every output but `out`);
-    tolerance: the op's own (norm-wise, elementwise) bounds for every output, per output dtype."""
+    tolerance: the op's own (norm-wise, elementwise) bounds for every output, per output dtype;
+    expected_dtypes: the dtype each output must have (the suite's: the case's output dtype, each gradient its
+    input's), where a dtype is part of the answer. `errors` and `element_errors` hold the outputs that could
+    be compared, `element_tolerances` the elementwise bound each output was held to."""
     own_bounds = (tolerance or {}).get(dtype)
     norm_tol, table_elem = own_bounds or tolerances(dtype, operands)
+    if not isinstance(outs, dict):
+        return Check(False, math.inf, norm_tol, f"the provider returned {kind_of(outs)}")
     missing = [name for name in refs if name not in outs]
     if missing:
         return Check(False, math.inf, norm_tol, f"no {', '.join(missing)} computed")
     own = (gradient_element_tolerance or {}).get(dtype)
     element_bounds = {name: own if own is not None and name != "out" else table_elem for name in refs}
+    wanted = expected_dtypes or {}
     results = {
-        name: check(outs[name], ref, dtype, name if len(refs) > 1 else "", operands, element_bounds[name], own_bounds)
+        name: check(
+            outs[name],
+            ref,
+            dtype,
+            name if len(refs) > 1 else "",
+            operands,
+            element_bounds[name],
+            own_bounds,
+            wanted.get(name),
+        )
         for name, ref in refs.items()
     }
-    errors = {name: r.rel_error for name, r in results.items()}
+    errors = {name: r.rel_error for name, r in results.items() if math.isfinite(r.rel_error)}
     kept = {
         "errors": errors,
         "element_errors": {name: r.element_error for name, r in results.items() if math.isfinite(r.element_error)},
@@ -159,5 +193,5 @@ def check_all(
     element = max(r.element_error for r in results.values())
     if failed:
         first = failed[0]
-        return Check(False, max(errors.values()), first.tolerance, first.reason, element, **kept)
+        return Check(False, worst.rel_error, first.tolerance, first.reason, element, **kept)
     return Check(True, worst.rel_error, worst.tolerance, "", element, **kept)

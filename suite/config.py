@@ -8,7 +8,7 @@ composition, with a message that names the valid choices. It is registered in Hy
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, make_dataclass
+from dataclasses import dataclass, field, fields, make_dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,10 @@ from hydra.core.config_store import ConfigStore
 from tierbench.timing import TimingSettings
 
 from .ops.base import Family
+
+# Generous enough for a compiler's autotuning of one large shape, short enough that a hung provider costs
+# minutes, not the night.
+DEFAULT_TIME_LIMIT_S = 600.0
 
 
 class Device(Enum):
@@ -37,6 +41,13 @@ class Metric(Enum):
 
     # Device-memory bytes per call from Nsight Compute's DRAM counters: replays kernels, so slow; GPU only.
     traffic = "traffic"
+
+
+class Isolation(Enum):
+    """Where providers run while a run measures them (suite/isolation.py)."""
+
+    process = "process"
+    none = "none"
 
 
 @dataclass
@@ -76,6 +87,12 @@ class RunBase:
     compiler: CompilerConf = field(default_factory=CompilerConf)
     # Measurements beyond the timed ones (traffic: device-memory bytes per call, GPU only, slow).
     metrics: list[Metric] = field(default_factory=list)
+    # Where providers run: process (a worker process of the run's, so that a crash, hang or exit costs only
+    # that measurement's record) or none (in the run's own process: a debugger reaches them, no time limit).
+    isolation: Isolation = Isolation.process
+    # Seconds one measurement (availability, preparation and compilation, check, profile and its turns in
+    # the timed rounds) may take before it is stopped and recorded as an error (isolation=process).
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S
     # Seed of every case's random inputs.
     seed: int = 0
     # Where run folders are made (one per run, named by the run id).
@@ -97,6 +114,10 @@ class RunBase:
     # of jobs (GPUs 0..n-1, or CPU jobs with device=cpu) or a list of GPU indices; null: one job.
     devices: Any = None
     shard: ShardConf = field(default_factory=ShardConf)
+
+
+# The run's own top-level keys (and Hydra's), which no op family's config section may take.
+RESERVED_SECTIONS = frozenset({f.name for f in fields(RunBase)} | {"hydra"})
 
 
 def run_schema(families: list[Family]) -> type:

@@ -7,8 +7,9 @@ holding run folders) together. The nested parts of a record become columns of th
 `block.part`, from its run's run.json), so the model view can be rebuilt from the table. `samples_ms` is left
 out unless --samples (in CSV and Parquet as a JSON list, like every other list). `sol` and `bound` are read
 against the ceilings of the runs exported, each raised to the best rate a checked provider of those runs
-sustained (as `summary` and the site read them): a `sol` above 1 is a median in doubt (see `warning`). Reads
-in one line:
+sustained (as `summary` and the site read them): a `sol` above 1 is a median in doubt (see `warning`). A CSV
+cell of text that a spreadsheet would run as a formula (starting with =, +, -, @, a tab or a carriage return)
+gets a leading apostrophe; on a terminal, control characters are written as their escapes. Reads in one line:
 
     pandas.read_csv("runs.csv")    pandas.read_parquet("runs.parquet")    pandas.read_json("runs.jsonl", lines=True)
 """
@@ -27,7 +28,8 @@ from . import runmeta
 from .blocks import part_of
 from .ceilings import read_sol
 from .presentation import Presentation
-from .records import RECORDS_FILE, Measurement, find_run, read_records
+from .records import CONFIG_FILE, RECORDS_FILE, Measurement, find_run, read_records
+from .text import plain, warnings_as_lines
 
 FORMATS = ("csv", "parquet", "jsonl")
 _NESTED = ("case", "quantiles_ms", "telemetry", "env", "errors", "composed")
@@ -89,17 +91,49 @@ def _scalar(value: Any) -> Any:
     return json.dumps(value, separators=(",", ":")) if isinstance(value, (list, dict)) else value
 
 
-def write_csv(rows: list[dict[str, Any]], out: TextIO) -> None:
-    writer = csv.DictWriter(out, fieldnames=columns(rows), extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
+# A spreadsheet runs a cell that starts with one of these as a formula (=HYPERLINK(...), +cmd|...).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell no spreadsheet runs: text that would start a formula gets a leading apostrophe (the
+    spreadsheets' own mark for text); numbers stay numbers."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
+def write_csv(rows: list[dict[str, Any]], out: TextIO, shown: bool = False) -> None:
+    """The rows as CSV; `shown` (a terminal): control characters in text written as their escapes."""
+    names = columns(rows)
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([csv_cell(_shown(n, shown)) for n in names])
     for row in rows:
-        writer.writerow({k: _scalar(v) for k, v in row.items()})
+        writer.writerow([csv_cell(_shown(_scalar(row.get(k)), shown)) for k in names])
 
 
-def write_jsonl(rows: list[dict[str, Any]], out: TextIO) -> None:
+def _shown(value: Any, shown: bool) -> Any:
+    return plain(value) if shown and isinstance(value, str) else value
+
+
+def write_jsonl(rows: list[dict[str, Any]], out: TextIO, shown: bool = False) -> None:
+    """The rows as JSON lines (control characters and all non-ASCII text are JSON escapes already)."""
     names = columns(rows)
     for row in rows:
         out.write(json.dumps({k: row.get(k) for k in names}, separators=(",", ":"), default=str) + "\n")
+
+
+# Files of a run folder that tierbench writes and reads back: never an export's target.
+RUN_FILES = (RECORDS_FILE, CONFIG_FILE, "run.json", "launches.jsonl", "ceilings.json", "report.html", "run.lock")
+
+
+def check_target(out: Path) -> None:
+    """ExportError where writing `out` would destroy a run's own file or cannot work (a folder)."""
+    if out.is_dir():
+        raise ExportError(f"--out {out} is a folder: give a file name (runs.csv)")
+    folder = out.resolve().parent
+    if out.name in RUN_FILES and ((folder / RECORDS_FILE).exists() or (folder / CONFIG_FILE).exists()):
+        raise ExportError(f"--out {out} is a run's own {out.name}: give a file outside the run's files")
 
 
 def write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
@@ -121,7 +155,10 @@ def write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def export(folders: list[Path], fmt: str, out: Path | None, samples: bool = False) -> int:
-    """Write the rows of every record of the folders; returns how many rows."""
+    """Write the rows of every record of the folders; returns how many rows. The folder of `out` is made
+    where it is missing; a run's own files are never a target (ExportError)."""
+    if out is not None:
+        check_target(out)
     # SOL re-read as every reader states it: against ceilings no checked measurement of these runs exceeds.
     read = [(folder, read_records(folder)) for folder in folders]
     # Per record, its run's model-block parts (case id -> model, phase, part): read_sol keeps the order.
@@ -133,17 +170,20 @@ def export(folders: list[Path], fmt: str, out: Path | None, samples: bool = Fals
         if r.case_id in parts:
             row["block.model"], row["block.phase"], row["block.part"] = parts[r.case_id]
         rows.append(row)
-    if fmt == "parquet":
-        if out is None:
-            raise ExportError("--format parquet writes a file: give --out FILE.parquet")
-        write_parquet(rows, out)
-        return len(rows)
-    writer = write_csv if fmt == "csv" else write_jsonl
+    if fmt == "parquet" and out is None:
+        raise ExportError("--format parquet writes a file: give --out FILE.parquet")
     if out is None:
-        writer(rows, sys.stdout)
-    else:
-        with out.open("w", encoding="utf-8", newline="") as fh:
-            writer(rows, fh)
+        (write_csv if fmt == "csv" else write_jsonl)(rows, sys.stdout, shown=True)
+        return len(rows)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if fmt == "parquet":
+            write_parquet(rows, out)
+        else:
+            with out.open("w", encoding="utf-8", newline="") as fh:
+                (write_csv if fmt == "csv" else write_jsonl)(rows, fh)
+    except OSError as exc:
+        raise ExportError(f"cannot write --out {out}: {exc.strerror or exc}") from None
     return len(rows)
 
 
@@ -162,10 +202,11 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     fmt = args.format or (args.out.suffix.lstrip(".") if args.out and args.out.suffix[1:] in FORMATS else "csv")
     try:
-        count = export(run_folders(args.runs, args.runs_dir), fmt, args.out, args.samples)
+        with warnings_as_lines("tierbench export"):
+            count = export(run_folders(args.runs, args.runs_dir), fmt, args.out, args.samples)
     except ExportError as exc:
-        print(f"tierbench export: {exc}", file=sys.stderr)
+        print(f"tierbench export: {plain(str(exc))}", file=sys.stderr)
         return 2
     if args.out is not None:
-        print(f"wrote {args.out} ({count} rows, {fmt})", file=sys.stderr)
+        print(plain(f"wrote {args.out} ({count} rows, {fmt})"), file=sys.stderr)
     return 0

@@ -6,7 +6,7 @@ becomes Hydra's multirun of one job per device, each a shard of one new sweep, r
 (hydra-joblib-launcher: all jobs at once, each in a process of its own) unless hydra/launcher= names another
 (hydra/launcher=slurm: one SLURM job per shard, through hydra-submitit-launcher):
 
-    --multirun shard.index=0,1,...,n-1 shard.count=n shard.sweep=<id> hydra.sweep.dir=<results>/../sweeps/<id>
+    --multirun shard.index=0,1,...,n-1 shard.count=n shard.sweep=<id> hydra.sweep.dir=<results>/.sweeps/<id>
                hydra/launcher=joblib hydra.launcher.n_jobs=n
 
 A --multirun sweep of other keys (suite=matmul,norm) becomes one sweep per point, Hydra's own sweep syntax
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import sweep
-from .plan import PlanError
+from .plan import PlanError, check_resume
 from .shard_job import parse_devices
 
 log = logging.getLogger("tierbench")
@@ -111,6 +111,7 @@ def plan(argv: list[str]) -> list[Launch] | None:
     if any(f.split("=", 1)[0] in INSPECTING for f in flags):
         return None  # Hydra shows the config or its help: nothing runs
     devices, resume = _value(overrides, "devices"), _value(overrides, "resume")
+    check_resume(resume)
     if devices is not None and _value(overrides, "run_id"):
         raise PlanError("run_id names one run; a sweep's shard runs are named after the sweep: drop run_id")
     results = str(_value(overrides, "results_dir") or "results/runs")

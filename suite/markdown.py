@@ -297,7 +297,19 @@ def main(argv: list[str]) -> int:
         records = read_sol([(folder, read_records(folder)) for folder in folders])
     if not records:
         print(
-            f"tierbench summary: {args.run} holds no records (is it a run folder, run id or sweep id?)", file=sys.stderr
+            f"tierbench summary: {plain(args.run)} holds no records (is it a run folder, run id or sweep id?)",
+            file=sys.stderr,
+        )
+        return 2
+    families = list(dict.fromkeys(r.family for r in records))
+    unknown = [f for f in args.family or [] if f not in families]
+    if unknown:
+        print(
+            plain(
+                f"tierbench summary: --family {', '.join(unknown)}: the run has no such family; its families: "
+                + ", ".join(families)
+            ),
+            file=sys.stderr,
         )
         return 2
     records.sort(key=lambda r: r.time)

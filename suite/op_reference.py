@@ -86,7 +86,8 @@ def _case_params(op: Op, case: Case | None) -> list[str]:
 def op_section(op: Op, case: Case | None, providers: list[str], builtin: bool) -> list[str]:
     options = op.options(case) if case else {}
     call = ", ".join([*op.tensors, *(f"{k}=..." for k in options)])
-    lines = [f"### `{op.name}` (family `{op.family}`)", "", f"    fn({call}) -> out", ""]
+    returns = ", ".join(op.results) if len(op.results) > 1 else "out"
+    lines = [f"### `{op.name}` (family `{op.family}`)", "", f"    fn({call}) -> {returns}", ""]
     if builtin:
         lines.append(f'- the op: `tierbench.builtin_op("{op.name}")`')
     if case is None:
@@ -98,10 +99,14 @@ def op_section(op: Op, case: Case | None, providers: list[str], builtin: bool) -
         lines.append(f"- tensors, in call order, for the case {described}:")
         lines += [f"  - {_tensor(name, inputs[name])}" for name in op.tensors]
         hi = {k: (v.to(hi_precision(v.device)) if v.is_floating_point() else v) for k, v in inputs.items()}
-        out = op.reference(*op.args(hi), **options)
+        outs = op.named_results(op.reference(*op.args(hi), **options))
         lines.append(f"- options: {', '.join(f'`{k}` = {_value(v)}' for k, v in options.items()) or 'none'}")
         out_dtype = _DTYPE_NAMES.get(case.out_dtype, str(case.out_dtype))
-        lines.append(f"- output: {out_dtype} {tuple(out.shape)}")
+        if len(outs) == 1:
+            lines.append(f"- output: {out_dtype} {tuple(next(iter(outs.values())).shape)}")
+        else:
+            shapes = ", ".join(f"`{name}` {out_dtype} {tuple(t.shape)}" for name, t in outs.items())
+            lines.append(f"- outputs, in order: {shapes}")
     grads = ", ".join(f"`{grad_name(n)}`" for n in op.grads)
     lines.append(f"- backward (`bwd`, `fwd_bwd`): {grads} checked" if grads else "- forward only")
     params = _case_params(op, case)

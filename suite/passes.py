@@ -19,10 +19,15 @@ import torch
 
 from tierbench.timing import Staged
 
+from .checking import kind_of
 from .ops.base import Case, Op, grad_name, hi_precision, randn
 from .providers.base import Prepared, Provider, Unavailable
 
 Outputs = dict[str, torch.Tensor]
+
+
+class WrongOutput(Exception):
+    """A provider's forward gave something that is no output at all (None, a tuple): it is incorrect."""
 
 
 def needs_grads(case: Case) -> bool:
@@ -99,8 +104,14 @@ class Pass:
         return self._dy
 
     def _forward(self) -> tuple[torch.Tensor, ...]:
-        outs = tuple(self.op.named_results(self.call()).values())
-        if not all(isinstance(out, torch.Tensor) and out.requires_grad for out in outs):
+        result = self.call()
+        try:
+            outs = tuple(self.op.named_results(result).values())
+        except TypeError as exc:  # several outputs expected, something else returned
+            raise WrongOutput(str(exc)) from None
+        if not all(isinstance(out, torch.Tensor) for out in outs):
+            raise WrongOutput(f"the provider returned {kind_of(result)}, not a tensor")
+        if not all(out.requires_grad for out in outs):
             raise Unavailable(f"{self.provider.name} has no backward for {self.op.name}: its output takes no gradient")
         return outs
 
@@ -131,6 +142,14 @@ class Pass:
         grads = self._grads(outs, retain=mode == "bwd")
         named = {grad_name(n): self._op_layout(g) for n, g in zip(self.op.grads, grads)}
         return named if mode == "bwd" else {**self._named(outs), **named}
+
+    def named(self, timed_result: Any) -> dict[str, Any]:
+        """What the timed call returned, named as `run()` names its outputs: the forward's outputs for fwd,
+        the gradients for bwd and fwd_bwd (whose timed call returns those alone)."""
+        if self.case.mode == "fwd":
+            return {name: self._op_layout(t) for name, t in self.op.named_results(timed_result).items()}
+        grads = timed_result if isinstance(timed_result, (tuple, list)) else (timed_result,)
+        return {grad_name(n): self._op_layout(g) for n, g in zip(self.op.grads, grads)}
 
     def _op_layout(self, t: Any) -> Any:
         return self.provider.to_op_layout(t) if isinstance(t, torch.Tensor) else t

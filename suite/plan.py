@@ -13,6 +13,9 @@ from .catalog import Catalog
 from .ops.base import Case, Op, choice_name
 from .providers.base import Provider
 
+# A week: a longer limit is no limit, and a wrong unit more likely than a measurement that long.
+MAX_TIME_LIMIT_S = 7 * 24 * 3600.0
+
 
 class PlanError(ValueError):
     """A config that names something that does not exist, or a value that cannot work; the message says
@@ -50,6 +53,9 @@ def timing_settings(conf: Any) -> TimingSettings:
 def problems(cfg: Any, catalog: Catalog) -> list[str]:
     """Every value of the config that cannot work, each naming its key; [] when the config is usable."""
     out = timing_settings(cfg.timing).problems()
+    limit = cfg.get("time_limit_s", 1.0)
+    if not 0 < limit <= MAX_TIME_LIMIT_S:  # also refuses NaN
+        out.append(f"time_limit_s={limit} is outside (0, {MAX_TIME_LIMIT_S:g}] seconds per measurement")
     for family in catalog.families:
         section = cfg[family.name]
         if section.enabled:
@@ -110,6 +116,35 @@ def planned_cases(cfg: Any, catalog: Catalog) -> list[tuple[Case, Op, str]]:
                 add(part.case, catalog.ops[part.case.op], case.case_id)
             add(case, op)
     return out
+
+
+def check_resume(value: Any) -> None:
+    """resume= given but empty is no run to finish (and no reason to start a fresh one): refused."""
+    if value is not None and not str(value).strip():
+        raise PlanError(
+            "resume is empty: give the run (or sweep) to finish, by its id under results_dir or its folder; "
+            "leave resume out to start a new run"
+        )
+
+
+def nothing_planned(plan: list[PlannedCase], cfg: Any, catalog: Catalog) -> str:
+    """Why a plan measures nothing, naming what the config left out; '' when it measures something."""
+    if any(pc.providers for pc in plan):
+        return ""
+    enabled = [f.name for f in catalog.families if cfg[f.name].enabled]
+    if not enabled:
+        return "every op family is disabled, so there is nothing to measure; enable one of: " + ", ".join(
+            f"{f.name}.enabled=true" for f in catalog.families
+        )
+    if not plan:
+        example = " (decode: ragged lengths need batches above 1)" if "decode" in enabled else ""
+        return (
+            f"the enabled families ({', '.join(enabled)}) make no case from these values{example}; nothing to measure"
+        )
+    return (
+        f"no selected provider applies to the {len(plan)} cases of {', '.join(enabled)} "
+        f"(tiers={list(cfg.tiers) or 'all'}, providers={list(cfg.providers) or 'all'}); nothing to measure"
+    )
 
 
 def make_plan(cfg: Any, catalog: Catalog) -> list[PlannedCase]:

@@ -41,7 +41,12 @@ class Plugin:
 def _items(module: ModuleType, attribute: str, kind: type, name: str) -> tuple:
     value = getattr(module, attribute, ())
     if callable(value):
-        value = value()
+        try:
+            value = value()
+        except SystemExit as exc:
+            raise PluginError(f"plugin {name!r}: {attribute}() called sys.exit({exc.code!r})") from None
+        except Exception as exc:  # noqa: BLE001 - whatever a plugin raises, the message names the plugin
+            raise PluginError(f"plugin {name!r}: {attribute}() failed: {type(exc).__name__}: {exc}") from None
     try:
         items = tuple(value)
     except TypeError:
@@ -78,6 +83,8 @@ def _import(name: str) -> ModuleType:
                 "installed packages)"
             ) from None
         raise PluginError(f"plugin {name!r} failed at import: {type(exc).__name__}: {exc}") from None
+    except SystemExit as exc:  # sys.exit at import would end the command, silently, with its code
+        raise PluginError(f"plugin {name!r} called sys.exit({exc.code!r}) at import") from None
     except Exception as exc:  # noqa: BLE001 - whatever a plugin raises, the message names the plugin
         raise PluginError(f"plugin {name!r} failed at import: {type(exc).__name__}: {exc}") from None
     finally:

@@ -120,7 +120,7 @@ class Presentation:
     def tier_color(self, name: str) -> str:
         tier = self.tiers.get(name)
         color = tier.get("color") if tier else None
-        if isinstance(color, str) and color.startswith("#") and len(color) == 7:
+        if tier_records.is_color(color):  # a run.json's color that is anything else is not written anywhere
             return color
         return tier_records.color(name)
 

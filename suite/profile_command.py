@@ -19,6 +19,7 @@ from typing import Any
 
 from .naming import slug
 from .records import CONFIG_FILE, find_run, read_records
+from .text import plain
 
 PROFILES_DIR = "profiles"
 
@@ -114,12 +115,24 @@ def load_plan(run_dir: Path):
     from .config import run_schema
     from .plan import make_plan, resolve_device
 
-    saved = OmegaConf.load(Path(run_dir) / CONFIG_FILE)
+    path = Path(run_dir) / CONFIG_FILE
+    try:
+        saved = OmegaConf.load(path)
+    except Exception as exc:  # noqa: BLE001 - unreadable or not YAML: the message says which file
+        raise SelectionError(f"{path} cannot be read ({type(exc).__name__}): no run config to rebuild") from None
+    if not OmegaConf.is_dict(saved) or "suite" not in saved:
+        raise SelectionError(f"{path} holds no run config (no `suite`): nothing to rebuild")
     device = resolve_device(saved.get("device", "auto"))
     if device.type == "cpu":  # before any Triton kernel is defined: triton.jit reads it then
         os.environ.setdefault("TRITON_INTERPRET", "1")
     catalog = build([str(p) for p in saved.get("plugins") or []])
-    cfg = OmegaConf.merge(OmegaConf.structured(run_schema(catalog.families)), saved)
+    schema = OmegaConf.structured(run_schema(catalog.families))
+    OmegaConf.set_struct(schema, False)  # keys the run was given with `+key=...`
+    try:
+        cfg = OmegaConf.merge(schema, saved)
+    except Exception as exc:  # noqa: BLE001 - a value of the wrong type for the schema
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SelectionError(f"{path} does not fit the config schema ({first})") from None
     return device, make_plan(cfg, catalog), int(cfg.seed)
 
 
@@ -185,7 +198,7 @@ def main(argv: list[str]) -> int:
     terms, name = args.rest[:-1], args.rest[-1]
     folder = find_run(args.run, args.runs)
     if folder is None or not (folder / CONFIG_FILE).exists():
-        print(f"tierbench profile: {args.run} is no run folder with a {CONFIG_FILE}", file=sys.stderr)
+        print(f"tierbench profile: {plain(args.run)} is no run folder with a {CONFIG_FILE}", file=sys.stderr)
         return 2
     from .plan import PlanError
     from .plugins import PluginError
@@ -195,12 +208,12 @@ def main(argv: list[str]) -> int:
         planned = pick_case(plan, terms)
         provider = pick_provider(planned, name, folder)
     except (SelectionError, PlanError, PluginError) as exc:
-        print(f"tierbench profile: {exc}", file=sys.stderr)
+        print(f"tierbench profile: {plain(str(exc))}", file=sys.stderr)
         return 2
     case_id = planned.case.case_id
     why = provider.why_unavailable(planned.case, device)
     if why:
-        print(f"tierbench profile: {provider.name} cannot run {case_id} here: {why}", file=sys.stderr)
+        print(plain(f"tierbench profile: {provider.name} cannot run {case_id} here: {why}"), file=sys.stderr)
         return 1
     pass_ = warmed_pass(planned, provider, device, seed)
     if args.under_ncu:
@@ -212,8 +225,8 @@ def main(argv: list[str]) -> int:
     base = profile_path(folder, case_id, provider.name)
     trace = base.with_name(base.name + ".trace.json")
     profile = profiling.profile_pass(pass_, device, trace)
-    print(f"{case_id} · {provider.name} on {device.type}")
-    print(_show(profile))
+    print(plain(f"{case_id} · {provider.name} on {device.type}"))
+    print(plain(_show(profile)))
     print(f"trace: {trace}" if trace.exists() else "trace: not written (profiling failed)")
     if not args.ncu:
         return 0 if trace.exists() else 1

@@ -13,6 +13,7 @@ import time
 from typing import IO, Any
 
 from .records import Measurement
+from .text import plain
 from .verdicts import verdict
 
 log = logging.getLogger("tierbench")
@@ -22,6 +23,11 @@ def _clock(seconds: float) -> str:
     seconds = int(round(seconds))
     hours, rest = divmod(seconds, 3600)
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def _label(case: Any) -> str:
+    """A case as a progress line names it; a plugin's names may hold control characters: shown as escapes."""
+    return plain(f"{case.op} {case.label} ({case.params.get('dtype', '')}, {case.mode})")
 
 
 def _outcome(r: Measurement) -> str:
@@ -45,14 +51,14 @@ class PlainProgress:
         return f"{_clock(elapsed)} elapsed, ~{_clock(left)} left"
 
     def case(self, index: int, count: int, case: Any, providers: list[str]) -> None:
-        self.label = f"{case.op} {case.label} ({case.params.get('dtype', '')}, {case.mode})"
-        log.info("[%d/%d] %s: %s", index, count, self.label, ", ".join(providers))
+        self.label = _label(case)
+        log.info("[%d/%d] %s: %s", index, count, self.label, plain(", ".join(providers)))
 
     def record(self, r: Measurement) -> None:
         self.done += 1
-        log.info("  %d/%d %s: %s (%s)", self.done, self.total, r.provider, _outcome(r), self.estimate())
+        log.info("  %d/%d %s: %s (%s)", self.done, self.total, plain(r.provider), _outcome(r), self.estimate())
         if r.warning:
-            log.warning("  %s %s: %s", self.label, r.provider, r.warning)
+            log.warning("  %s %s: %s", self.label, plain(r.provider), plain(r.warning))
 
     def close(self) -> None:
         pass
@@ -83,15 +89,15 @@ class LiveProgress(PlainProgress):
             self.bar.refresh()
 
     def case(self, index: int, count: int, case: Any, providers: list[str]) -> None:
-        self.label = f"{case.op} {case.label} ({case.params.get('dtype', '')}, {case.mode})"
+        self.label = _label(case)
         self.bar.set_description_str(f"case {index}/{count} {self.label}: {len(providers)} providers")
 
     def record(self, r: Measurement) -> None:
         self.done += 1
-        self.bar.set_description_str(f"{self.label} · {r.provider}: {_outcome(r)}", refresh=False)
+        self.bar.set_description_str(f"{self.label} · {plain(r.provider)}: {_outcome(r)}", refresh=False)
         self.bar.update(1)
         if r.warning:
-            self.bar.write(f"warning: {self.label} {r.provider}: {r.warning}", file=self.stream)
+            self.bar.write(f"warning: {self.label} {plain(r.provider)}: {plain(r.warning)}", file=self.stream)
 
     def close(self) -> None:
         self._stop.set()

@@ -65,8 +65,8 @@ class Measurement:
     suite: str = ""  # the suite the run measured (older records: empty, the run's config.yaml says)
     own_code: bool | None = None  # the tier is the project's (or a plugin's) own code; None in older records
     element_error: float | None = None  # max |out - ref| / (rms(ref) + |ref|) over the outputs checked
-    errors: dict[str, float] = field(default_factory=dict)  # norm-wise error per output ("out", "dx", ...)
-    element_errors: dict[str, float] = field(default_factory=dict)  # elementwise error per output
+    errors: dict[str, float | None] = field(default_factory=dict)  # norm-wise error per output compared ("dx")
+    element_errors: dict[str, float] = field(default_factory=dict)  # elementwise error per output compared
     element_tolerances: dict[str, float] = field(default_factory=dict)  # the elementwise bound each was held to
     executed_flops: float | None = None  # what the provider executes where it differs from `flops`
     launches: int | None = None  # kernels (on a CPU: operators) one call launched, profiled outside timing
@@ -94,6 +94,9 @@ class Measurement:
         for name in _NUMBERS_BY_NAME:
             if not all(isinstance(k, str) and _is_number(v) for k, v in getattr(self, name).items()):
                 raise TypeError(f"field {name!r} must map names to numbers")
+        # An output that could not be compared (not a tensor, NaN in it) has no error: older records say null.
+        if not all(isinstance(k, str) and (v is None or _is_number(v)) for k, v in self.errors.items()):
+            raise TypeError("field 'errors' must map names to numbers (or null)")
         if not all(_is_number(v) for v in self.samples_ms):
             raise TypeError("field 'samples_ms' must be a list of numbers")
         for name in ("case", "env", "telemetry"):
@@ -118,7 +121,8 @@ class Measurement:
         """A record from its JSON object; TypeError or ValueError for anything of another shape."""
         if not isinstance(data, dict):
             raise TypeError(f"a record is a JSON object, got {type(data).__name__}")
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        # NaN and Infinity are not JSON, but Python's reader takes them: read as the null a writer writes.
+        known = {k: _finite(v) for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
 
 
@@ -178,7 +182,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-_NUMBERS_BY_NAME = ("quantiles_ms", "errors", "element_errors", "element_tolerances")
+_NUMBERS_BY_NAME = ("quantiles_ms", "element_errors", "element_tolerances")
 
 
 def _is_number(value: Any) -> bool:

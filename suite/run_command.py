@@ -119,6 +119,7 @@ def execute_shard(cfg: DictConfig, catalog) -> int:
 
 
 def _measure(cfg: DictConfig, device, catalog, shard=None) -> int:
+    from .isolation import HarnessError
     from .plan import PlanError
     from .runfolder import RunFolderError
     from .session import RunSession
@@ -139,6 +140,14 @@ def _measure(cfg: DictConfig, device, catalog, shard=None) -> int:
             file=sys.stderr,
         )
         return 130
+    except HarnessError as exc:  # the measuring process could not start, or failed outside any provider
+        _keep_meta(session)
+        print(
+            f"\ntierbench run: {exc}. {_safe_count(session)} records are safe in {session.run_dir}; "
+            f"finish with: tierbench run resume={session.run_dir}",
+            file=sys.stderr,
+        )
+        return 1
     except OSError as exc:  # the run's own files: a full disk, a folder removed or made read-only
         _keep_meta(session)
         print(

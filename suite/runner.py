@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -14,14 +15,14 @@ from typing import Any
 import torch
 
 from tierbench.interrupts import reraise_real
-from tierbench.timing import CpuTimer, CudaEventTimer, Ungraphed
+from tierbench.timing import CpuTimer, CudaEventTimer, Ungraphed, Watch
 
 from . import profiling, progress, traffic
 from .ceilings import Ceilings
 from .checking import check_all
 from .envinfo import telemetry
-from .ops.base import Case, Op
-from .passes import Pass, leaf_inputs, reference_outputs
+from .ops.base import Case, Op, grad_name
+from .passes import Pass, WrongOutput, leaf_inputs, reference_outputs
 from .plan import PlannedCase
 from .providers.base import Provider, Unavailable
 from .records import Measurement, RecordWriter
@@ -38,7 +39,7 @@ class RunContext:
     run_id: str
     run_dir: Path
     device: torch.device
-    timer: CpuTimer | CudaEventTimer
+    timer: CpuTimer | CudaEventTimer | None  # None in a run whose worker process times (suite/isolation.py)
     ceilings: Ceilings
     env: dict[str, Any]
     seed: int = 0
@@ -53,11 +54,18 @@ class RunContext:
     sweep: str | None = None
     shard: str | None = None
     neighbours: Callable[[], list[dict[str, Any]]] | None = None
+    # Told before each step of a case (provider name or None for the case's own, what it is): the isolated
+    # runner's worker passes it on, so that a crash or a time limit is charged to the step it happened in.
+    step: Callable[[str | None, str], None] = field(default=lambda provider, what: None)
     # This run's records so far, case id -> provider -> record: what a composite's best mix is chosen from.
     results: dict[str, dict[str, Measurement]] = field(default_factory=dict)
 
     def note(self, record: Measurement) -> None:
         self.results.setdefault(record.case_id, {})[record.provider] = record
+
+    def __post_init__(self) -> None:
+        # Records go where the run started, whatever folder a provider moves the process to (os.chdir).
+        self.run_dir = Path(self.run_dir).absolute()
 
     def beside(self, seen: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         """The shards running beside this one now, added to those `seen` earlier in the case."""
@@ -98,16 +106,28 @@ def _release(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
+# Measures one case's providers and yields their records, putting what each profiled call launched into
+# the dict it is given: measure_case here, or the isolated runner's worker (suite/isolation.py).
+CaseMeasure = Callable[[PlannedCase, list[Provider], dict[tuple[str, str], profiling.Profile]], Iterator[Measurement]]
+
+
 def run_plan(
     plan: list[PlannedCase],
     ctx: RunContext,
     on_record: Callable[[Measurement], None] | None = None,
     live: bool | None = None,
+    measure: CaseMeasure | None = None,
 ) -> list[Measurement]:
     """Measure every (case, provider) of the plan not already in ctx.done; returns the new records.
 
-    Says how far it is (suite/progress.py): a live line where stderr is a terminal (or `live`), log lines
-    otherwise."""
+    `measure` measures one case (default: measure_case, in this process). Says how far it is
+    (suite/progress.py): a live line where stderr is a terminal (or `live`), log lines otherwise."""
+    here = measure is None  # measured in this process: its memory is released after each case
+    if measure is None:
+
+        def measure(pc: PlannedCase, providers: list[Provider], profiles: dict) -> Iterator[Measurement]:
+            return measure_case(pc.case, providers, ctx, pc.op, profiles)
+
     writer = RecordWriter(ctx.run_dir)
     launch_log = profiling.LaunchLog(ctx.run_dir)
     new: list[Measurement] = []
@@ -118,7 +138,9 @@ def run_plan(
         for index, (pc, providers) in enumerate(todo, 1):
             shown.case(index, len(todo), pc.case, [p.name for p in providers])
             profiles: dict[tuple[str, str], profiling.Profile] = {}
-            for record in measure_case(pc.case, providers, ctx, pc.op, profiles):
+            for record in measure(pc, providers, profiles):
+                if record.key in ctx.done:  # never two records of one key, whatever a measurer sends
+                    continue
                 writer.append(record)
                 if record.key in profiles:
                     launch_log.append(record.run_id, record.case_id, record.provider, profiles.pop(record.key))
@@ -127,10 +149,50 @@ def run_plan(
                 shown.record(record)
                 if on_record:
                     on_record(record)
-            _release(ctx.device)
+            if here:
+                _release(ctx.device)
     finally:
         shown.close()
     return new
+
+
+def new_record(
+    ctx: RunContext,
+    case: Case,
+    provider: Provider,
+    work: Any,
+    status: str,
+    reason: str = "",
+    neighbours: list[dict[str, Any]] | None = None,
+    **fields: Any,
+) -> Measurement:
+    """The record of one provider on one case; `work` is the op's work model of the case."""
+    fields.setdefault("launches_reason", profiling.NOT_PROFILED)
+    tier = ctx.tiers.get(provider.tier)
+    return Measurement(
+        run_id=ctx.run_id,
+        op=case.op,
+        family=case.family,
+        case=case.to_json(),
+        case_id=case.case_id,
+        label=case.label,
+        x=case.x,
+        provider=provider.name,
+        tier=provider.tier,
+        status=status,
+        reason=reason,
+        flops=work.flops,
+        min_bytes=work.min_bytes,
+        provider_version=ctx.version_of(provider),
+        env=ctx.env,
+        suite=ctx.suite,
+        own_code=provider.own_code if provider.own_code is not None else bool(tier and tier.own_code),
+        sweep=ctx.sweep,
+        shard=ctx.shard,
+        neighbours=neighbours or [],
+        composed=dict(provider.composition),
+        **fields,
+    )
 
 
 def measure_case(
@@ -140,38 +202,16 @@ def measure_case(
     op: Op,
     profiles: dict[tuple[str, str], profiling.Profile] | None = None,
 ) -> Iterator[Measurement]:
-    """Check every provider against one reference, profile each correct one's pass once, then time the
-    correct ones together, interleaved. `profiles` receives what each profiled call launched."""
+    """Check every provider against one reference, profile each correct one's pass once, time the correct
+    ones together, interleaved, then check each one's last timed output and the inputs again.
+    `profiles` receives what each profiled call launched."""
     work = op.work(case)
     seen = ctx.beside()
+    home = os.getcwd()
 
     def record(provider: Provider, status: str, reason: str = "", **fields: Any) -> Measurement:
-        fields.setdefault("launches_reason", profiling.NOT_PROFILED)
-        tier = ctx.tiers.get(provider.tier)
-        made = Measurement(
-            run_id=ctx.run_id,
-            op=case.op,
-            family=case.family,
-            case=case.to_json(),
-            case_id=case.case_id,
-            label=case.label,
-            x=case.x,
-            provider=provider.name,
-            tier=provider.tier,
-            status=status,
-            reason=reason,
-            flops=work.flops,
-            min_bytes=work.min_bytes,
-            provider_version=ctx.version_of(provider),
-            env=ctx.env,
-            suite=ctx.suite,
-            own_code=provider.own_code if provider.own_code is not None else bool(tier and tier.own_code),
-            sweep=ctx.sweep,
-            shard=ctx.shard,
-            neighbours=seen,
-            composed=dict(provider.composition),
-            **fields,
-        )
+        _go_home(home)
+        made = new_record(ctx, case, provider, work, status, reason, seen, **fields)
         ctx.note(made)
         return made
 
@@ -180,6 +220,7 @@ def measure_case(
         if provider.from_results is None:
             resolved.append(provider)
             continue
+        ctx.step(provider.name, "choosing its composition from the records of the parts")
         try:  # a composite's best mix: chosen now, from the records of its parts
             made = provider.from_results(case, ctx.results)
         except Caught as exc:
@@ -192,8 +233,11 @@ def measure_case(
 
     runnable = []
     for provider in resolved:
+        ctx.step(provider.name, "checking whether it can run here")
         try:
             why = provider.why_unavailable(case, ctx.device)
+            if why is not None and not isinstance(why, str):
+                why = f"availability check returned {type(why).__name__}, not a reason (str) or None"
         except Caught as exc:  # a broken availability rule skips only its provider
             reraise_real(exc)
             why = f"availability check failed: {describe(exc)}"
@@ -204,6 +248,7 @@ def measure_case(
     if not runnable:
         return
 
+    ctx.step(None, "making the case's inputs and reference")
     gen = torch.Generator(device=ctx.device).manual_seed(case.seed(ctx.seed))
     options = op.options(case)
     try:
@@ -221,6 +266,7 @@ def measure_case(
         for provider in runnable:
             yield record(provider, status, f"making inputs or reference: {describe(exc)}")
         return
+    expected = _expected_dtypes(op, case, inputs)
 
     checked: dict[str, tuple[Provider, Pass, dict[str, Any]]] = {}
     for provider in runnable:
@@ -228,8 +274,9 @@ def measure_case(
         why_not_timed = tier.not_comparable(ctx.device.type) if tier else None
         # Checked but never timed on a CPU (Triton's interpreter): one pass is the check, nothing compiles.
         once = bool(why_not_timed) and ctx.device.type != "cuda"
+        ctx.step(provider.name, "preparing, compiling and checking its output")
         outcome = _prepare_and_check(
-            provider, op, case, inputs, options, refs, dy, ctx.device, profile_check=bool(why_not_timed), once=once
+            provider, op, case, inputs, options, refs, dy, ctx.device, expected, bool(why_not_timed), once
         )
         # Inputs the op writes by design (a decode step's KV cache) are restored, not a fault.
         if changed := [name for name in _restore(inputs, pristine) if name not in op.writes]:
@@ -241,30 +288,44 @@ def measure_case(
             continue
         pass_, facts, profile = outcome
         facts.update(_profile(pass_, provider, case, ctx, profiles, profile))
+        if changed := [name for name in _restore(inputs, pristine) if name not in op.writes]:
+            yield record(provider, "error", f"wrote into its inputs ({', '.join(changed)}) while profiled; restored")
+            continue
         if why_not_timed:
             yield record(provider, "skipped", why_not_timed, **facts)
             continue
         checked[provider.name] = (provider, pass_, facts)
-    del refs, pristine
     if not checked:
         return
 
-    samples = ctx.timer.measure({name: _timed(provider, p) for name, (provider, p, _) in checked.items()})
+    watch = _GuardInputs(ctx, inputs, pristine, op.writes)
+    samples = ctx.timer.measure({name: _timed(provider, p) for name, (provider, p, _) in checked.items()}, watch)
+    outputs = dict(getattr(ctx.timer, "outputs", {}))
+    suspects = dict(watch.writers)
+    for name, (_, pass_, _) in checked.items():
+        if isinstance(samples[name], list) and (wrong := _recheck(ctx, name, pass_, outputs.get(name), refs, expected)):
+            suspects[name] = wrong
+    del refs, pristine, outputs
+    ctx.step(None, "reading the device's state")
     seen = ctx.beside(seen)
     state = telemetry(ctx.device)
     for name, (provider, _, facts) in checked.items():
         result = samples[name]
+        if name in watch.writers:
+            yield record(provider, "error", watch.writers[name], telemetry=state, **facts)
+            continue
         if isinstance(result, BaseException):
             status = "oom" if is_oom(result) else "error"
             yield record(provider, status, f"while timing: {describe(result)}", telemetry=state, **facts)
             continue
+        if name in suspects:
+            facts = {**facts, "rel_error": None, "element_error": None, "errors": {}}
+            yield record(provider, "incorrect", suspects[name], telemetry=state, **facts)
+            continue
+        summary = summarize(result, work.flops, work.min_bytes, case.params["dtype"], ctx.ceilings)
+        summary["warning"] = "; ".join(filter(None, [summary["warning"], _beside_suspects(name, suspects)]))
         yield record(
-            provider,
-            "ok",
-            telemetry=state,
-            timer=ctx.timer.kinds.get(name, ctx.timer.kind),
-            **summarize(result, work.flops, work.min_bytes, case.params["dtype"], ctx.ceilings),
-            **facts,
+            provider, "ok", telemetry=state, timer=ctx.timer.kinds.get(name, ctx.timer.kind), **summary, **facts
         )
 
 
@@ -272,6 +333,99 @@ def _timed(provider: Provider, pass_: Pass):
     """What the timer times: the pass, never captured in a graph where the provider's own runtime launches it."""
     timed = pass_.timed()
     return Ungraphed(timed, provider.stream_join) if provider.stream_join else timed
+
+
+def _go_home(home: str) -> None:
+    """Back to the folder the case started in, where a provider moved the process (os.chdir)."""
+    try:
+        if os.getcwd() != home:
+            os.chdir(home)
+    except OSError:  # its folder is gone: paths of the run are absolute anyway
+        pass
+
+
+def _expected_dtypes(op: Op, case: Case, inputs: dict[str, torch.Tensor]) -> dict[str, torch.dtype]:
+    """The dtype each checked output must have: the case's output dtype, each gradient its input's."""
+    return {
+        **dict.fromkeys(op.results, case.out_dtype),
+        **{grad_name(n): inputs[n].dtype for n in op.grads if n in inputs},
+    }
+
+
+class _GuardInputs(Watch):
+    """The timer's watch over one case: each step announced (ctx.step), and after each of a provider's
+    steps its inputs compared with the pristine copies; one that wrote into them is dropped from the
+    later rounds and the inputs restored, so no other provider is timed on what it left."""
+
+    def __init__(
+        self,
+        ctx: RunContext,
+        inputs: dict[str, torch.Tensor],
+        pristine: dict[str, torch.Tensor],
+        writes: tuple[str, ...] = (),
+    ) -> None:
+        self.ctx, self.inputs, self.pristine = ctx, inputs, pristine
+        self.writes = writes  # inputs the op writes by design (a decode step's KV cache): restored, no fault
+        self.writers: dict[str, str] = {}
+        self.what = ""
+
+    def step(self, name: str, what: str) -> None:
+        self.what = what
+        self.ctx.step(name, what)
+
+    def after(self, name: str) -> None:
+        if self.ctx.device.type == "cuda":
+            torch.cuda.synchronize(self.ctx.device)
+        if changed := [n for n in _restore(self.inputs, self.pristine) if n not in self.writes]:
+            self.writers[name] = (
+                f"wrote into its inputs ({', '.join(changed)}) while timed ({self.what}); they were restored "
+                "before the next provider's turn"
+            )
+            raise InputsChanged(self.writers[name])
+
+
+class InputsChanged(RuntimeError):
+    """A provider changed its inputs during the timed rounds."""
+
+
+def _recheck(
+    ctx: RunContext,
+    name: str,
+    pass_: Pass,
+    output: Any,
+    refs: dict[str, torch.Tensor],
+    expected: dict[str, torch.dtype],
+) -> str:
+    """Why a provider's last timed output fails the check its checked output passed; '' when it does not."""
+    ctx.step(name, "checking its last timed output")
+    if isinstance(output, BaseException):
+        return f"after the timed rounds its call raised {describe(output)} (its checked call passed)"
+    try:
+        outs = pass_.named(output)
+        # fwd_bwd's timed call returns the gradients alone: the forward's outputs are checked where returned.
+        grads = {grad_name(n) for n in pass_.op.grads}
+        wanted = {k: v for k, v in refs.items() if k in outs or k in grads}
+        op = pass_.op
+        verdict = check_all(
+            outs, wanted, pass_.case.out_dtype, pass_.case.dtype, op.gradient_element_tolerance, op.tolerance, expected
+        )
+    except Caught as exc:
+        reraise_real(exc)
+        return f"its last timed output could not be checked: {describe(exc)}"
+    if verdict.ok:
+        return ""
+    return f"its last timed output fails the check its checked output passed: {verdict.reason}"
+
+
+def _beside_suspects(name: str, suspects: dict[str, str]) -> str:
+    """A warning for a provider timed in the same rounds as one caught misbehaving while timed."""
+    others = sorted(n for n in suspects if n != name)
+    if not others:
+        return ""
+    return (
+        f"timed in the same rounds as {', '.join(others)}, caught misbehaving while timed (its inputs were "
+        "checked and restored after each of its turns): compare these numbers with care"
+    )
 
 
 def _profile(
@@ -287,22 +441,27 @@ def _profile(
     if profile is None and provider.stream_join and ctx.device.type != "cuda":
         profile = profiling.Profile(None, profiling.OWN_RUNTIME_REASON, [], profiling.CPU_COUNTED)
     elif profile is None:
+        ctx.step(provider.name, "being profiled (one call, never timed)")
         profile = profiling.profile_pass(pass_, ctx.device)
     if profiles is not None:
         profiles[(case.case_id, provider.name)] = profile
     fields = profile.fields()
     if "traffic" in ctx.metrics:
+        ctx.step(provider.name, "measuring its memory traffic under ncu")
         fields.update(traffic.measure(ctx.run_dir, case.case_id, provider.name, ctx.device))
     return fields
 
 
 def _restore(inputs: dict[str, torch.Tensor], pristine: dict[str, torch.Tensor]) -> list[str]:
-    """Names of the inputs a provider changed (restored from the pristine copies), [] when none was."""
+    """Names of the inputs a provider changed (restored from the pristine copies), [] when none was.
+
+    Restored through `.data`, so no autograd version counter moves: a backward another provider's timed
+    call will replay still finds the tensors it saved."""
     changed = []
     with torch.no_grad():
         for name, t in inputs.items():
             if not _same(t, pristine[name]):
-                t.copy_(pristine[name])
+                t.data.copy_(pristine[name])
                 changed.append(name)
     return changed
 
@@ -323,6 +482,7 @@ def _prepare_and_check(
     refs: dict[str, torch.Tensor],
     dy: torch.Tensor | None,
     device: torch.device,
+    expected: dict[str, torch.dtype] | None = None,
     profile_check: bool = False,
     once: bool = False,
 ):
@@ -363,11 +523,15 @@ def _prepare_and_check(
         if on_gpu:
             torch.cuda.synchronize(device)
         peak = torch.cuda.max_memory_allocated(device) - baseline if on_gpu else None
-        verdict = check_all(outs, refs, case.out_dtype, case.dtype, op.gradient_element_tolerance, op.tolerance)
+        verdict = check_all(
+            outs, refs, case.out_dtype, case.dtype, op.gradient_element_tolerance, op.tolerance, expected
+        )
         del outs
         pass_.release()
     except Unavailable as exc:
         return _failure("skipped", str(exc))
+    except WrongOutput as exc:
+        return _failure("incorrect", str(exc), prepare_s=prepare_s)
     except Caught as exc:  # one provider's failure is its own record
         reraise_real(exc)
         _release(device)

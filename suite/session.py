@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,13 +25,15 @@ from .catalog import Catalog
 from .ceilings import Ceilings, load_or_measure, save_for_run, user_cache
 from .compose import compositions
 from .envinfo import environment
+from .isolation import IsolatedMeasure
 from .ops.base import choice_name
-from .plan import PlanError, PlannedCase, make_plan, timing_settings
+from .plan import PlanError, PlannedCase, check_resume, make_plan, nothing_planned, timing_settings
 from .records import CONFIG_FILE, Measurement, RecordWriter, create_run_dir, read_records
-from .runner import RunContext, measure_case, run_plan
+from .runner import CaseMeasure, RunContext, measure_case, run_plan
 from .shard_job import ShardJob
 from .tiers import Tier
 from .units import quantity
+from .worker import WorkerSpec
 
 log = logging.getLogger("tierbench")
 
@@ -108,7 +111,10 @@ class Measurer:
         tiers: dict[str, Tier] | None = None,
         remeasure_ceilings: bool = False,
         metrics: tuple[str, ...] = (),
+        in_worker: bool = False,
     ) -> Measurer:
+        """The session's ceilings, environment and context; with `in_worker` the providers will be measured
+        in a worker process (suite/isolation.py), which climbs to the steady state and times there."""
         ceilings = load_or_measure(device, ceilings_dir, remeasure_ceilings)
         log.info(
             "ceilings of %s: copy %s, matmul %s",
@@ -116,12 +122,15 @@ class Measurer:
             quantity(ceilings.copy_gbps, "GB/s"),
             ", ".join(f"{k} {quantity(v, 'TFLOP/s')}" for k, v in ceilings.matmul_tflops.items()),
         )
-        bring_to_steady_state(device, timing.steady_state_s)
+        if not in_worker:
+            bring_to_steady_state(device, timing.steady_state_s)
+        elif device.type == "cuda":
+            torch.cuda.empty_cache()  # what measuring the ceilings held goes back to the worker's use
         ctx = RunContext(
             run_id=run_id,
             run_dir=run_dir or Path.cwd(),
             device=device,
-            timer=make_timer(timing, device),
+            timer=None if in_worker else make_timer(timing, device),
             ceilings=ceilings,
             env=environment(device),
             seed=seed,
@@ -140,9 +149,10 @@ class Measurer:
         """Every provider of the case: checked, then the correct ones timed together."""
         return measure_case(planned.case, list(planned.providers), self.ctx, planned.op)
 
-    def run(self, plan: list[PlannedCase]) -> list[Measurement]:
-        """The plan's measurements not yet in the run folder, appended to it as they finish."""
-        return run_plan(plan, self.ctx)
+    def run(self, plan: list[PlannedCase], measure: CaseMeasure | None = None) -> list[Measurement]:
+        """The plan's measurements not yet in the run folder, appended to it as they finish; `measure`: how a
+        case is measured (default: here, in this process)."""
+        return run_plan(plan, self.ctx, measure=measure)
 
 
 @dataclass
@@ -172,9 +182,12 @@ class RunSession:
             run_id, run_dir, lock = _new_run_folder(cfg, shard.spec.run_name)
             shard.attach(run_id)
             return cls(cfg, catalog, device, run_id, run_dir, part, shard=shard, sweep_planned=planned, lock=lock)
+        check_resume(cfg.resume)
         if cfg.resume:
             return cls._resume(cfg, device, catalog)
         plan = make_plan(cfg, catalog)  # fails before any folder is made
+        if why := nothing_planned(plan, cfg, catalog):
+            raise PlanError(why)
         run_id, run_dir, lock = _new_run_folder(cfg, str(cfg.run_id) if cfg.run_id else None)
         return cls(cfg, catalog, device, run_id, run_dir, plan, lock=lock)
 
@@ -242,6 +255,7 @@ class RunSession:
         )
         RecordWriter(self.run_dir)  # a resumed run first cuts a record left half-written by a kill
         runmeta.write(self.run_dir, self._meta())
+        isolated = choice_name(self.cfg.get("isolation", "process")) == "process"
         measurer = Measurer.open(
             self.device,
             timing_settings(self.cfg.timing),
@@ -253,16 +267,43 @@ class RunSession:
             tiers=self.catalog.tiers,
             remeasure_ceilings=bool(self.cfg.remeasure_ceilings),
             metrics=tuple(choice_name(m) for m in self.cfg.get("metrics") or ()),
+            in_worker=isolated,
         )
         self.ceilings = measurer.ceilings
         save_for_run(self.ceilings, self.run_dir)
-        measurer.ctx.done = done
+        ctx = measurer.ctx
+        ctx.done = done
         for record in earlier:  # a resumed run's records: what its composites' best mixes are chosen from
-            measurer.ctx.note(record)
+            ctx.note(record)
         if self.shard is not None:
-            measurer.ctx.sweep, measurer.ctx.shard = self.shard.spec.sweep, self.shard.spec.label
-            measurer.ctx.neighbours = self.shard.neighbours
-        measurer.run(self.plan)
+            ctx.sweep, ctx.shard = self.shard.spec.sweep, self.shard.spec.label
+            ctx.neighbours = self.shard.neighbours
+        if not isolated:
+            measurer.run(self.plan)
+            return
+        with IsolatedMeasure(self._worker_spec(ctx), ctx, float(self.cfg.time_limit_s)) as measure:
+            measurer.run(self.plan, measure)
+        if measure.starts:
+            log.info(
+                "measuring process: started %d time(s), %s s to be ready",
+                len(measure.starts),
+                ", ".join(f"{s:.1f}" for s in measure.starts),
+            )
+
+    def _worker_spec(self, ctx: RunContext) -> WorkerSpec:
+        """What the worker process needs to measure this run's cases as this process would."""
+        return WorkerSpec(
+            config=OmegaConf.to_container(self.cfg, resolve=True),
+            plugins=[p.name for p in self.catalog.plugins],
+            device=str(self.device),
+            run_id=self.run_id,
+            run_dir=str(ctx.run_dir),
+            env=ctx.env,
+            ceilings=ctx.ceilings,
+            sys_path=list(sys.path),
+            sweep=ctx.sweep,
+            shard=ctx.shard,
+        )
 
     def finish(self) -> None:
         import time
@@ -275,7 +316,7 @@ class RunSession:
             from . import table
 
             print(table.render(records, runmeta.read(self.run_dir)), flush=True)
-        if self.cfg.html:
+        if self.cfg.html and records:  # a shard dealt no work has nothing to report
             from .site.build import write_run_report
 
             path = write_run_report(self.run_dir)

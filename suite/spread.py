@@ -9,6 +9,7 @@ for kernels of at least --min-us microseconds, where launch jitter no longer dom
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -48,11 +49,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--min-us", type=float, default=50.0, help="kernel duration for the second summary")
     parser.add_argument("--top", type=int, default=10, help="list this many of the widest spreads")
     args = parser.parse_args(argv)
+    if not 0 <= args.min_us < math.inf or args.top < 0:  # NaN fails the first too
+        print(f"tierbench spread: --min-us {args.min_us:g} and --top {args.top} must be 0 or more", file=sys.stderr)
+        return 2
     sides = []
     for given in (args.run_a, args.run_b):
         folders = resolve_runs(given, args.runs)
         if not folders:
-            print(f"tierbench spread: {given} is not a run folder, run id or sweep id", file=sys.stderr)
+            print(f"tierbench spread: {plain(given)} is not a run folder, run id or sweep id", file=sys.stderr)
             return 2
         with warnings_as_lines("tierbench spread"):
             sides.append(sorted((r for folder in folders for r in read_records(folder)), key=lambda r: r.time))

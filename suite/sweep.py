@@ -1,6 +1,7 @@
 """A sweep: one suite spread over devices, each shard a job of a Hydra multirun with a run folder of its own.
 
-Beside the runs folder, in <results_dir>/../sweeps/<sweep id>/ (shared by every job of the sweep):
+Inside the runs folder the user named, in <results_dir>/.sweeps/<sweep id>/ (shared by every job of the
+sweep; a run id never starts with a dot, and readers take only folders holding records as runs):
 
     sweep.json          what was launched: the devices asked for, how many shards, when
     config.yaml         the composed config of the first launch (what a resume finishes)
@@ -46,8 +47,12 @@ def new_sweep_id() -> str:
     return "sweep-" + time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 
+SWEEPS_DIR = ".sweeps"
+
+
 def sweeps_root(results_dir: str | Path) -> Path:
-    return Path(results_dir).parent / "sweeps"
+    """Where a results folder's sweeps keep their state: inside it, so nothing is written elsewhere."""
+    return Path(results_dir) / SWEEPS_DIR
 
 
 def sweep_dir(results_dir: str | Path, sweep_id: str) -> Path:

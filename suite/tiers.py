@@ -7,6 +7,7 @@ tier of its own (see suite/plugins.py); a tier no record describes is shown afte
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -88,6 +89,7 @@ MIX = Tier("mix", 5, "#0072B2", "the fastest correct provider of each part, comp
 
 BUILTIN: dict[str, Tier] = {t.name: t for t in (VENDOR, COMPILER, TRITON, CUDA, PORTABLE, MIX)}
 OTHER_COLOR = "#999999"
+_HEX_COLOR = re.compile(r"#[0-9a-fA-F]{6}")
 
 
 def plugin_tier(name: str, label: str = "", own_code: bool = True, interpreted_triton: bool = False) -> Tier:
@@ -103,6 +105,11 @@ def plugin_tier(name: str, label: str = "", own_code: bool = True, interpreted_t
     )
 
 
+def is_color(value: object) -> bool:
+    """A hex color #rrggbb: the only form a tier's color is written into pages and charts in."""
+    return isinstance(value, str) and bool(_HEX_COLOR.fullmatch(value))
+
+
 def rank(name: str, known: dict[str, Tier] | None = None) -> tuple[int, str]:
     """Sort key of a tier by name: the known ones in ladder order, then the others by name."""
     tier = (known or BUILTIN).get(name)
@@ -110,5 +117,6 @@ def rank(name: str, known: dict[str, Tier] | None = None) -> tuple[int, str]:
 
 
 def color(name: str, known: dict[str, Tier] | None = None) -> str:
+    """The tier's color; grey for a tier no record describes, or one whose color is no hex color."""
     tier = (known or BUILTIN).get(name)
-    return tier.color if tier else OTHER_COLOR
+    return tier.color if tier and is_color(tier.color) else OTHER_COLOR

@@ -66,7 +66,11 @@ def _judge(r: Measurement) -> tuple[bool, str] | None:
     """(correct under today's bounds, why) from the stored errors, or None where they cannot decide."""
     dtype = str(r.case.get("out_dtype", r.case.get("dtype", "")))
     operands = str(r.case.get("dtype", ""))
-    if not bounds.known(dtype) or not r.errors or not all(_finite(e) for e in r.errors.values()):
+    # rel_error is the worst over every output: not finite where one could not be compared at all (a NaN, a
+    # wrong shape or dtype), which no bound can change; `errors` then holds only the others.
+    if not bounds.known(dtype) or not _finite(r.rel_error) or not r.errors:
+        return None
+    if not all(_finite(e) for e in r.errors.values()):
         return None
     tol, elem_tol = bounds.tolerances(dtype, operands, r.op)
     if r.op not in bounds.OWN_TOLERANCE and _finite(r.tolerance) and r.tolerance > tol:

@@ -140,6 +140,7 @@ def test_device_resolution():
         ("timing.warmup_s=1", ["did you mean 'timing.warmup_ms'"]),
         ("tiers=[gpu]", ["tiers=['gpu'] not known", "vendor, compiler, triton, cuda"]),
         ("providers=[nope]", ["valid choices:", "sdpa-math"]),
+        ("isolation=thread", ["Invalid value 'thread'", "process, none"]),
     ],
 )
 def test_bad_overrides_exit_2_and_name_the_choices(tmp_path, override, expected):
@@ -191,6 +192,9 @@ def test_unknown_subcommand_names_the_valid_ones(tmp_path):
         ("timing.rep_ms=-1", "timing.rep_ms=-1.0 is outside [0, 60000]"),
         ("timing.warmup_ms=1e12", "timing.warmup_ms=1000000000000.0 is outside [0, 60000]"),
         ("timing.steady_state_s=nan", "timing.steady_state_s=nan is outside [0, 600]"),
+        ("time_limit_s=0", "time_limit_s=0.0 is outside (0, 604800] seconds per measurement"),
+        ("time_limit_s=nan", "time_limit_s=nan is outside (0, 604800]"),
+        ("time_limit_s=-5", "time_limit_s=-5.0 is outside (0, 604800]"),
     ],
 )
 def test_values_that_cannot_work_are_refused_when_the_plan_is_made(compose, catalog, override, message):

@@ -19,7 +19,8 @@ OTHER_RUNTIMES = ("xla", "tvm", "mojo", "iree")
 
 
 def _run_dirs(root: Path) -> list[Path]:
-    return sorted(p for p in root.iterdir() if p.is_dir()) if root.exists() else []
+    """The run folders under root (not its .sweeps/, where a sweep keeps its state)."""
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) if root.exists() else []
 
 
 @pytest.mark.slow
@@ -194,6 +195,7 @@ def test_multirun_sweep_writes_one_run_per_job(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     dirs = _run_dirs(runs)
     assert len(dirs) == 2
+    assert (runs / ".sweeps").is_dir() and not (tmp_path / "sweeps").exists()  # Hydra's record: inside runs/
     causal = sorted(read_records(d)[0].case["causal"] for d in dirs)
     assert causal == [False, True]
 

@@ -106,3 +106,41 @@ def test_pandas_reads_the_csv_in_one_line(results):
     frame = pandas.read_csv(io.StringIO(buffer.getvalue()))
     assert frame.shape[0] == 2 and frame["case.rows"].tolist() == [512, 512]
     assert frame["gbps"].iloc[0] == pytest.approx(1.0)
+
+
+def test_a_cell_a_spreadsheet_would_run_is_text_and_a_terminal_sees_no_control_characters(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    (runs / "x").mkdir(parents=True)
+    hostile = _rec("x", '=HYPERLINK("http://x")', 2.0, launch="+cmd|' /C calc'!A0")
+    hostile.tier = "@SUM(1)"
+    hostile.label = "-2+3"
+    RecordWriter(runs / "x").append(hostile)
+    RecordWriter(runs / "x").append(_rec("x", "\x1b]0;owned\x07evil\u202e", 1.0))
+    out = tmp_path / "x.csv"
+    assert export.main([str(runs / "x"), "--out", str(out)]) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert rows[0]["provider"] == '\'=HYPERLINK("http://x")' and rows[0]["launch"].startswith("'+cmd")
+    assert rows[0]["tier"] == "'@SUM(1)" and rows[0]["label"] == "'-2+3"
+    assert rows[0]["median_ms"] == "2.0" and rows[1]["provider"] == "\x1b]0;owned\x07evil\u202e"  # the file keeps data
+    capsys.readouterr()
+    assert export.main([str(runs / "x")]) == 0  # to a terminal (standard output): escapes, not control
+    shown = capsys.readouterr().out
+    assert "\x1b" not in shown and "\x07" not in shown and "\u202e" not in shown
+    assert "\\x1b]0;owned\\x07evil\\u202e" in shown
+
+
+def test_an_export_never_overwrites_a_runs_own_files_and_makes_its_folder(results, tmp_path, capsys):
+    for name in ("measurements.jsonl", "config.yaml", "run.json"):
+        before = (results / "a" / "measurements.jsonl").read_bytes()
+        assert export.main([str(results / "a"), "--out", str(results / "a" / name)]) == 2
+        assert f"is a run's own {name}" in capsys.readouterr().err
+        assert (results / "a" / "measurements.jsonl").read_bytes() == before
+    assert export.main([str(results / "a"), "--out", str(results / "b" / "measurements.jsonl")]) == 2
+    target = tmp_path / "exports" / "deeper" / "run1.csv"
+    assert export.main([str(results / "a"), "--out", str(target)]) == 0 and target.is_file()
+    (tmp_path / "a-file").write_text("")
+    assert export.main([str(results / "a"), "--out", str(tmp_path / "a-file" / "x.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write --out" in err and "Traceback" not in err
+    assert export.main([str(results / "a"), "--out", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err

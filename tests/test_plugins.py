@@ -159,7 +159,33 @@ def _asv_plugin_class(tmp_path: Path, env: dict[str, str]) -> subprocess.Complet
         (
             "from tierbench.suite.ops.norm import RMS_NORM\nfrom tierbench.suite.providers.base import call_provider\n"
             "PROVIDERS = [call_provider('eager', 'vendor', RMS_NORM, lambda x, w, eps: x)]",
-            "a provider named 'eager' exists already for rms_norm",
+            "provider 'eager' has the name of a built-in provider",
+        ),
+        (
+            # A name of a compile mode the run did not ask for is a built-in's name all the same.
+            "from tierbench.suite.ops.norm import RMS_NORM\nfrom tierbench.suite.providers.base import call_provider\n"
+            "PROVIDERS = [call_provider('compile-max-autotune', 'vendor', RMS_NORM, lambda x, w, eps: x)]",
+            "provider 'compile-max-autotune' has the name of a built-in provider",
+        ),
+        ("import sys\nsys.exit(0)", "called sys.exit(0) at import"),
+        ("def PROVIDERS():\n    raise SystemExit(4)", "PROVIDERS() called sys.exit(4)"),
+        *[
+            (
+                "import dataclasses\nfrom tierbench.suite.ops import norm\n"
+                f"FAMILIES = [dataclasses.replace(norm.FAMILY, name={key!r})]",
+                f"op family {key!r} would take the run's own config key {key!r}; the run's keys: ",
+            )
+            for key in ("metrics", "devices", "shard", "time_limit_s")
+        ],
+        (
+            "from tierbench.suite.tiers import plugin_tier\nimport dataclasses\n"
+            "TIERS = [dataclasses.replace(plugin_tier('mine'), color='#zzzzzz')]",
+            "tier 'mine' has color '#zzzzzz'; give a hex color",
+        ),
+        (
+            "from tierbench.suite.tiers import plugin_tier\nimport dataclasses\n"
+            "TIERS = [dataclasses.replace(plugin_tier('mine'), color='red;background:url(x)')]",
+            "tier 'mine' has color 'red;background:url(x)'",
         ),
     ],
 )
@@ -173,10 +199,22 @@ def test_a_broken_plugin_is_a_clear_error_naming_it(tmp_path, monkeypatch, sourc
 
 
 @pytest.mark.slow
-def test_a_broken_plugin_on_the_command_line_exits_2_without_a_traceback(tmp_path):
-    (tmp_path / "broken_plugin.py").write_text("raise ImportError('needs a GPU library')\n")
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("raise ImportError('needs a GPU library')", "plugin 'broken_plugin' failed at import"),
+        ("import sys\nsys.exit(0)", "plugin 'broken_plugin' called sys.exit(0) at import"),
+        (
+            "import dataclasses\nfrom tierbench.suite.ops import norm\n"
+            "FAMILIES = [dataclasses.replace(norm.FAMILY, name='metrics')]",
+            "plugin 'broken_plugin': op family 'metrics' would take the run's own config key 'metrics'",
+        ),
+    ],
+)
+def test_a_broken_plugin_on_the_command_line_exits_2_without_a_traceback(tmp_path, source, expected):
+    (tmp_path / "broken_plugin.py").write_text(source + "\n")
     result = tierbench_cli("run", "plugins=[broken_plugin]", f"results_dir={tmp_path}/runs", cwd=tmp_path, timeout=120)
-    assert result.returncode == 2 and "plugin 'broken_plugin' failed at import" in result.stderr
+    assert result.returncode == 2 and expected in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "runs").exists()
 
 

@@ -83,3 +83,18 @@ def test_an_unknown_provider_or_run_exits_2(run_dir, capsys):
 def test_the_child_that_ncu_profiles_runs_the_measurement_and_writes_nothing(run_dir, capsys):
     assert profile_command.main([str(run_dir), "op=layer_norm", "mode=fwd", "triton", "--under-ncu"]) == 0
     assert not (run_dir / "profiles").exists() and capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (": [", "cannot be read (ParserError): no run config to rebuild"),
+        ("[1, 2]", "holds no run config (no `suite`)"),
+        ("suite: smoke\nseed: abc\n", "does not fit the config schema"),
+    ],
+)
+def test_a_damaged_run_config_exits_2_naming_the_file(tmp_path, capsys, text, message):
+    (tmp_path / "config.yaml").write_text(text)
+    assert profile_command.main([str(tmp_path), "op=rms_norm", "eager"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

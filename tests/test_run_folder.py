@@ -259,3 +259,38 @@ def test_a_full_disk_mid_run_says_which_records_are_safe_and_how_to_resume(run, 
     assert code == 0, err
     keys = _keys(results / "filled")
     assert len(keys) == len(set(keys)) == 2 and len(read_records(results / "filled")) == 2
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["norm.enabled=false"], "every op family is disabled, so there is nothing to measure; enable one of: "),
+        (
+            ["norm.enabled=false", "decode.enabled=true", "decode.batches=[1]", "decode.lengths=[ragged]"],
+            "make no case from these values (decode: ragged lengths need batches above 1)",
+        ),
+        (["resume=''"], "resume is empty: give the run (or sweep) to finish"),
+        (["resume="], "resume is empty"),
+    ],
+)
+def test_a_config_that_measures_nothing_exits_2_before_any_folder(run, dirs, overrides, message):
+    results, _ = dirs
+    code, err = run(*overrides)
+    assert code == 2 and message in err, err
+    assert not results.exists() or not any(results.iterdir())
+
+
+def test_a_run_with_no_work_writes_no_report(compose, catalog, dirs, capsys):
+    """A shard dealt nothing (more shards than cases) finishes with no records: no report, no error."""
+    from tierbench.suite.session import RunSession
+
+    results, ceilings = dirs
+    cfg = compose([*SMALL, f"results_dir={results}", f"ceilings_dir={ceilings}", "html=true"])
+    session = RunSession.open(cfg, torch.device("cpu"), catalog)
+    session.plan = []
+    try:
+        session.run()
+        session.finish()
+    finally:
+        session.close()
+    assert not (session.run_dir / "report.html").exists() and not (session.run_dir / RECORDS_FILE).exists()

@@ -125,7 +125,7 @@ def test_a_killed_shard_resumes_only_what_is_missing_on_another_number_of_jobs(t
     exe = Path(sys.executable).parent / "tierbench"
     args = [str(exe), "run", "devices=2", "device=cpu", *slow, *_paths(tmp_path)]
     proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    sweeps = tmp_path / "sweeps"
+    sweeps = tmp_path / "runs" / ".sweeps"
     deadline = time.monotonic() + 300
     victim = None
     while time.monotonic() < deadline and victim is None:

@@ -67,7 +67,7 @@ def test_a_gpu_another_job_holds_is_never_shared(tmp_path):
         result = tierbench_cli("run", "devices=[0]", *CUT, *_args(tmp_path), cwd=tmp_path, timeout=600, env=env)
         assert result.returncode == 2, result.stderr[-3000:]
         assert f"{uuid} is in use by shard 0/1 of sweep other (pid {holder.pid}" in result.stderr
-        (beat,) = sweep.beats(next((tmp_path / "sweeps").iterdir()))
+        (beat,) = sweep.beats(next((tmp_path / "runs" / ".sweeps").iterdir()))
         assert beat.code == 2 and "in use" in beat.error
         assert json.loads(next(claims.glob("*.json")).read_text())["pid"] == holder.pid
     finally:

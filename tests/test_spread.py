@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from cli_runner import tierbench_cli
 
 from tierbench.suite import spread
@@ -53,3 +54,29 @@ def test_spread_takes_run_ids_too(tmp_path, capsys):
     assert "n=1" in capsys.readouterr().out
     assert spread.main(["a", "nope", "--runs", str(tmp_path)]) == 2
     assert "is not a run folder, run id or sweep id" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags", [["--min-us", "nan"], ["--min-us", "-1"], ["--top", "-3"]])
+def test_spread_refuses_bounds_that_mean_nothing(tmp_path, capsys, flags):
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        RecordWriter(tmp_path / name).append(_rec("p1", 1.0))
+    assert spread.main([str(tmp_path / "a"), str(tmp_path / "b"), *flags]) == 2
+    assert "must be 0 or more" in capsys.readouterr().err
+
+
+def test_a_median_no_run_measures_is_no_headline(tmp_path, capsys):
+    """NaN is not JSON but Python's reader takes it: read as the null a writer writes, it pairs with
+    nothing, and a 1e308 ms median is the widest spread, not a NaN one."""
+    for name, medians in (("a", (1.0, 1.0, 1.0)), ("b", (1.0, 1e308, 1.0))):
+        (tmp_path / name).mkdir()
+        writer = RecordWriter(tmp_path / name)
+        for provider, median in zip(("p1", "p2", "p3"), medians):
+            writer.append(_rec(provider, median))
+    path = tmp_path / "b" / "measurements.jsonl"
+    lines = path.read_text().splitlines()
+    lines[2] = lines[2].replace('"median_ms":1.0', '"median_ms":NaN')
+    path.write_text("\n".join(lines) + "\n")
+    assert spread.main([str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert "all pairs:            n=2 " in out and "max 200.00%" in out and "nan" not in out.lower()

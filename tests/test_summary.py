@@ -141,6 +141,7 @@ def test_a_record_judged_again_names_no_winner_and_says_why():
     rejudged = _rec("sdpa-cudnn", "vendor", None, "incorrect", "dq: 2 elements off by up to 0.105")
     rejudged.case = {**rejudged.case, "mode": "bwd", "dtype": "bf16"}
     rejudged.errors = {"dq": 0.0025, "dk": 0.0024, "dv": 0.0023}
+    rejudged.rel_error = 0.0025
     rejudged.element_errors = {"dq": 0.105, "dk": 0.02, "dv": 0.02}
     fast = _rec("triton", "triton", 1.0)
     fast.case = dict(rejudged.case)
@@ -152,3 +153,14 @@ def test_a_record_judged_again_names_no_winner_and_says_why():
     text = markdown.render([fast, rejudge(rejudged)], SHOWN)
     assert "fastest timed, no winner: 1 correct, not timed*" in text
     assert "\\* sdpa-cudnn" in text and "correct under today's" in text
+
+
+def test_summary_of_an_unknown_family_or_a_hostile_run_id_exits_2_saying_so(tmp_path, capsys):
+    writer = RecordWriter(tmp_path)
+    for r in RECORDS:
+        writer.append(r)
+    assert markdown.main([str(tmp_path), "--family", "nope"]) == 2
+    assert "--family nope: the run has no such family; its families: attention" in capsys.readouterr().err
+    assert markdown.main(["\x1b]0;owned\x07run\u202e", "--runs", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\u202e" not in err and "\\x1b]0;owned\\x07run" in err

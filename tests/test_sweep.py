@@ -189,7 +189,7 @@ def test_devices_turn_a_command_into_a_joblib_multirun(tmp_path):
     runs = tmp_path / "runs"
     assert launch.plan(["suite=smoke", f"results_dir={runs}"]) is None  # a plain run
     (one,) = launch.plan(["devices=2", "device=cpu", "suite=smoke", f"results_dir={runs}"])
-    assert one.count == 2 and one.launch == 0 and one.folder == runs.parent / "sweeps" / one.sweep
+    assert one.count == 2 and one.launch == 0 and one.folder == runs / ".sweeps" / one.sweep
     assert one.argv[0] == "--multirun"
     assert {"shard.index=0,1", "shard.count=2", f"shard.sweep={one.sweep}", "shard.launch=0"} <= set(one.argv)
     assert "hydra/launcher=joblib" in one.argv and "hydra.launcher.n_jobs=2" in one.argv
@@ -254,10 +254,10 @@ def test_hydra_flags_keep_their_values_and_inspecting_runs_nothing(tmp_path):
     (one,) = launch.plan(["--config-dir", str(tmp_path), "devices=1", "device=cpu", f"results_dir={runs}"])
     assert one.argv[:3] == ["--config-dir", str(tmp_path), "--multirun"]
     assert launch.plan(["devices=2", "device=cpu", "--cfg", "job", f"results_dir={runs}"]) is None
-    assert len(list((runs.parent / "sweeps").iterdir())) == 1
+    assert len(list((runs / ".sweeps").iterdir())) == 1
 
 
 def test_a_sweep_refuses_a_run_id_before_anything_is_made(tmp_path):
     with pytest.raises(PlanError, match=r"drop run_id"):
         launch.plan(["devices=2", "device=cpu", "run_id=mine", f"results_dir={tmp_path}/runs"])
-    assert not (tmp_path / "sweeps").exists()
+    assert not (tmp_path / "runs").exists()

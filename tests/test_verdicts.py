@@ -15,6 +15,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _record(status: str, op: str = "attention", mode: str = "bwd", dtype: str = "bf16", **fields) -> Measurement:
+    errors = fields.get("errors", {})
+    if errors and "rel_error" not in fields and all(isinstance(e, float) and e < float("inf") for e in errors.values()):
+        fields["rel_error"] = max(errors.values())  # as the check keeps it: the worst over every output
     return Measurement(
         run_id="r",
         op=op,
@@ -69,6 +72,13 @@ def test_a_record_past_todays_bound_is_incorrect_whatever_it_was_called():
 def test_structural_failures_are_not_the_bounds_to_change():
     nan = _record("incorrect", reason="3 of 9 output elements are NaN or Inf", errors={"out": float("inf")})
     assert rejudge(nan) is nan
+    # One output of three was NaN: `errors` holds the other two, within every bound; rel_error (the worst of
+    # all) is null, so nothing flips.
+    partial = _record(
+        "incorrect", reason="dq: 2 of 9 output elements are NaN", errors={"dk": 1e-3, "dv": 1e-3}, rel_error=None
+    )
+    partial.element_errors = {"dk": 0.01, "dv": 0.01}
+    assert rejudge(partial) is partial
     shape = _record("incorrect", reason="output shape (2,) != expected (3,)")
     assert rejudge(shape) is shape
     error = _record("error", reason="wrote into its inputs")

@@ -162,8 +162,9 @@ class Frame:
 
     def _t(self, v: float, lo: float, hi: float, log: bool) -> float:
         if log:
-            v, lo, hi = math.log(max(v, 1e-300)), math.log(lo), math.log(hi)
-        return (v - lo) / (hi - lo) if hi > lo else 0.5
+            v, lo, hi = math.log(min(max(v, 1 / _LIMIT), _LIMIT)), math.log(lo), math.log(hi)
+        # A value past the axis (one the range left out) sits just beyond its end, not a light year away.
+        return min(max((v - lo) / (hi - lo), -0.05), 1.05) if hi > lo else 0.5
 
     def px(self, v: float) -> float:
         return self.left + self._t(v, self.x_lo, self.x_hi, self.x.log) * self.pw
@@ -221,8 +222,17 @@ def _touch(before: tuple[float, float, str], centre: float, half: float) -> bool
     return before[0] + before[1] + 4 > centre - half
 
 
+# Values a chart can place: a record may hold any number (a damaged file, 1e308 ms), which must not take
+# the axis (or its logarithm) past what floats hold.
+_LIMIT = 1e30
+
+
+def _plottable(v: float | None, log: bool) -> bool:
+    return v is not None and math.isfinite(v) and abs(v) <= _LIMIT and (v >= 1 / _LIMIT if log else True)
+
+
 def _range(values: list[float], axis: Axis, pad: float) -> tuple[float, float]:
-    vals = [v for v in values if v is not None and math.isfinite(v) and (v > 0 or not axis.log)]
+    vals = [v for v in values if _plottable(v, axis.log)]
     if not vals:
         return (1.0, 10.0) if axis.log else (0.0, 1.0)
     lo, hi = min(vals), max(vals)

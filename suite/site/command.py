@@ -11,10 +11,11 @@ Two sites, so that a user's runs never rewrite what the project publishes:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-from ..text import warnings_as_lines
+from ..text import plain, warnings_as_lines
 from . import browser
 from .build import build
 from .runs import SelectionError, committed_runs
@@ -62,16 +63,42 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _writable_folder(path: Path, flag: str) -> str:
+    """Why `path` cannot be a folder to write into ('' when it can): made where missing, then tried."""
+    if path.exists() and not path.is_dir():
+        return f"{flag} {path} is a file, not a folder"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"{flag} {path} cannot be made: {exc.strerror or exc}"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return f"{flag} {path} is not writable"
+    return ""
+
+
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     ceilings = args.ceilings or args.runs.parent / "ceilings"
     args.out = args.out or (PUBLISHED_SITE if args.publish else LOCAL_SITE)
     only = committed_runs(args.runs) if args.publish else None
+    problem = _writable_folder(args.out, "--out")
+    if not problem and args.screenshot:
+        if args.screenshot.is_dir():
+            problem = f"--screenshot {args.screenshot} is a folder: give a file name (index.png)"
+        else:
+            problem = _writable_folder(args.screenshot.parent, "--screenshot's folder")
+    if problem:
+        print(f"tierbench report: {plain(problem)}", file=sys.stderr)
+        return 2
     try:
         with warnings_as_lines("tierbench report"):
             result = build(args.runs, args.out, args.asv, ceilings, args.run_ids, only)
     except SelectionError as exc:
-        print(f"tierbench report: {exc}", file=sys.stderr)
+        print(f"tierbench report: {plain(str(exc))}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        where = exc.filename or args.out
+        print(f"tierbench report: cannot write the site: {plain(str(where))}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     if not result.devices:
         print(f"tierbench report: no runs under {args.runs}: the site shows asv's history only", file=sys.stderr)
@@ -90,6 +117,11 @@ def main(argv: list[str]) -> int:
         except browser.BrowserError as exc:
             print(f"tierbench report: no screenshot: {exc}", file=sys.stderr)
             return 1
+        except OSError as exc:
+            print(
+                f"tierbench report: cannot write --screenshot {args.screenshot}: {exc.strerror or exc}", file=sys.stderr
+            )
+            return 2
         for error in load.errors:
             print(f"tierbench report: the index logged an error: {error}", file=sys.stderr)
         print(f"screenshot: {args.screenshot}")

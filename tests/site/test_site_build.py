@@ -337,3 +337,38 @@ def test_the_index_shows_the_whole_ladder_in_order_marking_tiers_not_measured(tr
     )
     assert [(t[0], t[1]) for t in tiers] == [(n, n) for n in ("vendor", "compiler", "triton", "cuda", "portable")]
     assert {t[0] for t in tiers if t[2]} == {"vendor", "triton", "cuda"}
+
+
+def test_any_number_a_record_holds_builds_a_site(tree):
+    """A damaged or hand-made record (a median of 1e308 ms, NaN written where JSON has none, a tier color
+    that is no color) is shown as it is; no page fails to build."""
+    records = [
+        record(provider="eager", median_ms=1e308, tflops=1e-300, gbps=1e-300),
+        record(provider="compile", tier="compiler", median_ms=0.5, tflops=5e-305),
+        record(provider="huge", tier="odd", median_ms=1e-300, tflops=1e300),
+    ]
+    path = write_run(tree["runs"], "r1", records)
+    lines = (path / "measurements.jsonl").read_text().replace('"median_ms":0.5', '"median_ms":NaN')
+    (path / "measurements.jsonl").write_text(lines)
+    meta = (path / "run.json").read_text()
+    (path / "run.json").write_text(meta.replace('"#E69F00"', '"#zzzzzz"'))
+    _build(tree)
+    page = (tree["html"] / "devices/nvidia-h100-80gb-hbm3/matmul.html").read_text()
+    assert "#zzzzzz" not in page and "nan" not in re.findall(r'd="[^"]*"', page).__str__().lower()
+
+
+def test_the_command_refuses_folders_it_cannot_write_before_building(tree, capsys):
+    write_run(tree["runs"], "r1", [record()])
+    args = ["--runs", str(tree["runs"]), "--asv", str(tree["asv"])]
+    blocker = tree["html"].parent / "a-file"
+    blocker.write_text("")
+    for extra, said in (
+        (["--out", str(blocker)], "is a file, not a folder"),
+        (["--out", str(blocker / "site")], "cannot be made"),
+        (["--out", str(tree["html"]), "--screenshot", str(blocker / "x.png")], "is a file, not a folder"),
+        (["--out", str(tree["html"]), "--screenshot", str(tree["html"])], "is a folder: give a file name"),
+    ):
+        assert command.main([*args, *extra]) == 2
+        err = capsys.readouterr().err
+        assert said in err and "Traceback" not in err
+    assert not (tree["html"] / "index.html").exists()
