@@ -21,6 +21,7 @@ Torch-free: `history/compare` reads identities of old commits from git.
 from __future__ import annotations
 
 import ast
+import atexit
 import hashlib
 import json
 import subprocess
@@ -51,9 +52,76 @@ class Source(Protocol):
     def read(self, path: str) -> str | None: ...
 
 
+class GitBlobs:
+    """Files of any commit of one checkout, read through one `git cat-file --batch` process."""
+
+    def __init__(self, repo: Path):
+        self.repo = repo
+        self._process: subprocess.Popen | None = None
+        self._failed = False  # not a checkout, or no git: every read is None
+
+    def _start(self) -> subprocess.Popen | None:
+        if self._failed:
+            return None
+        if self._process is None or self._process.poll() is not None:
+            try:
+                self._process = subprocess.Popen(
+                    ["git", "cat-file", "--batch"],
+                    cwd=self.repo,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                )
+            except OSError:
+                self._process = None
+        return self._process
+
+    def read(self, commit: str, path: str) -> str | None:
+        process = self._start()
+        if process is None or "\n" in commit + path:
+            return None
+        try:
+            process.stdin.write(f"{commit}:{path}\n".encode())
+            process.stdin.flush()
+            header = process.stdout.readline().split()
+            if not header:  # the process ended: not a checkout
+                raise ValueError("git cat-file ended")
+            if len(header) != 3 or header[1] != b"blob":
+                return None  # "<name> missing", or not a file
+            data = process.stdout.read(int(header[2]) + 1)[:-1]  # the content, then a newline
+        except (OSError, ValueError):
+            self.close()
+            self._failed = True
+            return None
+        return data.decode("utf-8", errors="replace")
+
+    def close(self) -> None:
+        if self._process is not None:
+            for stream in (self._process.stdin, self._process.stdout):
+                try:
+                    stream.close()
+                except OSError:
+                    pass  # the process is gone: nothing to flush to
+            self._process.wait()
+            self._process = None
+
+
+_BLOBS: dict[Path, GitBlobs] = {}
+
+
+def git_blobs(repo: Path) -> GitBlobs:
+    """The one reader of a checkout's commits in this process (closed at exit)."""
+    key = Path(repo).resolve()
+    if key not in _BLOBS:
+        _BLOBS[key] = GitBlobs(key)
+        if len(_BLOBS) == 1:
+            atexit.register(lambda: [blobs.close() for blobs in _BLOBS.values()])
+    return _BLOBS[key]
+
+
 @dataclass
 class GitSource:
-    """Files of one commit of a git checkout (read with `git show`, cached)."""
+    """Files of one commit of a git checkout (cached)."""
 
     repo: Path
     commit: str
@@ -61,14 +129,7 @@ class GitSource:
 
     def read(self, path: str) -> str | None:
         if path not in self._cache:
-            try:
-                out = subprocess.run(
-                    ["git", "show", f"{self.commit}:{path}"], cwd=self.repo, capture_output=True, timeout=60
-                )
-            except (OSError, subprocess.SubprocessError):
-                out = None
-            ok = out is not None and out.returncode == 0
-            self._cache[path] = out.stdout.decode("utf-8", errors="replace") if ok else None
+            self._cache[path] = git_blobs(self.repo).read(self.commit, path)
         return self._cache[path]
 
 

@@ -26,6 +26,7 @@ class SeriesIdentities:
         self._plugins = plugins
         self._sources: dict[str, GitSource] = {}
         self._cache: dict[tuple[str, str, str], str] = {}
+        self._found: dict[str, tuple[Any, Any] | None] = {}
 
     @property
     def catalog(self) -> Any:
@@ -37,6 +38,11 @@ class SeriesIdentities:
 
     def provider_and_op(self, key: str) -> tuple[Any, Any] | None:
         """The catalog's provider and op of an asv series name, or None."""
+        if key not in self._found:
+            self._found[key] = self._find(key)
+        return self._found[key]
+
+    def _find(self, key: str) -> tuple[Any, Any] | None:
         parts = keys.parse(key)
         if parts is None:
             return None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import tempfile
 from pathlib import Path
 
 from .asvtool import AsvError
@@ -46,17 +47,24 @@ def commits_spec(text: str) -> str:
 
 
 def writable_file(path: str | Path, option: str) -> Path:
-    """A file path that can be written: its folder exists or can be made, and is writable; an AsvError naming
-    the option otherwise. Nothing is created."""
+    """A file path that can be written: its nearest existing folder takes a new file (a probe, removed at once;
+    permission bits say too little to root), and the file itself, if it exists, is writable. An AsvError naming
+    the option otherwise; nothing is left behind."""
     path = Path(path)
     if path.is_dir():
         raise AsvError(f"{option} {path}: is a folder, not a file")
     folder = path.parent
-    while not folder.exists():
+    while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     if not folder.is_dir():
         raise AsvError(f"{option} {path}: {folder} is not a folder")
-    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".tierbench-probe-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise AsvError(f"{option} {path}: not writable ({exc.strerror or exc})") from None
+    if path.exists() and not os.access(path, os.W_OK):
         raise AsvError(f"{option} {path}: not writable")
     return path
 

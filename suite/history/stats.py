@@ -22,7 +22,9 @@ that do replicate, and only one kind of verdict can fail a run:
 
 from __future__ import annotations
 
+import functools
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -80,6 +82,7 @@ def _finite_or_none(value):
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
+@functools.lru_cache(maxsize=256)
 def t_quantile(confidence: float, df: float) -> float:
     """Two-sided quantile of Student's t (the normal one for infinite df)."""
     q = 0.5 + confidence / 2
@@ -245,15 +248,17 @@ def paired_rounds(
 
 def round_medians(base: Sequence[float], head: Sequence[float], settings: Settings) -> Verdict:
     """The paired rule on per-round medians: round i of `base` and of `head` were measured back to back."""
+    # Plain Python on a handful of rounds: the replay (validate.py) calls this hundreds of thousands of times.
     k = len(base)
-    med_b = float(np.median(base)) if k else math.nan
-    med_a = float(np.median(head)) if k else math.nan
+    med_b = statistics.median(base) if k else math.nan
+    med_a = statistics.median(head) if k else math.nan
     if k < settings.min_rounds:
         return too_little(f"{k} paired rounds (need {settings.min_rounds})", "round", k, settings, med_b, med_a)
-    r = np.log(np.asarray(head, dtype=float)) - np.log(np.asarray(base, dtype=float))
-    sd = float(r.std(ddof=1))
+    r = [math.log(h) - math.log(b) for b, h in zip(base, head)]
+    mean = math.fsum(r) / k
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in r) / (k - 1))
     source = f"round-to-round noise of this A/B run ({k} rounds, sd {math.expm1(sd):.1%})"
-    return decide(float(r.mean()), sd / math.sqrt(k), k - 1, settings, source, "round", k, med_b, med_a)
+    return decide(mean, sd / math.sqrt(k), k - 1, settings, source, "round", k, float(med_b), float(med_a))
 
 
 def check_positive(values: Sequence[float], what: str) -> np.ndarray:

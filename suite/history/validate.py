@@ -96,6 +96,8 @@ def wilson(successes: float, n: float) -> tuple[float, float]:
     """Wilson's 95% interval of a proportion."""
     if not n:
         return math.nan, math.nan
+    if successes <= 0:
+        return 0.0, Z95**2 / (n + Z95**2)
     p = successes / n
     centre = (p + Z95**2 / (2 * n)) / (1 + Z95**2 / n)
     half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / (1 + Z95**2 / n)
