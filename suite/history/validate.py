@@ -124,7 +124,7 @@ class Validation:
     real: dict[str, Tally] = field(default_factory=dict)  # per family (and "<class> normalised")
     real_counts: dict[str, tuple[int, int, float]] = field(default_factory=dict)  # deviations, sessions, sd
     end_to_end: Tally = field(default_factory=Tally)
-    run_seconds: dict[str, float] = field(default_factory=dict)  # per history class: wall time of one asv run
+    run_seconds: dict[str, list[float]] = field(default_factory=dict)  # per set of classes: one asv run's wall times
 
 
 # -- across sessions ------------------------------------------------------------------------------------------
@@ -336,20 +336,21 @@ def end_to_end(obs: list[Observation], samples, settings: Settings, machine: str
 # -- the A/B's cost ------------------------------------------------------------------------------------------
 
 
-def run_seconds(files: list[ResultFile], session_of: dict[str, int]) -> dict[str, float]:
-    """Per set of history classes measured together, the median wall time of one asv run: from a run's start to
-    the next one's, where both measured one commit back to back in one session (A/A runs)."""
+def run_seconds(files: list[ResultFile], session_of: dict[str, int]) -> dict[str, list[float]]:
+    """Per set of history classes measured together, the wall times of one asv run: from a run's start to the
+    next one's, where both measured the same series of one commit back to back in one session (A/A runs, as an
+    A/B's rounds are)."""
     from .noise import file_start
 
     runs = sorted(((t, f) for f in files if (t := file_start(f)) is not None), key=lambda tf: tf[0])
     per_set: dict[str, list[float]] = {}
     for (t0, f0), (t1, f1) in itertools.pairwise(runs):
-        classes = sorted({keys.class_of(k) for k in f0.results})
         same_session = session_of.get(str(f0.path)) == session_of.get(str(f1.path))
-        if f0.commit != f1.commit or not same_session or classes != sorted({keys.class_of(k) for k in f1.results}):
+        if f0.commit != f1.commit or not same_session or set(f0.results) != set(f1.results):
             continue
+        classes = sorted({keys.class_of(k) for k in f0.results})
         per_set.setdefault(" + ".join(classes), []).append(t1 - t0)
-    return {name: float(np.median(v)) for name, v in sorted(per_set.items())}
+    return dict(sorted(per_set.items()))
 
 
 # -- the whole replay ------------------------------------------------------------------------------------------
@@ -455,8 +456,11 @@ def series_table(v: Validation) -> str:
 def cost_lines(v: Validation) -> str:
     lines = []
     for classes, seconds in v.run_seconds.items():
-        ab = 2 * v.rounds * seconds
-        lines.append(f"- {classes}: one asv run {seconds:.0f} s, an A/B of {v.rounds} rounds {ab:.0f} s")
+        mid = float(np.median(seconds))
+        lines.append(
+            f"- {classes}: one asv run {min(seconds):.0f}-{max(seconds):.0f} s (median {mid:.0f} s of "
+            f"{len(seconds)}), so an A/B of {v.rounds} rounds ({2 * v.rounds} runs) about {2 * v.rounds * mid:.0f} s"
+        )
     return "\n".join(lines) + ("\n" if lines else "")
 
 
