@@ -211,10 +211,8 @@ def write_outputs(args: argparse.Namespace, report: Report, targets: list[tuple[
     contents = {"md": render.markdown(report), "html": render.html_page(report), "json": render.json_text(report)}
     print(contents["json"] if args.json == "-" else contents["md"], end="")
     for kind, option, target in targets:
-        if target.is_file() and target.read_text(encoding="utf-8", errors="replace") == contents[kind]:
-            continue
-        write_text(target, contents[kind], option)
-        print(f"wrote {target}", file=sys.stderr)
+        if write_text(target, contents[kind], option):
+            print(f"wrote {target}", file=sys.stderr)
 
 
 def suspects_regex(report: Report, normalisers: dict[str, noise.Normaliser] | None = None) -> str | None:

@@ -69,10 +69,16 @@ def writable_file(path: str | Path, option: str) -> Path:
     return path
 
 
-def write_text(path: Path, content: str, option: str) -> None:
-    """Write a report; a failure (full disk, a folder that vanished) is an AsvError naming the option."""
+def write_text(path: Path, content: str, option: str) -> bool:
+    """Write a report unless the file already says exactly this (a committed report stays untouched); a
+    failure (full disk, a folder that vanished) is an AsvError naming the option. Returns whether it wrote."""
     try:
+        if path.is_file() and path.read_text(encoding="utf-8", errors="replace") == content:
+            return False
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content, encoding="utf-8")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(content, encoding="utf-8")
+        tmp.replace(path)
     except OSError as exc:
         raise AsvError(f"{option} {path}: cannot write ({exc.strerror or exc})") from None
+    return True

@@ -382,9 +382,18 @@ def aa_result_files(noise_root: Path, machine: str) -> list[Path]:
 
 
 def save(model: NoiseModel, path: Path) -> Path:
+    """Write the model, unless the file holds the same model (learned again from the same history: only its
+    `created` stamp would change)."""
+    data = asdict(model)
+    try:
+        old = json.loads(path.read_text())
+        if isinstance(old, dict) and {**old, "created": None} == json.loads(json.dumps({**data, "created": None})):
+            return path
+    except (OSError, json.JSONDecodeError):
+        pass
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(asdict(model), indent=1, sort_keys=True) + "\n")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     tmp.replace(path)
     return path
 

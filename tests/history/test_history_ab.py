@@ -100,3 +100,19 @@ def test_the_ab_measures_the_suspects_and_their_normalisers_only():
     regex = compare_command.suspects_regex(report, {"matmul.Matmul": NORMALISER})
     assert regex == r"^(matmul\.Matmul\.track_mine|matmul\.Matmul\.track_vendor)$"
     assert compare_command.suspects_regex(_cross_report("unchanged"), {}) is None
+
+
+def test_a_stored_aa_run_replays_through_the_ab_rule(project, capsys):
+    run = ab_run(own_factor=1.0, run_noise=0.002, rounds=10)
+    run.head = run.base
+    path = ab.save(run, project / "results" / "compare" / "ab" / "m-aaaaaaaa-aaaaaaaa.json")
+    code = compare_command.main(["--config", str(project / "asv.conf.json"), "--validate", "--ab-run", str(path)])
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "paired A/A run of aaaaaaaa" in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert code == 0 and "false confirmations" in out
+    assert cells[1] == "2 series" and cells[2].startswith("0.0%") and cells[-1] == "100.0%"  # 10% always seen
+    other = ab_run(own_factor=1.0)
+    ab.save(other, path)
+    assert compare_command.main(["--config", str(project / "asv.conf.json"), "--validate", "--ab-run", str(path)]) == 2
+    assert "not A/A" in capsys.readouterr().err

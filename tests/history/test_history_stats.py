@@ -223,6 +223,11 @@ def test_noise_model_round_trips(tmp_path):
     again = noise.load_model(path)
     assert again.lookup("norm.N.track_a", "v1") == model.lookup("norm.N.track_a", "v1")
     assert again.normalisers == model.normalisers and again.normalisers
+    stamp = path.stat().st_mtime_ns
+    relearned = noise.fit_model(_runs_with_a_shared_factor(0.002) + obs, "gpu")
+    relearned.created = model.created + 60.0
+    noise.save(relearned, path)  # the same model learned again: the file is left as it was
+    assert path.stat().st_mtime_ns == stamp
     (tmp_path / "old.json").write_text('{"format": 2}')
     with pytest.raises(noise.ResultsError, match="learn it again"):
         noise.load_model(tmp_path / "old.json")
