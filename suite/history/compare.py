@@ -140,12 +140,6 @@ class Report:
         return ratios[mid] if len(ratios) % 2 else math.sqrt(ratios[mid - 1] * ratios[mid])
 
 
-def split_key(key: str) -> tuple[str, str, str] | None:
-    """(family, provider, params) of an asv benchmark name `module.Class.track_provider(params)`, else None."""
-    parts = keys.parse(key)
-    return (parts.cls, parts.provider, parts.params) if parts else None
-
-
 def is_own(key: str, own_providers: tuple[str, ...] | None = None) -> bool:
     parts = keys.parse(key)
     own = default_own_providers() if own_providers is None else own_providers

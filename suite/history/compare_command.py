@@ -216,17 +216,18 @@ def write_outputs(args: argparse.Namespace, report: Report, targets: list[tuple[
 
 
 def suspects_regex(report: Report, normalisers: dict[str, noise.Normaliser] | None = None) -> str | None:
-    """An asv --bench regex of the benchmarks of the suspect own series, and of the controls that normalise
-    them in an A/B (measured by the same process anyway); None when nothing is suspected."""
+    """An asv --bench regex of exactly the suspect own series and the control series that normalise them in an
+    A/B (asv matches a parameterized benchmark by `name(params)`); None when nothing is suspected. The class's
+    process measures its whole class anyway: this selects which series asv records."""
     names = set()
     for row in report.rows:
         if not row.suspect:
             continue
-        names.add(row.key.split("(", 1)[0])
+        names.add(row.key)
         parts = keys.parse(row.key)
         normaliser = (normalisers or {}).get(parts.cls) if parts else None
         if normaliser is not None:
-            names.add(f"{parts.cls}.track_{normaliser.control}")
+            names.add(parts.with_provider(normaliser.control))
     return "^(" + "|".join(re.escape(n) for n in sorted(names)) + ")$" if names else None
 
 

@@ -4,6 +4,7 @@ normaliser that takes a run's machine factor out of an own series."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -98,7 +99,9 @@ def test_an_ab_decides_a_suspect_either_way():
 def test_the_ab_measures_the_suspects_and_their_normalisers_only():
     report = _cross_report("suspected")
     regex = compare_command.suspects_regex(report, {"matmul.Matmul": NORMALISER})
-    assert regex == r"^(matmul\.Matmul\.track_mine|matmul\.Matmul\.track_vendor)$"
+    assert regex == r"^(matmul\.Matmul\.track_mine\('c'\)|matmul\.Matmul\.track_vendor\('c'\))$"
+    assert re.search(regex, OWN) and re.search(regex, CONTROL)  # asv matches `name(params)`
+    assert not re.search(regex, "matmul.Matmul.track_mine('other')")
     assert compare_command.suspects_regex(_cross_report("unchanged"), {}) is None
 
 
