@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import atexit
+import functools
 import hashlib
 import json
 import subprocess
@@ -233,6 +234,7 @@ def digest(files: dict[str, str], extra: tuple[str, ...] = ()) -> str:
     return h.hexdigest()[:16]
 
 
+@functools.cache
 def distribution_of(module: str) -> str | None:
     """The installed distribution that provides a top-level module, or None."""
     top = module.split(".", 1)[0]
