@@ -1,5 +1,5 @@
 """The history experiment for a GPU machine with no network: real per-commit history, an A/A check, and a
-deliberately slowed commit that must be called `slower` (and nothing else).
+deliberately slowed commit whose slowdown a paired A/B must confirm (and nothing else).
 
     python experiments/gpu_history.py [--steps history,aa,slow] [--commits 3] [--aa-runs 3]
 
@@ -7,10 +7,11 @@ Steps (each can run in its own command; results accumulate under results/):
   history  the last --commits commits of the current branch, each built offline (pip --target, no deps)
            and measured by asv in this Python: `tierbench nightly --commits ... --existing-env`
   aa       --aa-runs more runs of HEAD, the noise model learned from them, then HEAD's history result
-           compared with a fresh run of HEAD: must report no regression
+           compared with a fresh run of HEAD, suspects re-measured A/B: must confirm no regression
   slow     a commit on top of HEAD whose Triton matmul uses one small tile config (branch asv-slowed),
-           measured, compared with HEAD: the Triton matmul series must be `slower` by about the ratio this
-           script measures directly for that config, every other series not slower
+           measured, compared with HEAD, suspects re-measured A/B: the Triton matmul series must be
+           `confirmed` slower by about the ratio this script measures directly for that config, every other
+           series not confirmed
 
 Set TIERBENCH_ASV_OVERRIDES to shrink the suite (e.g. "providers=[eager,triton]") and pass --bench to select
 families; both change nothing about the benchmarks' names or versions.
@@ -28,6 +29,7 @@ import tempfile
 from pathlib import Path
 
 from tierbench.suite.history import asvresults, publish
+from tierbench.suite.history.ab import DEFAULT_ROUNDS
 from tierbench.suite.history.asvtool import (
     BUILD_ENV,
     AsvConfig,
@@ -40,7 +42,7 @@ from tierbench.suite.history.asvtool import (
     require_commit,
 )
 from tierbench.suite.history.compare import compare_results, default_own_providers
-from tierbench.suite.history.compare_command import learn_model, record_aa_run
+from tierbench.suite.history.compare_command import confirm, learn_model, record_aa_run
 from tierbench.suite.history.nightly_command import main as nightly_main
 from tierbench.suite.history.render import markdown
 from tierbench.suite.history.stats import Settings
@@ -86,9 +88,11 @@ def step_history(config: AsvConfig, machine: str, count: int, bench: str | None)
 
 
 def _report(config: AsvConfig, machine: str, base: asvresults.ResultFile, head: asvresults.ResultFile):
-    model = learn_model(config, machine, default_own_providers())
+    own = default_own_providers()
+    model = learn_model(config, machine, own)
     source = f"learned from {model.files} stored result files" if model else "none"
     report = compare_results(base, head, model, Settings(), source)
+    confirm(config, report, DEFAULT_ROUNDS, Settings(), own, model)  # only an A/B in this session confirms
     print(markdown(report))
     return report
 
@@ -195,16 +199,16 @@ def step_slow(config: AsvConfig, machine: str, bench: str | None) -> bool:
         is_triton_matmul = row.key.startswith("matmul.Matmul.track_triton(")
         label = row.key.split("('", 1)[-1].rstrip("')")
         want = expected.get(label)
-        ratio = row.comparison.ratio if row.comparison else float("nan")
+        ratio = row.verdict.ratio if row.verdict else float("nan")
         if is_triton_matmul:
             close = want is None or abs(ratio / want - 1) < 0.25
-            good = row.state == "slower" and close
+            good = row.state == "confirmed" and close
             print(
                 f"{'PASS' if good else 'FAIL'} {row.key}: {row.state}, ratio {ratio:.2f}"
                 + (f" (measured directly: {want:.2f})" if want else "")
             )
         else:
-            good = row.state not in ("slower", "failed")
+            good = row.state not in ("confirmed", "failed")
             if not good:
                 print(f"FAIL {row.key}: {row.state} (only the Triton matmul changed)")
         ok = ok and good

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The regression check of a pull request: measures its base and head commits with asv (each built offline
 # into this Python, see `tierbench nightly --existing-env`), writes `tierbench compare`'s Markdown report,
-# and exits as compare does: 0 no regression, 1 a regression (with --confirm, one that a paired A/B
-# re-run of the suspect series confirmed) or benchmarks that failed, 2 bad input.
+# and exits as compare does: 0 no confirmed regression, 1 a regression that a paired A/B re-run of the
+# suspect series confirmed (both commits measured here, alternating, in this one session) or benchmarks
+# that failed, 2 bad input. Two stored runs only nominate suspects, and controls (code this project does
+# not build) only report machine drift: neither fails the check.
 #
 #   examples/ci/compare_pr.sh BASE HEAD [REPORT.md]       run from the root of a tierbench checkout
 #
@@ -10,7 +12,9 @@
 #   TIERBENCH          the command (default: tierbench on PATH; e.g. ".venv/bin/python -m tierbench.suite.cli")
 #   TIERBENCH_MACHINE  asv machine name (default: <gpu model>-<host>, e.g. h200-node7)
 #   TIERBENCH_BENCH    only the benchmarks whose name matches this regex (default: all)
-#   TIERBENCH_CONFIRM  0: report suspects without re-measuring them A/B (default: 1)
+#   TIERBENCH_CONFIRM  0: report suspects without re-measuring them A/B: nothing is confirmed, nothing
+#                      fails on timings (default: 1)
+#   TIERBENCH_ROUNDS   rounds of the A/B (default: compare's, 10)
 set -uo pipefail
 
 if [ $# -lt 2 ] || [ $# -gt 3 ]; then
@@ -33,6 +37,7 @@ common=()
 if [ -n "${TIERBENCH_MACHINE:-}" ]; then common+=(--machine "$TIERBENCH_MACHINE"); fi
 if [ -n "${TIERBENCH_BENCH:-}" ]; then common+=(--bench "$TIERBENCH_BENCH"); fi
 confirm=(--confirm)
+if [ -n "${TIERBENCH_ROUNDS:-}" ]; then confirm+=(--rounds "$TIERBENCH_ROUNDS"); fi
 if [ "${TIERBENCH_CONFIRM:-1}" = 0 ]; then confirm=(); fi
 
 # Both commits, each built offline and measured here; a commit with results on this machine is kept.

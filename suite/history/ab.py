@@ -5,7 +5,12 @@ offline build, as `nightly --existing-env` measures it), base first in even roun
 ones, so drift through the session hits both alike. A round is a whole asv run: its median spans every
 repetition and turn of the harness, so it averages over the level shifts a GPU's timings show within a
 session. The rounds are kept in results/compare/ab/<machine>-<base8>-<head8>.json; `compare_ab` turns
-them into paired verdicts (stats.paired_rounds).
+them into paired verdicts (stats.round_medians): an own series called slower is a confirmed regression.
+
+Where the noise model names a normaliser for a class (noise.Normaliser: a control whose ratio to the class's
+own series is steadier within a session than the series itself), each round's own median is divided by that
+control's median in the same asv run before the rounds are compared; the control's series is measured anyway
+(one process measures the whole class), so this costs nothing.
 """
 
 from __future__ import annotations
@@ -16,13 +21,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import asvresults
+from . import asvresults, keys
 from .asvtool import BUILD_ENV, AsvConfig, AsvError, build_commit, env_with_build, run_asv
-from .compare import Report, Row, default_own_providers, is_own, select, sort_rows, state_row
-from .stats import Settings, paired_rounds
+from .compare import Report, Row, ab_state, control_state, default_own_providers, is_own, select, sort_rows, state_row
+from .noise import Normaliser
+from .stats import Settings, Verdict, median, round_medians
 
 AB_FORMAT = 1
-DEFAULT_ROUNDS = 8
+DEFAULT_ROUNDS = 10  # the replay's choice: see docs/asv.md, Validation
 
 
 @dataclass
@@ -134,10 +140,43 @@ def _as_result(key: str, m: Measured | None) -> asvresults.BenchmarkResult | Non
     return None if m is None else asvresults.BenchmarkResult(key, key, (), m.version, m.value, m.samples)
 
 
+def _round_medians(run: ABRun, key: str) -> tuple[list[float], list[float]] | None:
+    """(base, head) medians per round of a series, or None where a round lacks its samples."""
+    base, head = [], []
+    for r in run.rounds:
+        b, h = r.base.get(key), r.head.get(key)
+        if not (b and b.samples and h and h.samples):
+            return None
+        base.append(median(b.samples))
+        head.append(median(h.samples))
+    return base, head
+
+
+def paired_verdict(
+    run: ABRun, key: str, settings: Settings, normaliser: Normaliser | None = None
+) -> tuple[Verdict, str]:
+    """The paired verdict of one series over the rounds, divided round by round by the normaliser's series of
+    the same case where one is given and measured in every round; and what it was divided by."""
+    base, head = _round_medians(run, key) or ([], [])
+    parts = keys.parse(key)
+    if normaliser is not None and parts is not None and base:
+        control = _round_medians(run, parts.with_provider(normaliser.control))
+        if control is not None:
+            base = [b / c for b, c in zip(base, control[0])]
+            head = [h / c for h, c in zip(head, control[1])]
+            return round_medians(base, head, settings), normaliser.source
+    return round_medians(base, head, settings), ""
+
+
 def compare_ab(
-    run: ABRun, settings: Settings, bench: str | None = None, own_providers: tuple[str, ...] | None = None
+    run: ABRun,
+    settings: Settings,
+    bench: str | None = None,
+    own_providers: tuple[str, ...] | None = None,
+    normalisers: dict[str, Normaliser] | None = None,
 ) -> Report:
-    """Per series, the paired verdict over the rounds (a series failed or skipped in any round gets none)."""
+    """Per series, the paired verdict over the rounds (a series failed or skipped in any round gets none): an
+    own series called slower is confirmed; a control that moved is drift between the two builds' runs."""
     per_series = run.seconds / run.series if run.series else 0.0
     report = Report(
         run.base[:8],
@@ -151,8 +190,8 @@ def compare_ab(
         base_commit=run.base,
         head_commit=run.head,
     )
-    keys = {k for r in run.rounds for k in (*r.base, *r.head)}
-    for key in select(keys, bench):
+    keys_ = {k for r in run.rounds for k in (*r.base, *r.head)}
+    for key in select(keys_, bench):
         own = is_own(key, own_providers)
         row = None
         for r in run.rounds:
@@ -160,10 +199,14 @@ def compare_ab(
             if row is not None:
                 break
         if row is None:
-            base_rounds = [r.base[key].samples or [] for r in run.rounds]
-            head_rounds = [r.head[key].samples or [] for r in run.rounds]
-            v = paired_rounds(base_rounds, head_rounds, settings)
-            row = Row(key, v.verdict, v, v.reason, own, confirmation=v)
+            normaliser = (normalisers or {}).get(keys.class_of(key)) if own else None
+            v, divided = paired_verdict(run, key, settings, normaliser)
+            if own:
+                row = Row(key, ab_state(v), ab=v, note=v.reason, own=True, normalised_by=divided)
+            else:
+                state = control_state(v)
+                why = "a control moved between the two builds' runs: the harness or the machine differed"
+                row = Row(key, state, ab=v, note=why if state == "drift" else v.reason, own=False)
         report.rows.append(row)
     sort_rows(report.rows)
     return report

@@ -1,4 +1,14 @@
-"""Per-series verdicts between two asv results: across sessions (a commit and its base), or paired A/B."""
+"""Per-series verdicts between two asv results: nominated across sessions, confirmed by a paired A/B.
+
+Each row ends in one state, and says how it was decided:
+- the project's own series: `confirmed` (a paired A/B in one session called it slower: the only state that
+  fails a run), `suspected` (slower across sessions, and not yet re-measured, or an A/B that could not tell),
+  `unchanged`, `faster`;
+- controls (providers this project does not build, pinned by the environment): `drift` (moved beyond their
+  noise: the machine, or the harness, changed) or `steady`; never a failure;
+- no verdict: `failed`, `skipped`, `new`, `gone`, `incomparable` (another benchmark version), `unjudged` (no
+  samples, or too few).
+"""
 
 from __future__ import annotations
 
@@ -9,16 +19,20 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from . import keys
 from .asvresults import BenchmarkResult, ResultFile
 from .noise import NoiseModel, default_prior
 from .stats import Noise, Settings, Verdict, cross_session, too_little
 
-# Rows that carry no verdict, after the four verdicts, in report order.
-OTHER_STATES = ("failed", "skipped", "new", "gone", "incomparable")
+OWN_STATES = ("confirmed", "suspected", "faster", "unchanged")
+CONTROL_STATES = ("drift", "steady")
+# Rows that carry no verdict, in report order.
+OTHER_STATES = ("failed", "skipped", "new", "gone", "incomparable", "unjudged")
+STATES = OWN_STATES + CONTROL_STATES + OTHER_STATES
 
 # Providers whose code lives in this repository: a commit can change them. Every other provider (vendor
 # libraries, the compiler, flash-attn) is pinned by the environment, so its series are controls: their
-# sessions are repeats of unchanged code, and one called faster or slower means the machine moved.
+# sessions are repeats of unchanged code, and one that moved means the machine moved.
 # Which those are is asked of the tier records (suite/tiers.py: a tier's own_code), never of a tier's name.
 
 
@@ -31,36 +45,56 @@ def default_own_providers(plugins: tuple[str, ...] = ()) -> tuple[str, ...]:
     return tuple(sorted({re.sub(r"\W", "_", name) for name in build(plugins).own_code_providers()}))
 
 
-# asv names: <module>.<Class>.track_<provider>(<params>)
-_KEY = re.compile(r"^(?P<family>.+)\.track_(?P<provider>\w+)(?P<params>\(.*\))?$")
-
-
 @dataclass
 class Row:
     key: str
-    state: str  # one of stats.VERDICTS or OTHER_STATES: the cross-session (or A/B) verdict
-    verdict: Verdict | None = None
+    state: str  # one of STATES: the verdict that counts
+    cross: Verdict | None = None  # the cross-session verdict (a nomination, or a control's drift)
+    ab: Verdict | None = None  # the paired A/B verdict, where one measured this row
     note: str = ""
     own: bool = True  # the project's own code, not a control
-    confirmation: Verdict | None = None  # the paired A/B verdict that re-measured this row, if one did
+    normalised_by: str = ""  # the A/B judged own / this control (noise.Normaliser.source)
 
     @property
-    def final(self) -> str:
-        """The verdict that counts: the A/B one where the row was re-measured."""
-        return self.confirmation.verdict if self.confirmation is not None else self.state
+    def verdict(self) -> Verdict | None:
+        """The verdict behind the state: the A/B's where there was one."""
+        return self.ab or self.cross
+
+    @property
+    def decided_by(self) -> str:
+        if self.state in OTHER_STATES:
+            return ""
+        if self.ab is not None:
+            rounds = f"paired A/B, {self.ab.n} rounds in one session"
+            return rounds + (f", {self.normalised_by}" if self.normalised_by else "")
+        return "across sessions"
 
     @property
     def confirmed(self) -> bool | None:
-        """None: not re-measured; True: A/B called it slower too; False: A/B did not."""
-        return None if self.confirmation is None else self.confirmation.verdict == "slower"
+        """None: not re-measured; True: an A/B called it slower; False: an A/B did not."""
+        return None if self.ab is None or not self.own else self.ab.verdict == "slower"
 
     @property
     def suspect(self) -> bool:
-        """Looks slower: called slower, or an estimate past the floor that the noise leaves open."""
-        v = self.verdict
-        return self.state == "slower" or (
-            self.state == "ambiguous" and v is not None and math.isfinite(v.ratio) and v.ratio > 1
-        )
+        """An own series nominated across sessions (what an A/B confirmation re-measures)."""
+        return self.own and self.cross is not None and self.cross.verdict == "suspected"
+
+
+def own_state(cross: Verdict) -> str:
+    """The state of an own series from its cross-session nomination."""
+    return {"suspected": "suspected", "faster": "faster", "unchanged": "unchanged"}.get(cross.verdict, "unjudged")
+
+
+def control_state(v: Verdict) -> str:
+    """A control's state from a two-sided verdict (across sessions, or an A/B's)."""
+    if v.verdict in ("slower", "faster"):
+        return "drift"
+    return "unjudged" if v.verdict == "ambiguous" and not math.isfinite(v.ci_low) else "steady"
+
+
+def ab_state(v: Verdict) -> str:
+    """An own series' state from its paired A/B: slower is the one confirmation."""
+    return {"slower": "confirmed", "faster": "faster", "unchanged": "unchanged"}.get(v.verdict, "suspected")
 
 
 @dataclass
@@ -75,30 +109,41 @@ class Report:
     own_providers: tuple[str, ...] = field(default_factory=default_own_providers)
     base_commit: str = ""
     head_commit: str = ""
+    confirmation: str = ""  # what re-measured the suspects (rounds, seconds), or why nothing did
 
     def count(self, state: str) -> int:
-        return sum(1 for r in self.rows if r.final == state)
+        return sum(1 for r in self.rows if r.state == state)
 
     @property
     def regressions(self) -> list[Row]:
-        return [r for r in self.rows if r.final == "slower"]
+        """Confirmed regressions: own series that a paired A/B called slower. The exit status follows these."""
+        return [r for r in self.rows if r.state == "confirmed" and r.own]
 
     @property
-    def moved_controls(self) -> list[Row]:
-        """Control series (providers not built here) called faster or slower: the machine drifted."""
-        return [r for r in self.rows if r.final in ("faster", "slower") and not r.own]
+    def suspects(self) -> list[Row]:
+        return [r for r in self.rows if r.state == "suspected"]
 
+    @property
+    def drifted(self) -> list[Row]:
+        """Control series that moved: the machine (or the harness) differed."""
+        return [r for r in self.rows if r.state == "drift" and not r.own]
 
-def split_key(key: str) -> tuple[str, str, str] | None:
-    """(family, provider, params) of an asv benchmark name `module.Class.track_provider(params)`, else None."""
-    m = _KEY.match(key)
-    return (m["family"], m["provider"], m["params"] or "") if m else None
+    def drift_size(self) -> float | None:
+        """The median ratio of the control series that got a verdict (1.0: the machine held still)."""
+        ratios = sorted(
+            r.verdict.ratio for r in self.rows if not r.own and r.verdict and math.isfinite(r.verdict.ratio)
+        )
+        ratios = [x for x in ratios if x > 0]
+        if not ratios:
+            return None
+        mid = len(ratios) // 2
+        return ratios[mid] if len(ratios) % 2 else math.sqrt(ratios[mid - 1] * ratios[mid])
 
 
 def is_own(key: str, own_providers: tuple[str, ...] | None = None) -> bool:
-    parts = split_key(key)
+    parts = keys.parse(key)
     own = default_own_providers() if own_providers is None else own_providers
-    return parts is None or parts[1] in own  # unknown names are never treated as controls
+    return parts is None or parts.provider in own  # unknown names are never treated as controls
 
 
 def own_test(own_providers: tuple[str, ...]) -> Callable[[str], bool]:
@@ -135,10 +180,19 @@ def compare_row(
     if not base.samples or not head.samples:
         # Without samples only asv's medians exist: show them, call nothing.
         why = "no samples stored (run asv with --record-samples)"
-        v = too_little(why, "session", 2, settings, base.value, head.value)
-        return Row(key, v.verdict, v, v.reason, own)
-    v = cross_session(base.samples, head.samples, level, settings)
-    return Row(key, v.verdict, v, v.reason, own)
+        return Row(key, "unjudged", too_little(why, "session", 2, settings, base.value, head.value), note=why, own=own)
+    v = cross_session(base.samples, head.samples, level, settings, control=not own)
+    if v.verdict == "ambiguous" and not math.isfinite(v.ci_low):
+        return Row(key, "unjudged", v, note=v.reason, own=own)
+    state = own_state(v) if own else control_state(v)
+    note = v.reason if own else _drift_note(v, state)
+    return Row(key, state, v, note=note, own=own)
+
+
+def _drift_note(v: Verdict, state: str) -> str:
+    if state == "drift":
+        return f"control moved {v.ratio - 1:+.1%} beyond its noise (p={v.p_value:.2g}): machine drift, never a failure"
+    return f"control within its noise ({v.ratio - 1:+.1%})"
 
 
 def _no_model_noise() -> Noise:
@@ -146,11 +200,11 @@ def _no_model_noise() -> Noise:
     return Noise(prior.sigma, 4.0, f"no noise model: prior {prior.source}")
 
 
-_ORDER = {state: i for i, state in enumerate(("slower", "faster", "ambiguous", *OTHER_STATES, "unchanged"))}
+_ORDER = {state: i for i, state in enumerate(("confirmed", "suspected", "drift", "faster", *OTHER_STATES))}
 
 
 def sort_rows(rows: list[Row]) -> None:
-    rows.sort(key=lambda r: (_ORDER[r.final], r.key))
+    rows.sort(key=lambda r: (_ORDER.get(r.state, len(_ORDER)), not r.own, r.key))
 
 
 def bench_regex(text: str) -> str:
@@ -162,9 +216,9 @@ def bench_regex(text: str) -> str:
     return text
 
 
-def select(keys: set[str], bench: str | None) -> list[str]:
+def select(keys_: set[str], bench: str | None) -> list[str]:
     pattern = re.compile(bench) if bench else None
-    return sorted(k for k in keys if pattern is None or pattern.search(k))
+    return sorted(k for k in keys_ if pattern is None or pattern.search(k))
 
 
 def compare_results(
@@ -176,7 +230,8 @@ def compare_results(
     bench: str | None = None,
     own_providers: tuple[str, ...] | None = None,
 ) -> Report:
-    """Every benchmark of either file (matching `bench`, a regex), worst news first: the cross-session verdict."""
+    """Every benchmark of either file (matching `bench`, a regex), worst news first: own series nominated across
+    sessions, controls judged for drift. Nothing here is confirmed: `confirm` re-measures the suspects."""
     own_providers = default_own_providers() if own_providers is None else own_providers
     report = Report(
         base.label,
@@ -194,3 +249,19 @@ def compare_results(
         report.rows.append(compare_row(key, base.results.get(key), head.results.get(key), noise, settings, own))
     sort_rows(report.rows)
     return report
+
+
+def attach_confirmations(report: Report, confirmation: Report) -> None:
+    """Give each suspect row of `report` the paired A/B verdict that re-measured it; the A/B's state counts."""
+    by_key = {r.key: r for r in confirmation.rows}
+    for row in report.rows:
+        again = by_key.get(row.key)
+        if again is None or not row.suspect:
+            continue
+        if again.ab is None:
+            row.note += f"; the A/B gave no verdict ({again.state}: {again.note})"
+            continue
+        row.ab, row.normalised_by = again.ab, again.normalised_by
+        row.state = ab_state(again.ab)
+        row.note = again.ab.reason
+    sort_rows(report.rows)

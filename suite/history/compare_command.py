@@ -2,13 +2,17 @@
 model and the replay that validates them.
 
     tierbench compare BASE HEAD [--confirm] [--json FILE|-] [--md FILE] [--html FILE] [--machine M] ...
-    tierbench compare --ab BASE HEAD [--rounds 8]      both commits measured here, alternating round by round
-    tierbench compare --validate [--machine M]         replay the stored history: false alarms and power
+    tierbench compare --ab BASE HEAD [--rounds 10]     both commits measured here, alternating round by round
+    tierbench compare --validate [--machine M]         replay the stored history: suspects, confirmations, power
     tierbench compare --learn-noise [COMMIT] [--runs 1]
 
 BASE and HEAD are commits (refs or hash prefixes) with results in results/asv/<machine>/, or paths of
-asv result files. Exit status: 0 no regression, 1 a regression, 2 bad input (a result that is missing,
-empty or malformed, an unknown commit, no asv).
+asv result files. The stored results only nominate suspects (the project's series that look slower across
+sessions); --confirm re-measures them in a paired, alternating A/B of both commits here, and only a slowdown
+that the A/B confirms is a regression. Controls (series of code this project does not build) report machine
+drift and never fail. Exit status: 0 no confirmed regression, 1 a confirmed regression (--confirm, --ab),
+2 bad input (a result that is missing, empty or malformed, an unknown commit, an unwritable report path,
+no asv).
 """
 
 from __future__ import annotations
@@ -21,12 +25,11 @@ import tempfile
 from pathlib import Path
 
 from ..text import warnings_as_lines
-from . import ab, asvresults, noise, render, validate
+from . import ab, asvresults, keys, noise, render, validate
 from .asvresults import ResultFile, ResultsError
 from .asvtool import (
     AsvConfig,
     AsvError,
-    code_tree,
     find_config,
     installed_commit,
     machine_name,
@@ -35,7 +38,10 @@ from .asvtool import (
     resolve_commit,
     run_asv,
 )
-from .compare import Report, bench_regex, compare_results, default_own_providers, own_test, sort_rows
+from .compare import Report, attach_confirmations, bench_regex, compare_results, default_own_providers, own_test
+from .identities import SeriesIdentities
+from .inputs import at_least, writable_file, write_text
+from .inputs import machine_name as machine_arg
 from .stats import Settings
 
 
@@ -58,22 +64,39 @@ def _parser() -> argparse.ArgumentParser:
         metavar="COMMIT",
         help="add --runs A/A runs of COMMIT (the installed build), then learn the noise model from the history",
     )
-    p.add_argument("--confirm", action="store_true", help="re-measure suspect series A/B before calling them")
+    p.add_argument(
+        "--confirm", action="store_true", help="re-measure the suspects A/B here: only a confirmed slowdown exits 1"
+    )
     p.add_argument(
         "--ab-run",
         metavar="FILE",
         help="with --validate: replay a stored A/B run of one commit against itself (results/compare/ab/...)",
     )
-    p.add_argument("--rounds", type=int, default=ab.DEFAULT_ROUNDS, help="A/B rounds (default: %(default)s)")
-    p.add_argument("--runs", type=int, default=1, help="A/A runs to add with --learn-noise COMMIT")
-    p.add_argument("--machine", help="asv machine name (default: the only one with results, or this one's)")
+    p.add_argument(
+        "--rounds",
+        type=at_least(Settings.min_rounds),
+        default=ab.DEFAULT_ROUNDS,
+        help=f"A/B rounds, {Settings.min_rounds} or more (default: %(default)s)",
+    )
+    p.add_argument("--runs", type=at_least(1), default=1, help="A/A runs to add with --learn-noise COMMIT")
+    p.add_argument(
+        "--machine", type=machine_arg, help="asv machine name (default: the only one with results, or this one's)"
+    )
     p.add_argument("--env", help="asv environment name, when a commit has results in several")
     p.add_argument("--config", help="asv config (default: asv.conf.json of this checkout)")
     p.add_argument(
         "--noise", help="noise model file, or 'none' (default: learned now from the machine's stored history)"
     )
     p.add_argument("--floor", type=float, default=Settings.floor, help="smallest change called (0.02 = 2%%)")
-    p.add_argument("--alpha", type=float, default=Settings.alpha, help="two-sided significance level")
+    p.add_argument(
+        "--alpha", type=float, default=Settings.alpha, help="two-sided level of an A/B's and a control's verdict"
+    )
+    p.add_argument(
+        "--suspect-alpha",
+        type=float,
+        default=Settings.suspect_alpha,
+        help="one-sided level of a nomination across sessions (default: %(default)s)",
+    )
     p.add_argument("--bench", type=bench_regex, help="only benchmarks whose name matches this regex")
     p.add_argument(
         "--own",
@@ -81,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
         "control (default: the providers of the own-code tiers, e.g. triton)",
     )
     p.add_argument("--plugins", help="plugin modules whose own-code providers are judged too, comma-separated")
-    p.add_argument("--json", help="write the verdicts as JSON here ('-': on stdout instead of Markdown)")
+    p.add_argument("--json", help="write the verdicts (or --validate's tables) as JSON here ('-': on stdout)")
     p.add_argument("--md", help="write the Markdown here (default: results/compare/<machine>-<base>-<head>.md)")
     p.add_argument("--html", help="write the HTML here (default: results/compare/<machine>-<base>-<head>.html)")
     return p
@@ -90,9 +113,10 @@ def _parser() -> argparse.ArgumentParser:
 def _settings(args: argparse.Namespace) -> Settings:
     if not 0.0 <= args.floor <= 10.0:
         raise AsvError(f"--floor={args.floor} is outside 0.0..10.0")
-    if not 0.0 < args.alpha < 1.0:
-        raise AsvError(f"--alpha={args.alpha} is outside 0..1")
-    return Settings(floor=args.floor, alpha=args.alpha)
+    for name, value in (("--alpha", args.alpha), ("--suspect-alpha", args.suspect_alpha)):
+        if not 0.0 < value < 0.5:
+            raise AsvError(f"{name}={value} is outside 0..0.5")
+    return Settings(floor=args.floor, alpha=args.alpha, suspect_alpha=args.suspect_alpha)
 
 
 def _own(args: argparse.Namespace) -> tuple[str, ...]:
@@ -130,26 +154,28 @@ def history_files(config: AsvConfig, machine: str) -> list[ResultFile]:
     return files
 
 
-def code_ids(config: AsvConfig):
-    """Commit -> the tree of the project's own code at it (commits with equal trees ran the same code)."""
-    cache: dict[str, str] = {}
+def code_ids(config: AsvConfig, plugins: tuple[str, ...] = ()) -> SeriesIdentities:
+    """(series, commit) -> the code identity of the series' provider at that commit (suite/benchmarks/identity.py):
+    commits with equal identities ran the same code for that series."""
+    return SeriesIdentities(config.repo, plugins=plugins)
 
-    def code_id(sha: str) -> str:
-        if sha not in cache:
-            cache[sha] = code_tree(config.repo, sha)
-        return cache[sha]
 
-    return code_id
+def _plugins(args: argparse.Namespace) -> tuple[str, ...]:
+    return tuple(p for p in (getattr(args, "plugins", None) or "").split(",") if p)
 
 
 def learn_model(
-    config: AsvConfig, machine: str, own: tuple[str, ...], leave_out: tuple[Path, ...] = ()
+    config: AsvConfig,
+    machine: str,
+    own: tuple[str, ...],
+    leave_out: tuple[Path, ...] = (),
+    plugins: tuple[str, ...] = (),
 ) -> noise.NoiseModel | None:
     files = [f for f in history_files(config, machine) if f.path.resolve() not in {p.resolve() for p in leave_out}]
     files = [f for f in files if f.machine == machine]
     if not files:
         return None
-    return noise.learn(files, machine, own_test(own), code_ids(config))
+    return noise.learn(files, machine, own_test(own), code_ids(config, plugins))
 
 
 def _noise_for(args: argparse.Namespace, config: AsvConfig, machine: str, own: tuple[str, ...]):
@@ -158,54 +184,83 @@ def _noise_for(args: argparse.Namespace, config: AsvConfig, machine: str, own: t
     if args.noise:
         path = Path(args.noise)
         return noise.load_model(path), noise.shown_path(path, config.root)
-    model = learn_model(config, machine, own)
+    model = learn_model(config, machine, own, plugins=_plugins(args))
     if model is None:
         return None, f"none: no stored history of {machine} (the prior of a machine without history)"
-    return model, f"learned from {model.files} stored result files of {machine} (results/asv, results/noise)"
+    return model, (
+        f"learned from {model.files} stored result files of {machine} in {model.sessions} sessions "
+        "(results/asv, results/noise)"
+    )
 
 
-def write_outputs(args: argparse.Namespace, config: AsvConfig, report: Report, stem: str) -> None:
-    text = render.markdown(report)
-    as_json = render.json_text(report)
-    print(as_json if args.json == "-" else text, end="")
+def output_targets(args: argparse.Namespace, config: AsvConfig, stem: str) -> list[tuple[str, str, Path]]:
+    """(kind, option, path) of every report to write, each checked writable before anything is measured."""
     out = config.root / "results" / "compare"
     targets = [
-        (text, args.md or out / f"{stem}.md"),
-        (render.html_page(report), args.html or out / f"{stem}.html"),
+        ("md", "--md", Path(args.md or out / f"{stem}.md")),
+        ("html", "--html", Path(args.html or out / f"{stem}.html")),
     ]
     if args.json and args.json != "-":
-        targets.append((as_json, args.json))
-    for content, target in targets:
-        target = Path(target)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
-        print(f"wrote {target}", file=sys.stderr)
+        targets.append(("json", "--json", Path(args.json)))
+    return [(kind, option, writable_file(path, option)) for kind, option, path in targets]
 
 
-def attach_confirmations(report: Report, confirmation: Report) -> None:
-    """Give each re-measured row of `report` its A/B verdict."""
-    by_key = {r.key: r for r in confirmation.rows}
+def write_outputs(args: argparse.Namespace, report: Report, targets: list[tuple[str, str, Path]]) -> None:
+    """The report on stdout (Markdown, or JSON with --json -) and into its files; a file whose content would not
+    change is left as it is."""
+    contents = {"md": render.markdown(report), "html": render.html_page(report), "json": render.json_text(report)}
+    print(contents["json"] if args.json == "-" else contents["md"], end="")
+    for kind, option, target in targets:
+        if write_text(target, contents[kind], option):
+            print(f"wrote {target}", file=sys.stderr)
+
+
+def suspects_regex(report: Report, normalisers: dict[str, noise.Normaliser] | None = None) -> str | None:
+    """An asv --bench regex of exactly the suspect own series and the control series that normalise them in an
+    A/B (asv matches a parameterized benchmark by `name(params)`); None when nothing is suspected. The class's
+    process measures its whole class anyway: this selects which series asv records."""
+    names = set()
     for row in report.rows:
-        again = by_key.get(row.key)
-        if again is not None and again.verdict is not None and row.suspect:
-            row.confirmation = again.verdict
-    sort_rows(report.rows)
+        if not row.suspect:
+            continue
+        names.add(row.key)
+        parts = keys.parse(row.key)
+        normaliser = (normalisers or {}).get(parts.cls) if parts else None
+        if normaliser is not None:
+            names.add(parts.with_provider(normaliser.control))
+    return "^(" + "|".join(re.escape(n) for n in sorted(names)) + ")$" if names else None
 
 
-def suspects_regex(report: Report) -> str | None:
-    """An asv --bench regex of the benchmarks whose own series look slower, or None when none do."""
-    names = sorted({r.key.split("(", 1)[0] for r in report.rows if r.own and r.suspect})
-    return "^(" + "|".join(re.escape(n) for n in names) + ")" if names else None
-
-
-def confirm(config: AsvConfig, report: Report, rounds: int, settings: Settings, own: tuple[str, ...]) -> None:
-    """Re-measure the suspect own series A/B (both commits built, alternating) and attach the verdicts."""
-    bench = suspects_regex(report)
-    if bench is None or not (report.base_commit and report.head_commit):
+def confirm(
+    config: AsvConfig,
+    report: Report,
+    rounds: int,
+    settings: Settings,
+    own: tuple[str, ...],
+    model: noise.NoiseModel | None = None,
+) -> None:
+    """Re-measure the suspect own series A/B (both commits built, alternating rounds in this one session) and
+    give each its paired verdict: only these can confirm a regression."""
+    normalisers = model.normalisers if model else {}
+    bench = suspects_regex(report, normalisers)
+    if bench is None:
+        report.confirmation = "nothing suspected: no A/B needed"
+        return
+    if not (report.base_commit and report.head_commit):
+        report.confirmation = "suspects not re-measured: the commits of the two results are unknown"
         return
     run = ab.run_ab(config, report.machine, report.base_commit, report.head_commit, rounds, bench)
-    attach_confirmations(report, ab.compare_ab(run, settings, None, own))
-    report.noise_source += f"; suspects re-measured A/B ({rounds} rounds, {run.seconds:.0f} s)"
+    attach_confirmations(report, ab.compare_ab(run, settings, None, own, normalisers))
+    suspects = sum(1 for r in report.rows if r.ab is not None)
+    report.confirmation = (
+        f"{suspects} suspects re-measured in a paired A/B here ({rounds} rounds alternating base and head, "
+        f"{run.seconds:.0f} s)"
+    )
+
+
+def not_confirmed(report: Report) -> None:
+    if report.suspects:
+        report.confirmation = "suspects not re-measured (run with --confirm): nothing is confirmed"
 
 
 def compare(args: argparse.Namespace, config: AsvConfig) -> int:
@@ -220,13 +275,16 @@ def compare(args: argparse.Namespace, config: AsvConfig) -> int:
         )
     if not set(base.results) & set(head.results):
         raise ResultsError(f"{base.path} and {head.path} have no benchmark in common")
+    targets = output_targets(args, config, f"{head.machine}-{base.label}-{head.label}")
     model, source = _noise_for(args, config, head.machine, own)
     report = compare_results(base, head, model, settings, source, args.bench, own)
     if not report.rows:
         raise ResultsError(f"no benchmarks matching {args.bench} in {base.path} and {head.path}")
     if args.confirm:
-        confirm(config, report, args.rounds, settings, own)
-    write_outputs(args, config, report, f"{head.machine}-{base.label}-{head.label}")
+        confirm(config, report, args.rounds, settings, own, model)
+    else:
+        not_confirmed(report)
+    write_outputs(args, report, targets)
     return 1 if report.regressions else 0
 
 
@@ -234,48 +292,42 @@ def compare_ab_command(args: argparse.Namespace, config: AsvConfig) -> int:
     settings, own = _settings(args), _own(args)
     base, head = require_commit(config.repo, args.base), require_commit(config.repo, args.head)
     machine = args.machine or machine_name()
+    targets = output_targets(args, config, f"{machine}-ab-{base[:8]}-{head[:8]}")
+    model = learn_model(config, machine, own, plugins=_plugins(args)) if args.noise != "none" else None
     with tempfile.TemporaryDirectory(prefix="tierbench-ab-") as tmp:
         register_machine(machine, config.variant(Path(tmp)))
     run = ab.run_ab(config, machine, base, head, args.rounds, args.bench)
-    report = ab.compare_ab(run, settings, None, own)
+    report = ab.compare_ab(run, settings, None, own, model.normalisers if model else None)
     if not report.rows:
         raise ResultsError(f"the A/B run measured nothing{' matching ' + args.bench if args.bench else ''}")
-    write_outputs(args, config, report, f"{machine}-ab-{base[:8]}-{head[:8]}")
+    write_outputs(args, report, targets)
     return 1 if report.regressions else 0
 
 
 def validate_command(args: argparse.Namespace, config: AsvConfig) -> int:
     settings, own = _settings(args), _own(args)
+    target = writable_file(args.json, "--json") if args.json and args.json != "-" else None
     if args.ab_run:
         run = ab.load(Path(args.ab_run))
         if run.base != run.head:
             raise ResultsError(f"{args.ab_run}: an A/B run of {run.base[:8]} against {run.head[:8]}, not A/A")
-        keys = {k for r in run.rounds for k in r.base if r.base[k].samples and r.head.get(k) and r.head[k].samples}
-        both = {
-            k: [r for r in run.rounds if r.base.get(k) and r.base[k].samples and r.head.get(k) and r.head[k].samples]
-            for k in keys
-        }
-        base = {k: [r.base[k].samples for r in rounds] for k, rounds in both.items()}
-        head = {k: [r.head[k].samples for r in rounds] for k, rounds in both.items()}
-        tally = validate.ab_replay(base, head, settings)
+        tally = validate.ab_replay(run, settings, own_test(own))
         label = f"paired A/A run of {run.base[:8]} on {run.machine} ({len(run.rounds)} rounds)"
         print(validate.ab_table(tally, label), end="")
         return 0
     machine = asvresults.pick_machine(config.results_dir, args.machine)
     files = history_files(config, machine)
-    result = validate.validate(files, machine, own_test(own), code_ids(config), settings, args.rounds)
+    result = validate.validate(files, machine, own_test(own), code_ids(config, _plugins(args)), settings, args.rounds)
+    text = validate.report(result)
     if args.json:
-        data = {
-            "machine": machine,
-            "table": validate.table(result),
-            "series": validate.series_table(result),
-            "summary": validate.summary(result),
-        }
-        print(json.dumps(data, indent=1))
+        data = json.dumps(validate.as_json(result), indent=1) + "\n"
+        if target is None:
+            print(data, end="")
+        else:
+            write_text(target, data, "--json")
+            print(text, end="")
     else:
-        print(validate.summary(result))
-        print(validate.table(result))
-        print(validate.series_table(result), end="")
+        print(text, end="")
     return 0
 
 
@@ -283,8 +335,6 @@ def learn_noise(args: argparse.Namespace, config: AsvConfig) -> int:
     own = _own(args)
     if args.learn_noise:
         sha = require_commit(config.repo, args.learn_noise)
-        if args.runs < 1:
-            raise AsvError(f"--runs={args.runs}: give 1 or more with a COMMIT (or no COMMIT to relearn only)")
         machine = args.machine or machine_name()
         have, where = installed_commit()
         if have != sha:
@@ -299,13 +349,15 @@ def learn_noise(args: argparse.Namespace, config: AsvConfig) -> int:
             record_aa_run(config, machine, sha, args.bench)
     else:
         machine = args.machine or asvresults.pick_machine(config.results_dir, None)
-    model = learn_model(config, machine, own)
+    model = learn_model(config, machine, own, plugins=_plugins(args))
     if model is None:
         raise ResultsError(f"no stored results of {machine} to learn its noise from")
     path = noise.save(model, noise.noise_file(_noise_root(config), machine))
     print(f"noise model of {machine}: {len(model.series)} series from {model.files} result files -> {path}")
     for family, prior in sorted(model.priors.items()):
         print(f"  prior {family}: {prior.source}")
+    for cls, normaliser in sorted(model.normalisers.items()):
+        print(f"  {cls}: own series {normaliser.source}")
     return 0
 
 

@@ -11,12 +11,15 @@
     tierbench nightly --publish-only       measure nothing: publish every machine's results (those copied in
                                            from other hosts' results/asv/<machine>/ too) as one history
 
-Then each measured commit is compared with the commit before it that has results on this machine (the
-cross-session verdict, noise learned from the stored history); the project's series that look slower are
-re-measured A/B (both commits built, alternating rounds) before they are reported, unless --no-confirm.
+Then each measured commit is compared with the commit before it that has results on this machine: across
+sessions, which only nominates the project's series that look slower (noise learned from the stored
+history); each suspect is re-measured in a paired A/B here (both commits built, alternating rounds in this
+one session), and only a slowdown that A/B confirms is a regression (--no-confirm: suspects are reported,
+nothing is confirmed). Controls (code this project does not build) report machine drift and never fail.
 Reports go to results/compare/<machine>-<base>-<head>.{md,html,json}. Another machine's results,
-definitions and graphs are never rewritten or deleted (publish.py). Exit status: 0 fine, 1 a regression
-(confirmed, or unconfirmed with --no-confirm) or failed benchmarks, 2 bad input.
+definitions and graphs are never rewritten or deleted (publish.py), and published files are rewritten only
+where their content changed in meaning. Exit status: 0 fine, 1 a confirmed regression or failed
+benchmarks, 2 bad input (checked before anything is measured or written).
 
 The machine is named after the GPU (h200-<host>) or cpu-<host> unless --machine says otherwise.
 """
@@ -48,7 +51,9 @@ from .asvtool import (
     run_asv,
 )
 from .compare import bench_regex, compare_results, default_own_providers
-from .compare_command import confirm, learn_model, record_aa_run
+from .compare_command import confirm, learn_model, not_confirmed, record_aa_run
+from .inputs import at_least, commits_spec, write_text
+from .inputs import machine_name as machine_arg
 from .stats import Settings
 
 SITE_MODULE = "tierbench.suite.site.command"
@@ -63,7 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--head", action="store_true", help="measure HEAD with the installed tierbench")
-    mode.add_argument("--commits", metavar="SPEC", help="a range A..B or a comma-separated list of commits")
+    mode.add_argument(
+        "--commits", metavar="SPEC", type=commits_spec, help="a range A..B or a comma-separated list of commits"
+    )
     mode.add_argument(
         "--publish-only", action="store_true", help="measure nothing: publish every machine's results, rebuild the site"
     )
@@ -74,20 +81,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--aa",
-        type=int,
+        type=at_least(0),
         default=0,
         metavar="N",
         help="after --head or --existing-env: N A/A runs of the last commit, then relearn noise",
     )
     p.add_argument("--skip-existing", action="store_true", help="skip commits that already have results")
-    p.add_argument("--machine", help="asv machine name (default: <gpu model>-<host> or cpu-<host>)")
+    p.add_argument("--machine", type=machine_arg, help="asv machine name (default: <gpu model>-<host> or cpu-<host>)")
     p.add_argument("--config", help="asv config (default: asv.conf.json of this checkout)")
     p.add_argument("--bench", type=bench_regex, help="only benchmarks matching this regex (asv --bench)")
     p.add_argument("--no-publish", action="store_true", help="skip asv publish")
     p.add_argument("--no-report", action="store_true", help="skip `tierbench report`")
     p.add_argument("--no-compare", action="store_true", help="skip the verdicts on the measured commits")
     p.add_argument("--no-confirm", action="store_true", help="report suspects without re-measuring them A/B")
-    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="A/B rounds of a confirmation")
+    p.add_argument(
+        "--rounds",
+        type=at_least(Settings.min_rounds),
+        default=DEFAULT_ROUNDS,
+        help=f"A/B rounds of a confirmation, {Settings.min_rounds} or more (default: %(default)s)",
+    )
     p.add_argument("--own", help="providers built by this project (default: those of the own-code tiers)")
     return p
 
@@ -146,7 +158,8 @@ def check_installed(sha: str) -> None:
 def regenerate_report(config: AsvConfig) -> int:
     """`tierbench report` (the comparison site beside asv's), when its module exists in this build.
 
-    Paths come from the asv config, so the site reads the history that was just published."""
+    Paths come from the asv config, so the site reads the history that was just published. The site is built
+    into a staging folder and only pages changed in meaning are written (publish.sync_tree)."""
     try:
         found = importlib.util.find_spec(SITE_MODULE) is not None
     except ImportError:
@@ -155,13 +168,24 @@ def regenerate_report(config: AsvConfig) -> int:
         print(f"tierbench nightly: {SITE_MODULE} is not available; comparison report skipped")
         return 0
     root = config.root / "results"
-    argv = ["--runs", str(root / "runs"), "--asv", str(config.results_dir), "--out", str(config.html_dir.parent)]
-    print("+ tierbench report " + " ".join(argv), flush=True)
-    try:
-        return int(importlib.import_module(SITE_MODULE).main(argv) or 0)
-    except SystemExit as exc:  # its argument parser refused these options
-        print(f"tierbench nightly: tierbench report {' '.join(argv)} exited with {exc.code}", file=sys.stderr)
-        return 1
+    site = config.html_dir.parent
+    with tempfile.TemporaryDirectory(prefix="tierbench-site-") as tmp:
+        staged = Path(tmp) / "site"
+        staged.mkdir()
+        if config.html_dir.is_dir():  # the site links asv's pages where they exist
+            (staged / config.html_dir.name).symlink_to(config.html_dir, target_is_directory=True)
+        # The published site: the committed runs only (a checkout's own runs go to `tierbench report`'s site).
+        argv = ["--runs", str(root / "runs"), "--asv", str(config.results_dir), "--out", str(staged), "--publish"]
+        print("+ tierbench report " + " ".join(argv), flush=True)
+        try:
+            code = int(importlib.import_module(SITE_MODULE).main(argv) or 0)
+        except SystemExit as exc:  # its argument parser refused these options
+            print(f"tierbench nightly: tierbench report {' '.join(argv)} exited with {exc.code}", file=sys.stderr)
+            return 1
+        if code == 0:
+            written = publish.sync_tree(staged, site, skip=(config.html_dir.name,))
+            print(f"tierbench nightly: comparison site in {site} ({len(written)} files changed)")
+        return code
 
 
 def publish_only(args: argparse.Namespace, config: AsvConfig) -> int:
@@ -250,7 +274,8 @@ def previous_with_results(config: AsvConfig, machine: str, sha: str) -> str | No
 
 
 def verdicts(config: AsvConfig, machine: str, shas: list[str], args: argparse.Namespace, own: tuple[str, ...]) -> int:
-    """Each measured commit against its predecessor; suspects re-measured A/B. Returns how many regressed."""
+    """Each measured commit against its predecessor: suspects nominated across sessions, re-measured A/B.
+    Returns how many commits have a confirmed regression."""
     settings = Settings()
     regressed = 0
     for sha in shas:
@@ -263,15 +288,22 @@ def verdicts(config: AsvConfig, machine: str, shas: list[str], args: argparse.Na
         model = learn_model(config, machine, own)
         source = f"learned from {model.files} stored result files of {machine}" if model else "none"
         report = compare_results(base, head, model, settings, source, args.bench, own)
-        if not args.no_confirm:
-            confirm(config, report, args.rounds, settings, own)
+        if args.no_confirm:
+            not_confirmed(report)
+        else:
+            confirm(config, report, args.rounds, settings, own, model)
         stem = f"{machine}-{base.label}-{head.label}"
         out = config.root / "results" / "compare"
-        out.mkdir(parents=True, exist_ok=True)
-        (out / f"{stem}.md").write_text(render.markdown(report), encoding="utf-8")
-        (out / f"{stem}.html").write_text(render.html_page(report), encoding="utf-8")
-        (out / f"{stem}.json").write_text(render.json_text(report), encoding="utf-8")
+        for suffix, text in (
+            ("md", render.markdown(report)),
+            ("html", render.html_page(report)),
+            ("json", render.json_text(report)),
+        ):
+            write_text(out / f"{stem}.{suffix}", text, "report")
         print(f"tierbench nightly: {base.label} -> {head.label}: {render.summary(report)} ({out / stem}.md)")
+        drift = render.drift_line(report)
+        if drift:
+            print(f"tierbench nightly: {drift}")
         regressed += bool(report.regressions)
     return regressed
 

@@ -13,12 +13,18 @@ published pages that work offline.
 - asv's pages load jQuery, flot, bootstrap and two small plugins from CDNs. `publish` puts copies in the
   published folder's vendor/ (taken from the npm packages of those versions, cached in .asv/www-vendor, or
   kept from the previous publish) and points the pages at them, so the site opens from disk.
+- Publishing rewrites nothing that did not change in meaning: asv publishes into a staging folder (so a
+  failed publish leaves the site as it was), and `sync_tree` then writes only the files whose content
+  differs once the stamps of when they were made (asv's info.json timestamp and feed `updated`, the
+  comparison site's "generated" footer) are set aside. Publishing unchanged results twice leaves every
+  committed file as it was.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -212,16 +218,67 @@ def _retag(text: str, defs: dict, merged: dict) -> str:
 
 
 def publish(config: AsvConfig) -> Path:
-    """asv publish of every machine's history into the html dir, with the vendored scripts for offline use."""
+    """asv publish of every machine's history into the html dir, with the vendored scripts for offline use;
+    staged, then only files changed in meaning written (`sync_tree`)."""
     html = config.html_dir
-    kept = _keep_vendor(html)
     with tempfile.TemporaryDirectory(prefix="tierbench-publish-") as tmp:
         view = publish_view(config.results_dir, Path(tmp) / "results")
-        variant = config.variant(Path(tmp) / "config", results_dir=str(view))
+        staged = Path(tmp) / "html"
+        variant = config.variant(Path(tmp) / "config", results_dir=str(view), html_dir=str(staged))
         if run_asv(["publish"], variant):
-            raise AsvError("asv publish failed")
-        make_offline(html, vendor_cache(config.root), kept)
+            raise AsvError("asv publish failed (the published site is left as it was)")
+        kept = html / VENDOR if (html / VENDOR).is_dir() else None
+        make_offline(staged, vendor_cache(config.root), kept)
+        sync_tree(staged, html, delete=True)
     return html
+
+
+# -- writing only what changed ---------------------------------------------------------------------------------
+
+# Stamps of when a file was made, not of what it says: set aside when deciding whether a file changed.
+VOLATILE = (
+    re.compile(rb'"timestamp": \d+'),  # asv's info.json
+    re.compile(rb"<updated>[^<]*</updated>"),  # asv's regressions.xml feed
+    re.compile(rb"generated \d{4}-\d\d-\d\d \d\d:\d\d UTC"),  # the comparison site's footer
+)
+
+
+def same_meaning(old: bytes, new: bytes) -> bool:
+    if old == new:
+        return True
+    for stamp in VOLATILE:
+        old, new = stamp.sub(b"", old), stamp.sub(b"", new)
+    return old == new
+
+
+def sync_tree(staged: Path, dest: Path, delete: bool = False, skip: tuple[str, ...] = ()) -> list[Path]:
+    """Bring `dest` to `staged`'s content, writing only files that changed in meaning (each by rename, so no
+    reader sees half a file); with `delete`, files `staged` lacks go too. Top-level names in `skip` are left
+    alone. Returns the paths written or deleted."""
+    changed = []
+    for src in sorted(p for p in staged.rglob("*") if p.is_file() or p.is_symlink()):
+        rel = src.relative_to(staged)
+        if rel.parts[0] in skip or src.is_symlink():
+            continue
+        target = dest / rel
+        data = src.read_bytes()
+        if target.is_file() and same_meaning(target.read_bytes(), data):
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(target)
+        changed.append(target)
+    if delete and dest.is_dir():
+        for old in sorted(p for p in dest.rglob("*") if p.is_file()):
+            rel = old.relative_to(dest)
+            if rel.parts[0] not in skip and not (staged / rel).is_file():
+                old.unlink()
+                changed.append(old)
+        for folder in sorted((p for p in dest.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+            if not any(folder.iterdir()):
+                folder.rmdir()
+    return changed
 
 
 # -- offline pages -------------------------------------------------------------------------------------------
@@ -229,16 +286,6 @@ def publish(config: AsvConfig) -> Path:
 
 def vendor_cache(config_root: Path) -> Path:
     return config_root / ".asv" / "www-vendor"
-
-
-def _keep_vendor(html: Path) -> Path | None:
-    """A copy of the published vendor/ folder (asv publish deletes the html dir), or None."""
-    folder = html / VENDOR
-    if not folder.is_dir():
-        return None
-    keep = Path(tempfile.mkdtemp(prefix="tierbench-vendor-"))
-    shutil.copytree(folder, keep / VENDOR)
-    return keep / VENDOR
 
 
 def fetch_package(spec: str, cache: Path) -> Path:

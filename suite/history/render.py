@@ -6,23 +6,27 @@ import html
 import json
 import math
 
-from .compare import Report, Row
+from .compare import OTHER_STATES, Report, Row
 from .stats import Verdict
 
-JSON_FORMAT = 1
+JSON_FORMAT = 2
 
 _STATE_MARK = {
-    "slower": "🔴 slower",
+    "confirmed": "🔴 confirmed slower",
+    "suspected": "🟡 suspected slower",
     "faster": "🟢 faster",
-    "ambiguous": "🟡 ambiguous",
     "unchanged": "unchanged",
+    "drift": "⚠️ drift (control)",
+    "steady": "steady (control)",
     "failed": "failed",
     "skipped": "skipped",
     "new": "new",
     "gone": "gone",
     "incomparable": "incomparable",
+    "unjudged": "unjudged",
 }
-_COLOURS = {"slower": "#fde2e1", "faster": "#e0f5e3", "ambiguous": "#fff5cc"}
+_COLOURS = {"confirmed": "#fde2e1", "suspected": "#fff5cc", "faster": "#e0f5e3", "drift": "#f0f0f0"}
+SUMMARY_STATES = ("confirmed", "suspected", "faster", "unchanged", "drift", "steady")
 
 
 def format_time(seconds: float | None) -> str:
@@ -42,12 +46,11 @@ def format_ratio(v: Verdict | None) -> str:
     return f"{v.ratio:.3f} [{v.ci_low:.3f}, {v.ci_high:.3f}]"
 
 
-def _confirmation(row: Row) -> str:
-    if row.confirmation is None:
+def _cross_cell(row: Row) -> str:
+    """The cross-session estimate behind a row that an A/B then decided, for the reader."""
+    if row.ab is None or row.cross is None:
         return ""
-    c = row.confirmation
-    mark = "confirmed" if row.confirmed else "not confirmed"
-    return f"{mark}: A/B {c.verdict} {format_ratio(c)}"
+    return f"across sessions {format_ratio(row.cross)}"
 
 
 def _cells(row: Row) -> list[str]:
@@ -55,10 +58,12 @@ def _cells(row: Row) -> list[str]:
     before = format_time(v.before) if v else ""
     after = format_time(v.after) if v else ""
     p = f"{v.p_value:.2g}" if v and math.isfinite(v.p_value) else ""
-    limit = f"{v.threshold:.1%}" if v else ""
-    source = v.threshold_source if v else ""
+    limit = f"{v.threshold:.1%}" if v and row.state not in OTHER_STATES else ""
+    source = v.threshold_source if v and row.state not in OTHER_STATES else ""
+    how = row.decided_by
+    cross = _cross_cell(row)
     return [
-        _STATE_MARK[row.final],
+        _STATE_MARK[row.state],
         row.key,
         before,
         after,
@@ -66,43 +71,62 @@ def _cells(row: Row) -> list[str]:
         p,
         limit,
         source,
-        _confirmation(row),
+        how + (f"; {cross}" if cross else ""),
         row.note,
     ]
 
 
-HEADER = ["verdict", "benchmark", "before", "after", "ratio [CI]", "p", "threshold", "threshold from", "A/B", "why"]
+HEADER = [
+    "verdict",
+    "benchmark",
+    "before",
+    "after",
+    "ratio [CI]",
+    "p",
+    "threshold",
+    "threshold from",
+    "decided by",
+    "why",
+]
 
 
 def summary(report: Report) -> str:
-    parts = [f"{report.count(s)} {s}" for s in ("slower", "faster", "ambiguous", "unchanged")]
-    others = [f"{report.count(s)} {s}" for s in ("failed", "skipped", "new", "gone", "incomparable") if report.count(s)]
-    confirmed = [r for r in report.rows if r.confirmation is not None]
-    if confirmed:
-        slower = sum(bool(r.confirmed) for r in confirmed)
-        others.append(f"{len(confirmed)} re-measured A/B ({slower} confirmed slower)")
-    return ", ".join(parts + others)
+    parts = [f"{report.count(s)} {s}" for s in SUMMARY_STATES if report.count(s) or s in ("confirmed", "suspected")]
+    parts += [f"{report.count(s)} {s}" for s in OTHER_STATES if report.count(s)]
+    return ", ".join(parts)
 
 
 def settings_line(report: Report) -> str:
     s = report.settings
-    unit = "per-round paired ratios" if report.method == "paired A/B" else "session medians"
-    return (
-        f"{report.method}: {unit}; floor {s.floor:.0%} on the estimate, {s.confidence:.0%} interval "
-        f"(t, α {s.alpha:g}); noise: {report.noise_source}"
-    )
+    if report.method == "paired A/B":
+        rule = f"paired A/B: per-round ratios, {s.confidence:.0%} interval (t, α {s.alpha:g}), floor {s.floor:.0%}"
+    else:
+        rule = (
+            f"across sessions: run medians against the series' noise between sessions; a suspect is at least "
+            f"{s.floor:.0%} slower with one-sided p < {s.suspect_alpha:g}; only a paired A/B "
+            f"({s.confidence:.0%} interval, floor {s.floor:.0%}) confirms"
+        )
+    extra = f"; {report.confirmation}" if report.confirmation else ""
+    return f"{rule}; noise: {report.noise_source}{extra}"
 
 
 def drift_line(report: Report) -> str | None:
-    """The machine-drift warning, when control series (providers this project does not build) moved."""
-    moved = report.moved_controls
+    """The machine-drift line: control series (providers this project does not build) that moved, with sizes."""
+    moved = report.drifted
     if not moved:
         return None
-    named = ", ".join(f"{r.key} x{r.verdict.ratio:.3f}" for r in moved[:4]) + (" ..." if len(moved) > 4 else "")
+    named = ", ".join(f"{r.key} ×{r.verdict.ratio:.3f}" for r in moved[:4]) + (" ..." if len(moved) > 4 else "")
+    size = report.drift_size()
+    typical = f" (median of all controls ×{size:.3f})" if size else ""
+    where = (
+        "between the two builds' runs of this A/B: the harness or the machine differed"
+        if report.method == "paired A/B"
+        else "between the two sessions: the machine's state differed"
+    )
     return (
         f"Machine drift: {len(moved)} control series (code this project does not build) moved beyond their "
-        f"learned noise: {named}. The machine's state differed between the two runs, or the harness changed: "
-        "re-measure the project's verdicts A/B (`tierbench compare --ab BASE HEAD`)."
+        f"noise {where}{typical}: {named}. Controls never fail a run; the project's suspects are decided by a "
+        "paired A/B in one session (`--confirm`), which drift between sessions does not reach."
     )
 
 
@@ -112,7 +136,9 @@ def title(report: Report) -> str:
 
 def headline(report: Report) -> str:
     if report.regressions:
-        return "**Performance regression**"
+        return "**Confirmed regression**"
+    if report.suspects:
+        return "**Suspected, not confirmed**"
     return "No regression"
 
 
@@ -137,10 +163,10 @@ def html_page(report: Report) -> str:
     head = "".join(f"<th>{esc(h)}</th>" for h in HEADER)
     body = []
     for row in report.rows:
-        style = f' style="background:{_COLOURS[row.final]}"' if row.final in _COLOURS else ""
+        style = f' style="background:{_COLOURS[row.state]}"' if row.state in _COLOURS else ""
         cells = "".join(f"<td>{esc(c)}</td>" for c in _cells(row))
-        body.append(f'<tr class="{esc(row.final)}"{style}>{cells}</tr>')
-    verdict = "Performance regression" if report.regressions else "No regression"
+        body.append(f'<tr class="{esc(row.state)}"{style}>{cells}</tr>')
+    verdict = headline(report).strip("*")
     drift = drift_line(report)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(title(report))}</title>
@@ -172,24 +198,26 @@ def _verdict_json(v: Verdict | None) -> dict | None:
 
 
 def as_json(report: Report) -> dict:
-    """Per series: the verdict that counts, ratio, interval, threshold and its source, confirmed or not."""
+    """Per series: the state that counts and how it was decided, ratio, interval, threshold and its source, the
+    cross-session and A/B verdicts in full."""
     s = report.settings
     rows = []
     for row in report.rows:
-        v = _verdict_json(row.confirmation or row.verdict) or {}
+        v = _verdict_json(row.verdict) or {}
         rows.append(
             {
                 "benchmark": row.key,
-                "verdict": row.final,
+                "verdict": row.state,
                 "own_code": row.own,
+                "decided_by": row.decided_by,
                 "ratio": v.get("ratio"),
                 "interval": v.get("interval"),
                 "threshold": v.get("threshold"),
                 "threshold_source": v.get("threshold_source"),
                 "confirmed": row.confirmed,
-                "method": "paired A/B" if row.confirmation is not None else report.method,
-                "cross_session": _verdict_json(row.verdict) if report.method != "paired A/B" else None,
-                "ab": _verdict_json(row.confirmation),
+                "normalised_by": row.normalised_by or None,
+                "cross_session": _verdict_json(row.cross),
+                "ab": _verdict_json(row.ab),
                 "note": row.note,
             }
         )
@@ -199,9 +227,19 @@ def as_json(report: Report) -> dict:
         "head": report.head_commit or report.head,
         "machine": report.machine,
         "method": report.method,
-        "settings": {"floor": s.floor, "alpha": s.alpha, "min_rounds": s.min_rounds},
+        "settings": {
+            "floor": s.floor,
+            "alpha": s.alpha,
+            "suspect_alpha": s.suspect_alpha,
+            "min_rounds": s.min_rounds,
+        },
         "noise": report.noise_source,
+        "confirmation": report.confirmation,
         "regression": bool(report.regressions),
+        "drift": {
+            "controls_moved": [r.key for r in report.drifted],
+            "median_ratio": report.drift_size(),
+        },
         "counts": {state: report.count(state) for state in _STATE_MARK if report.count(state)},
         "series": rows,
     }

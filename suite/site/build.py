@@ -138,7 +138,8 @@ def build(
     result = SiteResult(out, devices=views, benchmarks=len(benches))
     w = result.written
 
-    trends_index, trend_pages, trend_rows = pages.trend_pages(benches, asv_site, str(asv_dir))
+    verdicts = history.read_verdicts(asv_dir.parent / "compare")
+    trends_index, trend_pages, trend_rows = pages.trend_pages(benches, asv_site, str(asv_dir), verdicts)
     w.append(write_atomic(out / "index.html", pages.index_page(views, asv_site, str(runs_dir), trend_rows), out))
     for view in views:
         for family, records in view.families().items():

@@ -22,6 +22,16 @@ from typing import Any
 from ..history import asvresults
 
 STEP_THRESHOLD = 0.05  # a change of the piecewise-constant fit smaller than this is noise, not a step
+# What `tierbench compare` and `nightly` concluded about a series at a commit (results/compare/*.json), as the
+# history pages name it. A step is not a verdict: only a paired A/B in one session confirms a regression.
+VERDICT_TEXT = {
+    "confirmed": "confirmed slower",
+    "suspected": "suspected, not confirmed",
+    "faster": "faster",
+    "unchanged": "unchanged",
+    "drift": "control moved: machine drift, never a failure",
+    "steady": "control steady",
+}
 
 
 @dataclass(frozen=True)
@@ -190,6 +200,41 @@ def window_steps(values: list[float], window: int = 3, threshold: float = STEP_T
         if abs(c) >= threshold and all(score(i) > score(j) or (score(i) == score(j) and i < j) for j in rivals):
             steps.append(Step(i, before, after))
     return steps
+
+
+@dataclass(frozen=True)
+class SeriesVerdict:
+    state: str  # a key of VERDICT_TEXT
+    decided_by: str
+
+    @property
+    def text(self) -> str:
+        how = f" ({self.decided_by})" if self.decided_by else ""
+        return VERDICT_TEXT[self.state] + how
+
+
+def read_verdicts(compare_dir: Path) -> dict[tuple[str, str], SeriesVerdict]:
+    """(series, head commit) -> the verdict of the comparison reports in `compare_dir` (JSON, format 2); a file
+    that is not one is left out with a warning, and so are states this page does not know."""
+    out: dict[tuple[str, str], SeriesVerdict] = {}
+    for path in sorted(compare_dir.glob("*.json")) if compare_dir.is_dir() else []:
+        try:
+            data = _load(path)
+            if not isinstance(data, dict) or data.get("format") != 2:
+                continue  # another file kept there (an A/B run's rounds are in ab/)
+            head = str(data["head"])
+            for row in data["series"]:
+                state = row.get("verdict")
+                if state in VERDICT_TEXT:
+                    out[(str(row["benchmark"]), head)] = SeriesVerdict(state, str(row.get("decided_by") or ""))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            warnings.warn(f"{path}: comparison report not read ({exc})", stacklevel=2)
+    return out
+
+
+def series_key(benchmark: Benchmark, series: Series) -> str:
+    """The asv name of one series of a benchmark, as the comparison reports spell it."""
+    return asvresults.benchmark_key(benchmark.name, tuple(series.params.values()))
 
 
 def asv_url(benchmark: Benchmark, series: Series | None = None) -> str:

@@ -571,9 +571,13 @@ def _params_text(series: history.Series) -> str:
 
 
 def trend_pages(
-    benches: list[history.Benchmark], asv_site: bool, asv_dir: str
+    benches: list[history.Benchmark],
+    asv_site: bool,
+    asv_dir: str,
+    verdicts: dict[tuple[str, str], history.SeriesVerdict] | None = None,
 ) -> tuple[str, dict[str, str], list[dict[str, Any]]]:
-    """The history index, one page per benchmark (file name -> HTML), and the index's rows."""
+    """The history index, one page per benchmark (file name -> HTML), and the index's rows; each step with the
+    comparison's verdict on that series at that commit, where one was made."""
     commits = sorted({c for b in benches for s in b.series for c, _ in s.points}, key=lambda c: (c.date, c.hash))
     position = {c: i for i, c in enumerate(commits)}
     pages: dict[str, str] = {}
@@ -584,7 +588,7 @@ def trend_pages(
         while name in used_names:
             name += "-x"
         used_names.add(name)
-        html, latest = _trend_page(bench, position, asv_site)
+        html, latest = _trend_page(bench, position, asv_site, verdicts or {})
         pages[f"{name}.html"] = html
         rows.append(
             {
@@ -608,7 +612,10 @@ def trend_pages(
 
 
 def _trend_page(
-    bench: history.Benchmark, position: dict[history.Commit, int], asv_site: bool
+    bench: history.Benchmark,
+    position: dict[history.Commit, int],
+    asv_site: bool,
+    verdicts: dict[tuple[str, str], history.SeriesVerdict],
 ) -> tuple[str, dict[str, str] | None]:
     scale, unit = _scale(bench)
     styles = model.styles_for(sorted({s.machine for s in bench.series}))
@@ -621,6 +628,7 @@ def _trend_page(
         for s in group:
             for step in s.steps:
                 c = s.points[step.index][0]
+                verdict = verdicts.get((history.series_key(bench, s), c.hash))
                 steps.append(
                     {
                         "params": params,
@@ -632,6 +640,7 @@ def _trend_page(
                         "change": f"{100 * step.change:+.1f}%",
                         "css": _step_css(bench, step),
                         "asv": history.asv_url(bench, s),
+                        "verdict": verdict.text if verdict else "no comparison at this commit",
                         "when": (c.date, c.hash),
                         "x": position[c],
                         "text": f"{100 * step.change:+.1f}% at {c.short} ({_date(c.date)}): "
