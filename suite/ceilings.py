@@ -290,9 +290,16 @@ def sets_ceilings(r: Measurement) -> bool:
     return r.status == "ok" and bool(r.median_ms) and not r.warning
 
 
+# A checked provider that sustained more than the measured ceiling raises it; one that claims more than this
+# many times the measured ceiling is no sustained rate but a damaged or mistimed record (the committed H200
+# runs raised a ceiling by at most 1.17x): it raises nothing, and its SOL reads "above its ceiling".
+MAX_RAISE = 1.5
+
+
 def limits(measured: Iterable[Ceilings | None], records: Iterable[Measurement]) -> Limits | None:
     """One device's ceilings: the best of each measured (several runs may have measured it), each raised
-    to the best rate of the records that `sets_ceilings`; None where none was measured."""
+    to the best rate of the records that `sets_ceilings` (up to MAX_RAISE times it); None where none was
+    measured."""
     found = [c for c in measured if c is not None]
     if not found:
         return None
@@ -308,9 +315,11 @@ def limits(measured: Iterable[Ceilings | None], records: Iterable[Measurement]) 
         seconds = r.median_ms * 1e-3
         dtype = str(r.case.get("dtype", ""))
         case = " ".join(str(p) for p in (r.op, r.label, dtype, r.mode) if p)
-        if r.min_bytes:
-            _keep_best(sustained, COPY, SetBy(r.min_bytes / seconds / 1e9, None, r.provider, case, r.run_id))
-        if r.flops and out.peak_tflops(dtype):  # a dtype without a measured rate (FP8) states no SOL
+        copy = r.min_bytes / seconds / 1e9 if r.min_bytes else None
+        if copy is not None and copy <= MAX_RAISE * out.copy_gbps:
+            _keep_best(sustained, COPY, SetBy(copy, None, r.provider, case, r.run_id))
+        peak = out.peak_tflops(dtype)  # a dtype without a measured rate (FP8) states no SOL
+        if r.flops and peak and r.flops / seconds / 1e12 <= MAX_RAISE * peak:
             _keep_best(sustained, dtype, SetBy(r.flops / seconds / 1e12, None, r.provider, case, r.run_id))
     if COPY in sustained and sustained[COPY].rate > out.copy_gbps:
         out.set_by[COPY] = dataclasses.replace(sustained.pop(COPY), measured=out.copy_gbps)

@@ -15,7 +15,7 @@ import torch
 
 from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.checking import tolerances
-from tierbench.suite.ops import _matmul_epilogue, _matmul_fp8, attention, decode, matmul, norm
+from tierbench.suite.ops import _matmul_epilogue, _matmul_fp8, attention, decode, matmul, model, norm, pointwise
 from tierbench.suite.providers.base import Prepared, Provider
 from tierbench.suite.runner import RunContext, measure_case
 from tierbench.timing import TimingSettings, make_timer
@@ -33,7 +33,26 @@ CASES = {
         kind: (lambda mode, kind=kind: norm.make_case(kind, *NORM_ROWS[mode], "bf16", mode), "eager")
         for kind in ("layer_norm", "rms_norm", "bias_gelu_layer_norm")
     },
+    **{
+        name: (lambda mode, name=name: pointwise.make_case(name, *NORM_ROWS[mode], "bf16", mode), "eager")
+        for name in ("silu_mul", "residual_add")
+    },
+    # Two outputs (the normalised rows and the sum): the first is the one damaged.
+    "add_rms_norm": (lambda mode: norm.make_case("add_rms_norm", *NORM_ROWS[mode], "bf16", mode), "eager"),
     "attention": (lambda mode: attention.make_case(8, 16, 64, 64, False, "bf16", mode), "sdpa-math"),
+    # A model's block, held to its own bounds (three times a single op's, so 2^16 output elements keep the
+    # missing tail under its norm-wise bound): prefill forward, training's backward (its mode is fwd_bwd),
+    # a decode step.
+    "llama_block": (
+        lambda mode: model.make_case(
+            "t", "prefill" if mode == "fwd" else "training", 1, 256, 256, 4, 2, 64, 512, "bf16"
+        ),
+        "eager",
+    ),
+    "llama_block_decode": (
+        lambda mode: model.make_case("t", "decode", 128, 16, 512, 8, 2, 64, 1024, "bf16"),
+        "eager",
+    ),
     # Decode, forward only: 32 sequences of 4 new tokens, 32 query heads over 8 K/V heads, ragged caches.
     "decode": (lambda mode: decode.make_case(32, 32, 8, 4, 64, 128, "bf16", mode, lengths="ragged"), "sdpa-math"),
     "decode_paged": (
@@ -41,7 +60,7 @@ CASES = {
         "compile",
     ),
 }
-NO_BACKWARD = {"decode", "decode_paged", "matmul_fp8"}
+NO_BACKWARD = {"decode", "decode_paged", "matmul_fp8", "llama_block_decode"}
 # Needs FP8 tensor cores: on a GPU only, forward only (e4m3 operands, a bf16 output).
 FP8 = {"matmul_fp8": (lambda mode: _matmul_fp8.make_case(1024, 512, 64, "per_tensor"), "eager")}
 
@@ -92,9 +111,10 @@ def damaged(real: Provider, name: str, damage, op, mode: str) -> Provider:
             call = prepared.call if isinstance(prepared, Prepared) else prepared
 
             def broken_output():
-                out = call().clone()
-                damage(out)
-                return out
+                out = call()
+                first = (out[0] if isinstance(out, tuple) else out).clone()
+                damage(first)
+                return (first, *out[1:]) if isinstance(out, tuple) else first
 
             return broken_output
         # The gradient taken against inputs[first] flows through the damaging identity.
@@ -113,14 +133,14 @@ def _check_damages(tmp_path, catalog, cases, op_name: str, mode: str, device: to
     make, real_name = cases[op_name]
     case = make(mode)
     op = catalog.ops[op_name]
-    tol, elem_tol = tolerances(case.out_dtype, case.dtype)
+    tol, elem_tol = (op.tolerance or {}).get(case.out_dtype) or tolerances(case.out_dtype, case.dtype)
     real = next(p for p in catalog.providers() if p.op == op_name and p.name == real_name)
     providers = [real, *(damaged(real, name, damage, op, mode) for name, damage in DAMAGES.items())]
     records = {r.provider: r for r in measure_case(case, providers, _ctx(tmp_path, device), op)}
 
     assert records[real_name].status == "ok", records[real_name].reason
     assert records[real_name].element_error < elem_tol
-    where = "out" if mode == "fwd" else f"d{op.grads[0]}"
+    where = op.results[0] if mode == "fwd" else f"d{op.grads[0]}"
     for name in DAMAGES:
         r = records[name]
         assert r.status == "incorrect", (name, r.status, r.errors, r.element_error)

@@ -193,7 +193,9 @@ def test_an_fp8_case_without_an_fp8_ceiling_states_no_sol():
 def test_every_fp8_provider_is_skipped_on_a_cpu_with_the_reason(providers):
     case = fp8.make_case(64, 64, 64, "per_row")
     found = providers("matmul_fp8")
-    assert {p.name for p in found} == {"eager", "compile", "triton", "quack"}
+    names = {p.name for p in found}
+    # TVM and IREE compile any op's formula: the op's own rule skips them too.
+    assert {"eager", "compile", "triton", "quack"} <= names <= {"eager", "compile", "triton", "quack", "tvm", "iree"}
     for p in found:
         assert p.why_unavailable(case, CPU) == (
             "FP8 matmul needs FP8 tensor cores: a CUDA GPU of compute capability 8.9 or newer (running on cpu)"

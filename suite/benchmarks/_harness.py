@@ -381,8 +381,6 @@ class FamilyBenchmark:
     """Base of the per-family classes; `finish_class` adds one track method per provider."""
 
     family = ""
-    # The built-in providers this class tracks, one `track_<provider>` each (plugins' providers join anyway).
-    providers: tuple[str, ...] = ()
     # Only the family's cases whose parameters (and `op`, the op's name) hold these values; all when empty.
     where: dict[str, Any] = {}
     unit = "seconds"
@@ -411,14 +409,12 @@ def _track(provider: str, labels: list[str]):
 
 
 def finish_class(cls: type[FamilyBenchmark]) -> type[FamilyBenchmark]:
-    """Set the version and add `track_<provider>` for each listed provider with runnable cases here, and for
-    each plugin provider; a built-in provider that runs here but is not listed is an error (list it)."""
+    """Set the version and add `track_<provider>` for each provider of the catalog (built-in or a plugin's)
+    with runnable cases here: a provider that joins the catalog joins the history, with no list to edit, and
+    the series of the others keep their names and versions (a version is the cases', not the providers')."""
     table = family_table(cls.family, cls.where)
     cls.version = table.version
-    from_plugins = {p.name for p in catalog().plugin_providers}
     for provider, labels in table.labels.items():
-        if provider not in cls.providers and provider not in from_plugins and cls.family != PLUGINS:
-            raise ValueError(f"{cls.__name__}: provider {provider!r} runs here but is not in {cls.__name__}.providers")
         name = method_name(provider)
         if hasattr(cls, name):
             raise ValueError(f"{cls.__name__}: two providers map to the method {name}")

@@ -2,30 +2,16 @@
 
 Benchmarks: attention.Attention.track_<provider>(case) (causal cases), attention.AttentionNonCausal
 .track_<provider>(case) (both forward) and attention.AttentionBackward.track_<provider>(case) (the backward
-alone, causal and not), for the providers listed below that run here. Each class keeps a history series of
+alone, causal and not), for every provider of the catalog that runs here. Each class keeps a history series of
 its own version, so the causal series, tracked since the first nightly, did not restart when the
 non-causal cases joined, and neither forward class did when the backward did.
 """
 
 from ._harness import FamilyBenchmark, finish_class, measure_family
 
-PROVIDERS = (
-    "sdpa-flash",
-    "sdpa-cudnn",
-    "sdpa-efficient",
-    "sdpa-math",
-    "compile",
-    "compile-max-autotune",
-    "triton",
-    "flash-attn-2",
-    "flash-attn-3",
-    "flash-attn-4",
-)
-
 
 class Attention(FamilyBenchmark):
     family = "attention"
-    providers = PROVIDERS
     where = {"causal": True, "mode": "fwd"}
 
     # Defined in each class: asv keys a setup_cache by its source line, one cache per class.
@@ -35,7 +21,6 @@ class Attention(FamilyBenchmark):
 
 class AttentionNonCausal(FamilyBenchmark):
     family = "attention"
-    providers = PROVIDERS
     where = {"causal": False, "mode": "fwd"}
 
     def setup_cache(self):
@@ -44,7 +29,6 @@ class AttentionNonCausal(FamilyBenchmark):
 
 class AttentionBackward(FamilyBenchmark):
     family = "attention"
-    providers = PROVIDERS
     where = {"mode": "bwd"}
 
     def setup_cache(self):

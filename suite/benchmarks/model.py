@@ -12,7 +12,6 @@ from ._harness import FamilyBenchmark, finish_class, measure_family
 
 class Model(FamilyBenchmark):
     family = "model"
-    providers = ("eager", "compile", "compile-max-autotune", "best-mix")
 
     # Defined in each family's class: asv keys a setup_cache by its source line, one cache per family.
     def setup_cache(self):

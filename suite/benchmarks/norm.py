@@ -1,18 +1,15 @@
 """asv: LayerNorm, RMSNorm and fused bias-GELU-LayerNorm, one track method per provider.
 
 Benchmarks: norm.Norm.track_<provider>(case) (the forward) and norm.NormBackward.track_<provider>(case)
-(the backward alone), for the providers listed below that run here. The backward is a class of its own,
+(the backward alone), for every provider of the catalog that runs here. The backward is a class of its own,
 so the forward series, tracked since the first nightly, kept their cases and versions when it joined.
 """
 
 from ._harness import FamilyBenchmark, finish_class, measure_family
 
-PROVIDERS = ("eager", "compile", "compile-max-autotune", "triton", "quack")
-
 
 class Norm(FamilyBenchmark):
     family = "norm"
-    providers = PROVIDERS
     where = {"mode": "fwd"}
 
     # Defined in each class: asv keys a setup_cache by its source line, one cache per class.
@@ -22,7 +19,6 @@ class Norm(FamilyBenchmark):
 
 class NormBackward(FamilyBenchmark):
     family = "norm"
-    providers = PROVIDERS
     where = {"mode": "bwd"}
 
     def setup_cache(self):
