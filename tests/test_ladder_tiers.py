@@ -87,6 +87,17 @@ def test_tvm_checks_and_times_the_formulas_its_frontend_takes(tmp_path, case):
     _assert_checked_and_timed(_measure(tmp_path, "tvm", case), "compiler")
 
 
+@pytest.mark.parametrize(
+    "case",
+    [matmul.make_case(37, 29, 45, "bf16", "fwd"), norm.make_case("add_rms_norm", 13, 203, "bf16", "fwd")],
+    ids=lambda c: c.op,
+)
+def test_tvm_returns_the_formulas_dtypes_and_every_output(tmp_path, case):
+    """TVM's CPU build returns a bf16 product in float32: the provider hands back the formula's dtype (the
+    check holds every output to the case's), and each output of an op of several."""
+    _assert_checked_and_timed(_measure(tmp_path, "tvm", case), "compiler")
+
+
 def test_tvm_says_why_where_its_frontend_refuses_a_formula(tmp_path):
     """bf16 attention: TVM 0.27's frontend mixes dtypes in the mask's where(); the record says so, or runs."""
     record = _measure(tmp_path, "tvm", _attention("fwd"))

@@ -13,6 +13,10 @@ preparing. Backward: the formula's forward and autograd's backward traced togeth
 gradient, so TVM's backward recomputes the forward (its records' executed work is the forward's plus the
 backward's).
 
+Outputs come back in the formula's dtypes: where TVM's build returns another (its CPU products of bf16
+operands come back in float32), the output is converted after TVM's call, and the timing includes that
+conversion (a caller needs the op's dtype). An op of several outputs is compiled forward only.
+
 Where the frontend or the compiler refuses a formula (an aten operator or dtype combination it lacks), the
 provider is `skipped` with TVM's own message: that is what "where its frontend takes them" means.
 
@@ -120,6 +124,12 @@ class _Runner:
         self.args = [tvm.runtime.from_dlpack(v) for v in self.views]
         self.formula = _Formula(op, options, self.orders)
         self.diff = tuple(i for i, name in enumerate(op.tensors) if name in op.grads and self.tensors[i].requires_grad)
+        if self.diff and len(op.results) > 1:
+            raise Unavailable(f"TVM's backward is compiled for ops of one output; {op.name} has {len(op.results)}")
+        self.several = len(op.results) > 1
+        with torch.no_grad():  # the formula's own output dtypes, which TVM's outputs are returned in
+            probe = self.formula(*self.views)
+        self.dtypes = [t.dtype for t in (probe if self.several else (probe,))]
         self.fwd = _compile(self.formula, tuple(self.views), device)
         self.bwd = None
 
@@ -135,8 +145,9 @@ class _Runner:
         items = [result] if isinstance(result, tvm.runtime.Tensor) else list(result)
         return [torch.from_dlpack(r) for r in items]
 
-    def forward(self) -> torch.Tensor:
-        return self._run(self.fwd, self.args)[0]
+    def forward(self) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        outs = [t if t.dtype == d else t.to(d) for t, d in zip(self._run(self.fwd, self.args), self.dtypes)]
+        return tuple(outs) if self.several else outs[0]
 
     def backward(self, dy: torch.Tensor) -> list[torch.Tensor | None]:
         dy = dy.contiguous()
@@ -153,7 +164,7 @@ class _Runner:
             out[i] = g.permute(_inverse(self.orders[i]))
         return out
 
-    def __call__(self) -> torch.Tensor:
+    def __call__(self) -> torch.Tensor | tuple[torch.Tensor, ...]:
         if self.diff and torch.is_grad_enabled():
             return _TvmCall.apply(self, *self.tensors)
         return self.forward()
