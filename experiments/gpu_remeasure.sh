@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Re-measures the project on a GPU machine that has no network, one or more steps per command, from the
+# repository root of a copy of the checkout (no git history there):
+#
+#   bash experiments/gpu_remeasure.sh COMMIT LABEL STEP[:SECONDS] ...
+#
+# COMMIT: the commit whose files these are (stamped into the build, so records name the code that ran).
+# LABEL: the run folders' prefix (the card, e.g. h100 or h200). Steps, each stopped by SIGINT after its
+# SECONDS (its records so far kept, the run resumable):
+#   all, training, decode, model, fp8, epilogue   tierbench run of that suite (timing=quick, CUDA graphs)
+#   tests=FILE,FILE,...                           pytest -m gpu of those test files (junit XML kept)
+# Everything measured is packed, after every step, into $OUT/results.tar.gz (the run folders and the
+# ceilings) with the log in $OUT/log; unpack the tar at the repository root on the machine that commits.
+set -uo pipefail
+commit=$1
+label=$2
+shift 2
+out=${OUT:?OUT must name the folder that comes back}
+
+# tierbench as installed from this tree (the package layout of pyproject.toml), stamped with its commit.
+build=/tmp/tierbench-build
+if [ ! -f "$build/tierbench/BUILD_COMMIT" ]; then
+  rm -rf "$build" && mkdir -p "$build/tierbench"
+  cp -r core/. "$build/tierbench/"
+  cp -r kernels suite conf "$build/tierbench/"
+  echo "$commit" > "$build/tierbench/BUILD_COMMIT"
+fi
+export PYTHONPATH=$build${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONUNBUFFERED=1
+
+pack() {
+  local runs
+  runs=$(ls -d results/runs/"$label"-* 2>/dev/null)
+  tar -czf "$out/results.tar.gz" results/ceilings $runs results/gpu-tests 2>/dev/null
+}
+
+tb_run() {  # seconds run_id overrides...
+  local seconds=$1 id=$2
+  shift 2
+  echo "== $id: tierbench run $* (at most ${seconds}s) $(date -u +%H:%M:%S)"
+  timeout -s INT -k 30 "$seconds" python3 -m tierbench.suite.cli run "$@" timing=quick compiler.dynamic=true \
+    ceilings_dir=results/ceilings run_id="$id" table=false html=false
+  echo "== $id: exit $? $(date -u +%H:%M:%S)"
+}
+
+mkdir -p results/gpu-tests
+for step in "$@"; do
+  name=${step%%:*}
+  seconds=${step#*:}
+  [ "$seconds" = "$step" ] && seconds=540
+  case "$name" in
+    all) tb_run "$seconds" "$label-all" suite=all ;;
+    training) tb_run "$seconds" "$label-training" suite=training ;;
+    decode) tb_run "$seconds" "$label-decode" suite=decode ;;
+    model) tb_run "$seconds" "$label-model-llama3-8b" suite=model model=llama3-8b ;;
+    fp8) tb_run "$seconds" "$label-fp8" suite=matmul 'matmul.dtypes=[fp8_e4m3]' 'matmul.square=[4096,8192]' ;;
+    epilogue) tb_run "$seconds" "$label-epilogue" suite=matmul 'matmul.ops=[matmul,matmul_bias_gelu]' ;;
+    tests=*)
+      files=${name#tests=}
+      tag=$(date -u +%H%M%S)
+      echo "== pytest -m gpu ${files//,/ } (at most ${seconds}s) $(date -u +%H:%M:%S)"
+      # shellcheck disable=SC2086
+      timeout -s INT -k 30 "$seconds" python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider --timeout 240 \
+        --junitxml="results/gpu-tests/junit-$tag.xml" ${files//,/ }
+      echo "== pytest: exit $? $(date -u +%H:%M:%S)"
+      ;;
+    *) echo "gpu_remeasure: unknown step $name (valid: all, training, decode, model, fp8, epilogue, tests=FILES)" >&2 ;;
+  esac
+  pack
+done
