@@ -37,7 +37,7 @@ def is_override(arg: str) -> bool:
 def wanted(args: argparse.Namespace) -> bool:
     """Whether the command line asks for one of these forms rather than for two commits' asv results."""
     refs = [r for r in args.refs if not is_override(r)]
-    return bool(args.providers or args.plugin_versions) or (
+    return bool(args.providers or args.plugin_versions or args.plugin) or (
         len(refs) == 2 and any(compare_runs.is_run(r, args.runs_dir) for r in refs)
     )
 

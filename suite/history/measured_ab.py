@@ -24,11 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from ..text import plain
+from .asvtool import AsvError
 from .compare import Report, Row, ab_state, sort_rows
 from .stats import Settings, Verdict, median, round_medians
 
 
-class ABError(ValueError):
+class ABError(AsvError):
     """Input that cannot make an A/B (overrides that do not compose, no case both sides run): exit 2."""
 
 

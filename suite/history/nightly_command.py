@@ -219,14 +219,15 @@ def nightly(args: argparse.Namespace, config: AsvConfig) -> int:
     machine = args.machine or machine_name()
     plugins = plugin_history.overrides_plugins()
     shas: list[str] = []  # the commits measured, when known
+    if args.head:  # checked before asv registers anything
+        sha = require_commit(config.repo, "HEAD")
+        if plugin_history.is_tierbench(config.repo):
+            check_installed(sha)
+        else:  # a plugin's repository: its plugin must be HEAD, tierbench is whatever is installed
+            plugin_history.check_plugin_head(config.repo, sha, plugins)
     with tempfile.TemporaryDirectory(prefix="tierbench-nightly-") as tmp:
         register_machine(machine, config.variant(Path(tmp)))
         if args.head:
-            sha = require_commit(config.repo, "HEAD")
-            if plugin_history.is_tierbench(config.repo):
-                check_installed(sha)
-            else:  # a plugin's repository: its plugin must be HEAD, tierbench is whatever is installed
-                plugin_history.check_plugin_head(config.repo, sha, plugins)
             if args.skip_existing and _has_result(config, machine, sha):
                 print(f"tierbench nightly: {sha[:8]} has results on {machine}; skipped")
                 code, shas = 0, []

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import os
 import sys
 from dataclasses import dataclass
 from importlib import metadata
@@ -115,6 +116,8 @@ def _within(module: ModuleType, folder: Path) -> bool:
 def load_pair(old: str, new: str, plugin: str | None = None) -> tuple[PluginVersion, PluginVersion]:
     """(base, head): the head version imported first and set aside, then the base version, which stays in
     `sys.modules`: the config is composed from its families (their schemas' type hints are read there)."""
+    for given in (old, new):  # both checked before either is imported
+        folder_and_modules(given, plugin)
     head = load(new, plugin)
     base = load(old, plugin, keep=True)
     base.label, head.label = labels(base, head)
@@ -134,11 +137,14 @@ def load(given: str, plugin: str | None = None, keep: bool = False) -> PluginVer
     sys.path.insert(0, str(folder))
     importlib.invalidate_caches()
     before = set(sys.modules)
+    home = os.getcwd()
+    os.chdir(folder)  # a plugin is imported from the current folder first: here, that is this version's
     try:
         catalog = build(modules, entry_points=False)
     except PluginError as exc:
         raise ABError(f"--plugin-versions {plain(given)}: {exc}") from None
     finally:
+        os.chdir(home)
         sys.path.remove(str(folder))
         loaded = {n: m for n in set(sys.modules) - before if _within(m := sys.modules[n], folder)}
         if not keep:
@@ -178,10 +184,19 @@ def identify(version: PluginVersion) -> str:
 
 
 def checkout_head(folder: Path) -> str:
-    """'checkout NAME at SHA' (and whether its tracked files changed) where the folder is in a git checkout."""
+    """'build of commit SHA' for an offline build (its BUILD_COMMIT file), else 'checkout NAME at SHA' (and
+    whether its tracked files changed) where the folder is part of a git checkout (not a folder it ignores)."""
+    marker = folder / provenance.BUILD_COMMIT_FILE
+    if marker.is_file():
+        return f"build of commit {marker.read_text().strip()[:12]}"
     top = provenance.git_top(folder)
     if top is None:
         return ""
+    try:
+        git(["check-ignore", "--quiet", str(folder)], top)
+        return ""  # exit 0: the checkout ignores the folder (a build or a virtualenv inside it)
+    except AsvError:
+        pass
     try:
         head = git(["rev-parse", "HEAD"], top).strip()
         dirty = git(["status", "--porcelain", "--untracked-files=no"], top).strip()
