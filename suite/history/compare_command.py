@@ -294,7 +294,7 @@ def not_confirmed(report: Report) -> None:
 
 
 def compare(args: argparse.Namespace, config: AsvConfig) -> int:
-    settings, own = _settings(args), _own(args)
+    settings = _settings(args)
     base = _load_side(config, args.machine, args.base, args.env)
     head = _load_side(config, args.machine, args.head, args.env)
     if base.machine != head.machine:
@@ -306,6 +306,9 @@ def compare(args: argparse.Namespace, config: AsvConfig) -> int:
     if not set(base.results) & set(head.results):
         raise ResultsError(f"{base.path} and {head.path} have no benchmark in common")
     targets = output_targets(args, config, f"{head.machine}-{base.label}-{head.label}")
+    if not plugin_history.is_tierbench(config.repo) and head.commit:  # which series are the plugin's own code
+        plugin_history.make_importable(config, head.commit, _plugins(args))
+    own = _own(args)
     model, source = _noise_for(args, config, head.machine, own)
     report = compare_results(base, head, model, settings, source, args.bench, own)
     if not report.rows:

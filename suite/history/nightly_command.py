@@ -259,6 +259,8 @@ def nightly(args: argparse.Namespace, config: AsvConfig) -> int:
                 plugin_history.stamp(config.results_dir, machine, sha)
         for _ in range(args.aa):
             record_aa_run(config, machine, last, args.bench, aa_env)
+    if shas and not plugin_history.is_tierbench(config.repo):  # the verdicts need the plugin's providers
+        plugin_history.make_importable(config, shas[-1], plugins)
     own = tuple(p.strip() for p in (args.own or "").split(",") if p.strip()) or default_own_providers(plugins)
     if args.aa:
         root = config.root / "results" / "noise"

@@ -275,6 +275,26 @@ def build(config: AsvConfig, sha: str) -> Path:
     return build_commit(config.repo, sha, config.root / ".asv" / "builds" / sha[:12], marked="")
 
 
+def make_importable(config: AsvConfig, sha: str, named: Iterable[str] = ()) -> Path | None:
+    """Where this Python cannot import the repository's plugin (an offline nightly measures each commit's build,
+    nothing need be installed), put the commit's build first on the path, so the verdicts know which series
+    are the plugin's own code and what code each runs. Returns the build folder used, or None."""
+    plugins = repo_plugins(config.repo, sha, named)
+    if all(_installed_text(m)[0] is not None for m in plugins):
+        return None
+    try:
+        folder = build(config, sha)
+    except AsvError as exc:  # judged without it, the plugin's series would pass for controls, which never fail
+        raise AsvError(
+            f"this Python cannot import the plugin {', '.join(plugins)} of {config.repo}, nor could its commit "
+            f"{sha[:8]} be built to read it from: install the plugin (pip install -e {config.repo}); {exc}"
+        ) from None
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    importlib.invalidate_caches()
+    return folder
+
+
 def suspects_of(report: Report) -> dict[tuple[str, str], str]:
     """(asv method name, case label) -> the suspect's asv key, for every suspect row."""
     from . import keys

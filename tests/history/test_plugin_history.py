@@ -7,7 +7,9 @@ outside the project, installed as a package (pip --target), then
 - tracked by a nightly in the plugin's own repository (its asv.conf.json and benchmark modules): results keyed
   by the plugin's commits and naming the tierbench that measured them, an install older than HEAD refused,
   series identified by the plugin's own code at each commit, and the slower commit confirmed by an A/B of
-  both commits' builds.
+  both commits' builds (`compare --ab` too);
+- tracked offline (`nightly --commits A,B --existing-env`) with nothing of the plugin installed: each commit's
+  build measured, its series still the plugin's own code when judged and compared again.
 
 Verdicts come from timings, so nothing may run beside these tests. A few minutes: every tierbench and asv
 process imports torch. One thread: a two-thread op on a shared 2-core machine stalls whenever either thread
@@ -129,8 +131,10 @@ def test_the_plugin_is_compared_run_to_run_and_version_to_version(plugin):
     assert "two versions of the plugin bench_plugin" in report["compared"]
     assert "tierbench-example-plugin 0.1.0" in report["base"] and report["base"] != report["head"]  # their sources
 
+    # The other way round, from the folder of the first version's source: a plugin of the same name in the
+    # current folder is neither version (each is imported from its own folder).
     backwards = ["--plugin-versions", str(new), str(old), *CASE, *FAST, "providers=[my-swiglu-blocked]"]
-    done = _tierbench("compare", *backwards, "--rounds", "6", "--json", "-", cwd=work, env=env, site=old)
+    done = _tierbench("compare", *backwards, "--rounds", "6", "--json", "-", cwd=root / "v1", env=env, site=old)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert json.loads(done.stdout)["series"][0]["verdict"] == "faster"
 
@@ -196,6 +200,16 @@ def test_a_nightly_in_the_plugins_repository_is_keyed_by_its_commits_and_confirm
     assert rows[CONTROL]["own_code"] is False and rows[CONTROL]["verdict"] in ("steady", "drift")
     assert f"the plugin of {first[:8]} and of {second[:8]} loaded side by side" in report["confirmation"]
 
+    # Any two commits of the plugin A/B on demand: each commit's build, named by its commit, not by the checkout.
+    ab = ["compare", "--ab", first, second, "--machine", MACHINE, "--rounds", "4", "--json", "-"]
+    done = _tierbench(*ab, cwd=repo, env=env, site=site)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert {r["benchmark"]: r["verdict"] for r in report["series"]}[f"{LABEL} · my-swiglu-blocked"] == "confirmed"
+    assert (
+        f"build of commit {first[:12]}" in report["compared"] and f"build of commit {second[:12]}" in report["compared"]
+    )
+
     # Series are keyed by the plugin's own code: a commit that leaves the kernels alone keeps their identity.
     (repo / "NOTES.md").write_text("measured nightly\n")
     _git(repo, "add", "NOTES.md")
@@ -203,3 +217,38 @@ def test_a_nightly_in_the_plugins_repository_is_keyed_by_its_commits_and_confirm
     third = _git(repo, "rev-parse", "HEAD")
     (one, _), (two, _), (three, _) = _identities(repo, env, site, [first, second, third])
     assert one != two and two == three and one.startswith("my-swiglu-blocked@")
+
+
+def test_an_offline_nightly_of_the_plugins_commits_measures_each_commits_build(plugin):
+    """`nightly --commits A,B --existing-env` in the plugin's repository: each commit's plugin built alone
+    (pip --target, no dependencies) and measured by the installed tierbench, with nothing of the plugin
+    installed; the results are keyed by the plugin's commits and the slower one is confirmed."""
+    root = plugin.root
+    repo = _copy(root / "offline")
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "first")
+    first = _git(repo, "rev-parse", "HEAD")
+    _slow(repo)
+    _git(repo, "commit", "-qam", "second: the PyTorch SwiGLU does its work twice")
+    second = _git(repo, "rev-parse", "HEAD")
+    nothing = root / "nothing-installed"
+    nothing.mkdir()
+    overrides = " ".join([*CASE[1:], "providers=[eager,my-swiglu-blocked]", "timing.flush_l2=false"])
+    env = {**plugin.env, "TIERBENCH_ASV_SUITE": "swiglu", "TIERBENCH_ASV_OVERRIDES": overrides}
+
+    args = ["nightly", "--commits", f"{first},{second}", "--existing-env", "--machine", "cpu-offline"]
+    done = _tierbench(*args, "--bench", "plugins", "--rounds", "4", "--no-publish", cwd=repo, env=env, site=nothing)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"{first[:8]} -> {second[:8]}: 1 confirmed, 0 suspected" in done.stdout, done.stdout[-3000:]
+    for sha in (first, second):
+        (stored,) = (repo / "results" / "asv" / "cpu-offline").glob(f"{sha[:8]}-*.json")
+        data = json.loads(stored.read_text())
+        assert data["commit_hash"] == sha and data["tierbench"]["version"] == tierbench.__version__
+        assert (repo / ".asv" / "builds" / sha[:12] / "my_kernels.py").is_file()
+
+    # The stored results compared again, still with nothing of the plugin installed: its series are its own.
+    done = _tierbench("compare", first, second, "--json", "-", cwd=repo, env=env, site=nothing)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = {r["benchmark"]: r for r in json.loads(done.stdout)["series"]}
+    assert rows[OWN]["own_code"] and rows[OWN]["verdict"] == "suspected" and rows[CONTROL]["own_code"] is False
