@@ -1,5 +1,6 @@
 """`tierbench compare` of runs: two runs across sessions, two providers of one run paired by its rounds, and the
-command line that tells runs, commits and measured A/Bs apart (bad input exits 2 naming what is valid).
+command line that tells runs, commits and measured A/Bs apart (bad input exits 2 naming what is valid); two
+providers and two plugin module files measured A/B here by the console command.
 
 The runs here are written as `tierbench run` writes them (records and config.yaml), with samples drawn so
 that each verdict is known; the timing-based verdicts of real runs are tests/history/test_plugin_history.py's.
@@ -8,9 +9,12 @@ that each verdict is known; the timing-based verdicts of real runs are tests/his
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_runner import tierbench_cli
 
 from tierbench.suite.history import compare_command
 from tierbench.suite.records import CONFIG_FILE, Measurement, RecordWriter
@@ -204,3 +208,37 @@ def test_ids_that_are_no_runs_outside_a_checkout_say_so_once(runs, capsys, monke
     config = str(runs.parent / "asv.conf.json")
     assert code == 2 and err.count(config) == 1, err  # the path was printed twice when the folder was the top
     assert "x1 and y2 were taken for commits: no run of that id or folder (runs in" in err and ": a, b)" in err
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "plugin"
+TINY = ["suite=swiglu", "swiglu.tokens=[64]", "swiglu.ffn=[96]", "swiglu.modes=[fwd]", "timing=quick"]
+
+
+@pytest.mark.slow
+def test_two_providers_and_two_plugin_files_are_measured_ab_here(tmp_path):
+    """The measured forms' shape (verdicts of real timings: test_plugin_history.py): the rounds asked for, both
+    sides named, a Triton kernel under the CPU interpreter checked and reported as not timed."""
+    for name in ("v1", "v2"):
+        shutil.copytree(EXAMPLE, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
+    # Two providers of the plugin in the current folder, measured here on the cases the overrides choose.
+    args = ["compare", "--providers", "eager", "my-swiglu-blocked", "plugins=[bench_plugin]", *TINY]
+    done = tierbench_cli(*args, "--rounds", "3", "--json", "-", cwd=tmp_path / "v1", timeout=300)
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    data = json.loads(done.stdout)
+    assert data["compared"] == "providers eager → my-swiglu-blocked, measured A/B here on 1 cases (suite swiglu)"
+    (row,) = data["series"]
+    assert row["benchmark"] == "swiglu 64x96 bf16 fwd" and row["ab"]["n"] == 3 and row["ab"]["unit"] == "round"
+    assert "round 3/3, swiglu 64x96 bf16 fwd (base first)" in done.stderr
+
+    # Two versions as module files: each imported from its own folder, every provider of the plugin paired.
+    files = [str(tmp_path / name / "bench_plugin.py") for name in ("v1", "v2")]
+    args = ["compare", "--plugin-versions", *files, *TINY, "providers=[my-swiglu,my-swiglu-blocked]"]
+    done = tierbench_cli(*args, "--rounds", "3", "--json", "-", cwd=tmp_path, timeout=300)
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    data = json.loads(done.stdout)
+    assert data["compared"].startswith("two versions of the plugin bench_plugin, measured A/B here on 2 (case, ")
+    assert "v1 = source " in data["compared"] and f"({tmp_path / 'v2'})" in data["compared"]
+    rows = {r["benchmark"]: r for r in data["series"]}
+    assert rows["swiglu 64x96 bf16 fwd · my-swiglu-blocked"]["ab"]["n"] == 3
+    interpreted = rows["swiglu 64x96 bf16 fwd · my-swiglu"]
+    assert interpreted["verdict"] == "skipped" and "correct, not timed" in interpreted["note"]
