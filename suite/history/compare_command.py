@@ -1,10 +1,15 @@
-"""`tierbench compare`: regression verdicts between two commits' asv results, paired A/B runs, the noise
-model and the replay that validates them.
+"""`tierbench compare`: regression verdicts between two commits' asv results, two runs, two providers or two
+versions of a plugin; paired A/B runs, the noise model and the replay that validates them.
 
     tierbench compare BASE HEAD [--confirm] [--json FILE|-] [--md FILE] [--html FILE] [--machine M] ...
     tierbench compare --ab BASE HEAD [--rounds 10]     both commits measured here, alternating round by round
     tierbench compare --validate [--machine M]         replay the stored history: suspects, confirmations, power
     tierbench compare --learn-noise [COMMIT] [--runs 1]
+    tierbench compare RUN_A RUN_B                      two runs (ids under --runs-dir, or folders), across sessions
+    tierbench compare RUN --providers A B              two providers of one run, paired by the run's rounds
+    tierbench compare --providers A B [OVERRIDE ...]   two providers measured A/B here (tierbench run's overrides)
+    tierbench compare --plugin-versions OLD NEW [--plugin MODULE] [OVERRIDE ...]
+                                                       two versions of a plugin (folders, module files), A/B here
 
 BASE and HEAD are commits (refs or hash prefixes) with results in results/asv/<machine>/, or paths of
 asv result files. The stored results only nominate suspects (the project's series that look slower across
@@ -12,7 +17,9 @@ sessions); --confirm re-measures them in a paired, alternating A/B of both commi
 that the A/B confirms is a regression. Controls (series of code this project does not build) report machine
 drift and never fail. Exit status: 0 no confirmed regression, 1 a confirmed regression (--confirm, --ab),
 2 bad input (a result that is missing, empty or malformed, an unknown commit, an unwritable report path,
-no asv).
+no asv). Two runs likewise only nominate; two providers of a run, and the forms measured here, confirm: exit
+1 when the head side is confirmed slower. In a plugin's own repository (its asv.conf.json) the commits are
+the plugin's, and both commits' builds of the plugin are measured side by side (docs/plugins.md).
 """
 
 from __future__ import annotations

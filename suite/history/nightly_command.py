@@ -21,7 +21,9 @@ definitions and graphs are never rewritten or deleted (publish.py), and publishe
 where their content changed in meaning. Exit status: 0 fine, 1 a confirmed regression or failed
 benchmarks, 2 bad input (checked before anything is measured or written).
 
-The machine is named after the GPU (h200-<host>) or cpu-<host> unless --machine says otherwise.
+The machine is named after the GPU (h200-<host>) or cpu-<host> unless --machine says otherwise. Run in a
+plugin's own repository (its asv.conf.json), the commits are the plugin's, measured by the installed tierbench
+(suite/history/plugin_history.py).
 """
 
 from __future__ import annotations
