@@ -218,6 +218,12 @@ def nightly(args: argparse.Namespace, config: AsvConfig) -> int:
         raise AsvError("--existing-env goes with --commits SPEC (use --head for the installed build)")
     if args.aa and not (args.head or args.existing_env):
         raise AsvError("--aa needs --head or --commits ... --existing-env (A/A runs use this Python)")
+    if not (args.head or args.existing_env) and config.data.get("environment_type") == "existing":
+        raise AsvError(  # asv's own builds need an environment per commit; this config has only this Python's
+            f'{config.path} measures in this Python ("environment_type": "existing"), so asv builds no '
+            "commit: give --head (the installed build of HEAD) or --commits A..B --existing-env (each commit "
+            "built offline)"
+        )
     machine = args.machine or machine_name()
     plugins = plugin_history.overrides_plugins()
     shas: list[str] = []  # the commits measured, when known
