@@ -95,13 +95,31 @@ def declared_plugins(folder: Path) -> tuple[str, ...]:
 
 
 def _top_names(folder: Path, modules: tuple[str, ...]) -> set[str]:
-    """Top-level module names a folder provides (its .py files and packages) and the plugin's own."""
+    """Top-level module names of the plugin's version in a folder, each imported afresh from it: the files of
+    the distributions there that declare a plugin (a `pip install --target` folder may also hold the plugin's
+    dependencies, torch among them, which must stay the ones this process runs), else the folder's .py files
+    and packages (a source tree). Never tierbench: the one measuring both versions stays."""
     names = {m.split(".")[0] for m in modules}
-    for entry in folder.iterdir() if folder.is_dir() else ():
-        if entry.suffix == ".py":
-            names.add(entry.stem)
-        elif entry.is_dir() and (entry / "__init__.py").is_file():
-            names.add(entry.name)
+    plugin_dists = [
+        dist
+        for dist in metadata.distributions(path=[str(folder)])
+        if any(ep.group == ENTRY_POINT_GROUP for ep in dist.entry_points)
+    ]
+    files = [f for dist in plugin_dists for f in dist.files or ()]
+    if files:
+        for file in files:
+            top = file.parts[0] if file.parts else ""
+            if len(file.parts) == 1 and top.endswith(".py"):
+                names.add(top[: -len(".py")])
+            elif len(file.parts) > 1 and top.isidentifier() and top != "__pycache__":  # a package, no dist-info
+                names.add(top)
+    else:
+        for entry in folder.iterdir() if folder.is_dir() else ():
+            if entry.suffix == ".py":
+                names.add(entry.stem)
+            elif entry.is_dir() and (entry / "__init__.py").is_file():
+                names.add(entry.name)
+    names.discard("tierbench")
     return names
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -230,14 +232,23 @@ def test_two_providers_and_two_plugin_files_are_measured_ab_here(tmp_path):
     assert row["benchmark"] == "swiglu 64x96 bf16 fwd" and row["ab"]["n"] == 3 and row["ab"]["unit"] == "round"
     assert "round 3/3, swiglu 64x96 bf16 fwd (base first)" in done.stderr
 
-    # Two versions as module files: each imported from its own folder, every provider of the plugin paired.
-    files = [str(tmp_path / name / "bench_plugin.py") for name in ("v1", "v2")]
-    args = ["compare", "--plugin-versions", *files, *TINY, "providers=[my-swiglu,my-swiglu-blocked]"]
+    # A module file against an install folder that holds more than the plugin (pip --target without --no-deps
+    # brings torch and tierbench too): only the plugin's own modules are imported from it, each version from
+    # its own folder, and every provider of the plugin is paired.
+    site = tmp_path / "site-v2"
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target"]
+    installed = subprocess.run([*pip, str(site), str(tmp_path / "v2")], capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stderr
+    for dependency in ("torch", "tierbench"):
+        (site / dependency).mkdir()
+        (site / dependency / "__init__.py").write_text(f"raise ImportError('a second {dependency} was imported')\n")
+    versions = [str(tmp_path / "v1" / "bench_plugin.py"), str(site)]
+    args = ["compare", "--plugin-versions", *versions, *TINY, "providers=[my-swiglu,my-swiglu-blocked]"]
     done = tierbench_cli(*args, "--rounds", "3", "--json", "-", cwd=tmp_path, timeout=300)
     assert done.returncode in (0, 1), done.stderr[-3000:]
     data = json.loads(done.stdout)
     assert data["compared"].startswith("two versions of the plugin bench_plugin, measured A/B here on 2 (case, ")
-    assert "v1 = source " in data["compared"] and f"({tmp_path / 'v2'})" in data["compared"]
+    assert "v1 = source " in data["compared"] and "site-v2 = tierbench-example-plugin 0.1.0; " in data["compared"]
     rows = {r["benchmark"]: r for r in data["series"]}
     assert rows["swiglu 64x96 bf16 fwd · my-swiglu-blocked"]["ab"]["n"] == 3
     interpreted = rows["swiglu 64x96 bf16 fwd · my-swiglu"]
