@@ -94,11 +94,21 @@ def _within_free_value(key: str, schema: type) -> bool:
     return False
 
 
+def _stored_options(group: str) -> set[str]:
+    """Options of a group registered in code rather than as files: a plugin family's `suite=<family>`."""
+    from hydra.core.config_store import ConfigStore
+
+    try:
+        return {name.removesuffix(".yaml") for name in ConfigStore.instance().list(group)}
+    except OSError:  # no such group in the store
+        return set()
+
+
 def _check_option(group: str, value: str, conf_dir: Path) -> None:
     """A config group's value names files of that group (a comma-separated list in a sweep)."""
     if not value or any(c in value for c in "()[]{}$*"):
         return  # Hydra's sweep functions and interpolations: Hydra checks them
-    options = sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
+    options = sorted({p.stem for p in (conf_dir / group).glob("*.yaml")} | _stored_options(group))
     for choice in value.split(","):
         if choice and choice not in options:
             close = difflib.get_close_matches(choice, options, n=2, cutoff=0.5)

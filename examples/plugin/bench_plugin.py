@@ -1,8 +1,11 @@
-"""A tierbench plugin: the user's SwiGLU op (a plain PyTorch formula) and the user's Triton kernels, as
-providers of SwiGLU (forward and backward) and of tierbench's own LayerNorm and RMSNorm ops.
+"""A tierbench plugin: the user's SwiGLU op (a plain PyTorch formula) and the user's kernels, as providers of
+SwiGLU (Triton, forward and backward; plain PyTorch a block of rows at a time) and of tierbench's own LayerNorm
+and RMSNorm ops.
 
     tierbench run plugins=[bench_plugin] suite=swiglu               # the SwiGLU family alone
     tierbench run plugins=[bench_plugin] suite=norm 'providers=[eager,compile,my-layernorm,my-rmsnorm]'
+    tierbench compare --plugin-versions OLD NEW suite=swiglu        # two versions of these kernels, A/B
+    tierbench nightly --head                                        # this repository's history (asv.conf.json)
 
 tierbench imports this module by name (from the current folder, or installed: `pip install .` here
 registers it under the `tierbench.plugins` entry points, see pyproject.toml) and reads FAMILIES, PROVIDERS
@@ -98,9 +101,12 @@ FAMILIES = [
     )
 ]
 
-# --- the user's kernels, as providers of a tier of their own ------------------------------------------
+# --- the user's kernels, as providers of tiers of their own -------------------------------------------
 # interpreted_triton: on a CPU the kernels run through Triton's interpreter, checked and never timed.
-TIERS = [tierbench.plugin_tier("my-triton", "my own Triton kernels", own_code=True, interpreted_triton=True)]
+TIERS = [
+    tierbench.plugin_tier("my-triton", "my own Triton kernels", own_code=True, interpreted_triton=True),
+    tierbench.plugin_tier("my-torch", "my own PyTorch code", own_code=True),  # timed on a CPU too
+]
 
 PROVIDERS = [
     # Of tierbench's own ops (the signatures: docs/plugins.md): their cases, reference and check are tierbench's.
@@ -112,4 +118,9 @@ PROVIDERS = [
     ),  # fmt: skip
     # Of the SwiGLU op above; its backward is the kernel's own (an autograd.Function), checked in `bwd` cases.
     tierbench.call_provider("my-swiglu", "my-triton", SWIGLU, my_kernels.swiglu, package="triton"),
+    # The same op in plain PyTorch, a block of rows at a time; `package` names this distribution, so its
+    # records carry the plugin's own version.
+    tierbench.call_provider(
+        "my-swiglu-blocked", "my-torch", SWIGLU, my_kernels.swiglu_blocked, package="tierbench-example-plugin"
+    ),
 ]

@@ -1,5 +1,5 @@
-"""A user's own Triton kernels, in a file of their own: an RMSNorm, a LayerNorm and a fused SwiGLU
-(silu(gate) * up) with its backward.
+"""A user's own kernels, in a file of their own: Triton kernels for an RMSNorm, a LayerNorm and a fused SwiGLU
+(silu(gate) * up) with its backward, and the same SwiGLU in plain PyTorch, a block of rows at a time.
 
 Nothing here knows tierbench; bench_plugin.py wraps these as providers.
 """
@@ -7,6 +7,7 @@ Nothing here knows tierbench; bench_plugin.py wraps these as providers.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 import triton
 import triton.language as tl
 
@@ -105,3 +106,10 @@ class _SwiGLU(torch.autograd.Function):
 def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     """silu(gate) * up, elementwise, in one pass over both inputs; differentiable by its own backward kernel."""
     return _SwiGLU.apply(gate, up)
+
+
+def swiglu_blocked(gate: torch.Tensor, up: torch.Tensor, rows: int = 128) -> torch.Tensor:
+    """silu(gate) * up, a block of rows at a time, so each block's temporaries stay small (and in cache on a
+    CPU); plain PyTorch, differentiable by autograd, timed on every device."""
+    blocks = [F.silu(g) * u for g, u in zip(gate.split(rows), up.split(rows))]
+    return torch.cat(blocks)

@@ -88,7 +88,7 @@ def find_config(path: str | None = None) -> AsvConfig:
                 return AsvConfig(candidate.resolve(), json.loads(candidate.read_text()))
             except json.JSONDecodeError as exc:
                 raise AsvError(f"{candidate} is not valid JSON: {exc}") from None
-    where = ", ".join(str(c) for c in candidates)
+    where = ", ".join(dict.fromkeys(str(c) for c in candidates))  # the folder may be the checkout's top
     raise AsvError(f"no asv config at {where}: run from the tierbench checkout or pass --config PATH")
 
 
@@ -221,13 +221,16 @@ def installed_commit() -> tuple[str | None, str]:
     return found.commit, found.where + (" (with uncommitted changes)" if found.dirty else "")
 
 
-def build_commit(repo: Path, sha: str, dest: Path) -> Path:
+def build_commit(repo: Path, sha: str, dest: Path, marked: str = "tierbench") -> Path:
     """Install one commit's tierbench into `dest` (pip --target), with no network and no dependencies.
 
     The history of an offline machine: each commit gets its own folder, put first on PYTHONPATH while
     asv (--python=same) measures it. Needs setuptools in this Python (the project's build backend).
+    `marked`: the installed package folder that names the commit (BUILD_COMMIT); "" for `dest` itself (a
+    plugin's repository, which installs no tierbench).
     """
-    if (dest / "tierbench" / BUILD_COMMIT_FILE).exists():
+    marker = dest / marked / BUILD_COMMIT_FILE if marked else dest / BUILD_COMMIT_FILE
+    if marker.exists():
         return dest
     with tempfile.TemporaryDirectory(prefix="tierbench-src-") as tmp:
         archive = Path(tmp) / "src.tar"
@@ -264,7 +267,7 @@ def build_commit(repo: Path, sha: str, dest: Path) -> Path:
         out = subprocess.run(cmd, capture_output=True, text=True)
         if out.returncode:
             raise AsvError(f"building {sha[:8]} failed: {' '.join(cmd)}\n{out.stdout}{out.stderr}".strip())
-    (dest / "tierbench" / BUILD_COMMIT_FILE).write_text(sha + "\n")
+    marker.write_text(sha + "\n")
     return dest
 
 

@@ -110,6 +110,7 @@ class Report:
     base_commit: str = ""
     head_commit: str = ""
     confirmation: str = ""  # what re-measured the suspects (rounds, seconds), or why nothing did
+    what: str = ""  # what was compared, in words, where the two sides are not two commits (runs, providers)
 
     def count(self, state: str) -> int:
         return sum(1 for r in self.rows if r.state == state)

@@ -1,10 +1,15 @@
-"""`tierbench compare`: regression verdicts between two commits' asv results, paired A/B runs, the noise
-model and the replay that validates them.
+"""`tierbench compare`: regression verdicts between two commits' asv results, two runs, two providers or two
+versions of a plugin; paired A/B runs, the noise model and the replay that validates them.
 
     tierbench compare BASE HEAD [--confirm] [--json FILE|-] [--md FILE] [--html FILE] [--machine M] ...
     tierbench compare --ab BASE HEAD [--rounds 10]     both commits measured here, alternating round by round
     tierbench compare --validate [--machine M]         replay the stored history: suspects, confirmations, power
     tierbench compare --learn-noise [COMMIT] [--runs 1]
+    tierbench compare RUN_A RUN_B                      two runs (ids under --runs-dir, or folders), across sessions
+    tierbench compare RUN --providers A B              two providers of one run, paired by the run's rounds
+    tierbench compare --providers A B [OVERRIDE ...]   two providers measured A/B here (tierbench run's overrides)
+    tierbench compare --plugin-versions OLD NEW [--plugin MODULE] [OVERRIDE ...]
+                                                       two versions of a plugin (folders, module files), A/B here
 
 BASE and HEAD are commits (refs or hash prefixes) with results in results/asv/<machine>/, or paths of
 asv result files. The stored results only nominate suspects (the project's series that look slower across
@@ -12,7 +17,9 @@ sessions); --confirm re-measures them in a paired, alternating A/B of both commi
 that the A/B confirms is a regression. Controls (series of code this project does not build) report machine
 drift and never fail. Exit status: 0 no confirmed regression, 1 a confirmed regression (--confirm, --ab),
 2 bad input (a result that is missing, empty or malformed, an unknown commit, an unwritable report path,
-no asv).
+no asv). Two runs likewise only nominate; two providers of a run, and the forms measured here, confirm: exit
+1 when the head side is confirmed slower. In a plugin's own repository (its asv.conf.json) the commits are
+the plugin's, and both commits' builds of the plugin are measured side by side (docs/plugins.md).
 """
 
 from __future__ import annotations
@@ -24,8 +31,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..text import warnings_as_lines
-from . import ab, asvresults, keys, noise, render, validate
+from ..text import plain, warnings_as_lines
+from . import ab, asvresults, compare_measured, keys, noise, plugin_history, render, validate
 from .asvresults import ResultFile, ResultsError
 from .asvtool import (
     AsvConfig,
@@ -52,8 +59,29 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__.split("\n\n", 1)[1],
     )
-    p.add_argument("base", nargs="?", help="base commit, or an asv result file")
-    p.add_argument("head", nargs="?", help="head commit, or an asv result file")
+    p.add_argument(
+        "refs",
+        nargs="*",
+        metavar="ARG",
+        help="BASE HEAD: two commits or asv result files, or two runs (ids under --runs-dir, or folders); RUN with "
+        "--providers; with --providers or --plugin-versions alone: `tierbench run` overrides choosing the cases",
+    )
+    p.add_argument(
+        "--providers",
+        nargs=2,
+        metavar=("A", "B"),
+        help="provider B against provider A: of the run given, or measured A/B here (paired, alternating)",
+    )
+    p.add_argument(
+        "--plugin-versions",
+        nargs=2,
+        metavar=("OLD", "NEW"),
+        help="two versions of a plugin (folders or module files) measured A/B here, paired and alternating",
+    )
+    p.add_argument(
+        "--plugin", metavar="MODULE", help="the plugin module of --plugin-versions (default: its entry point)"
+    )
+    p.add_argument("--runs-dir", default="results/runs", help="where run ids are looked up (default: %(default)s)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--ab", action="store_true", help="measure BASE and HEAD here, alternating (paired A/B)")
     mode.add_argument("--validate", action="store_true", help="replay the machine's history through the verdicts")
@@ -121,7 +149,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def _own(args: argparse.Namespace) -> tuple[str, ...]:
     if args.own is None:
-        return default_own_providers(tuple(p for p in (args.plugins or "").split(",") if p))
+        return default_own_providers(_plugins(args))
     own = tuple(p.strip() for p in args.own.split(",") if p.strip())
     if not own:
         raise AsvError("--own needs at least one provider name, e.g. --own triton")
@@ -156,12 +184,17 @@ def history_files(config: AsvConfig, machine: str) -> list[ResultFile]:
 
 def code_ids(config: AsvConfig, plugins: tuple[str, ...] = ()) -> SeriesIdentities:
     """(series, commit) -> the code identity of the series' provider at that commit (suite/benchmarks/identity.py):
-    commits with equal identities ran the same code for that series."""
+    commits with equal identities ran the same code for that series. In a plugin's repository the plugin's
+    series are identified by its own modules at that commit (plugin_history.py)."""
+    if not plugin_history.is_tierbench(config.repo):
+        return plugin_history.PluginIdentities(config.repo, plugins=plugins)
     return SeriesIdentities(config.repo, plugins=plugins)
 
 
 def _plugins(args: argparse.Namespace) -> tuple[str, ...]:
-    return tuple(p for p in (getattr(args, "plugins", None) or "").split(",") if p)
+    """The plugins named by --plugins and by TIERBENCH_ASV_OVERRIDES (which the asv suite loads)."""
+    named = tuple(p for p in (getattr(args, "plugins", None) or "").split(",") if p)
+    return tuple(dict.fromkeys([*named, *plugin_history.overrides_plugins()]))
 
 
 def learn_model(
@@ -240,7 +273,11 @@ def confirm(
     model: noise.NoiseModel | None = None,
 ) -> None:
     """Re-measure the suspect own series A/B (both commits built, alternating rounds in this one session) and
-    give each its paired verdict: only these can confirm a regression."""
+    give each its paired verdict: only these can confirm a regression. In a plugin's repository both commits'
+    builds of the plugin are measured side by side in this process (plugin_history.confirm)."""
+    if not plugin_history.is_tierbench(config.repo):
+        plugin_history.confirm(config, report, rounds, settings)
+        return
     normalisers = model.normalisers if model else {}
     bench = suspects_regex(report, normalisers)
     if bench is None:
@@ -264,7 +301,7 @@ def not_confirmed(report: Report) -> None:
 
 
 def compare(args: argparse.Namespace, config: AsvConfig) -> int:
-    settings, own = _settings(args), _own(args)
+    settings = _settings(args)
     base = _load_side(config, args.machine, args.base, args.env)
     head = _load_side(config, args.machine, args.head, args.env)
     if base.machine != head.machine:
@@ -276,6 +313,9 @@ def compare(args: argparse.Namespace, config: AsvConfig) -> int:
     if not set(base.results) & set(head.results):
         raise ResultsError(f"{base.path} and {head.path} have no benchmark in common")
     targets = output_targets(args, config, f"{head.machine}-{base.label}-{head.label}")
+    if not plugin_history.is_tierbench(config.repo) and head.commit:  # which series are the plugin's own code
+        plugin_history.make_importable(config, head.commit, _plugins(args))
+    own = _own(args)
     model, source = _noise_for(args, config, head.machine, own)
     report = compare_results(base, head, model, settings, source, args.bench, own)
     if not report.rows:
@@ -293,6 +333,12 @@ def compare_ab_command(args: argparse.Namespace, config: AsvConfig) -> int:
     base, head = require_commit(config.repo, args.base), require_commit(config.repo, args.head)
     machine = args.machine or machine_name()
     targets = output_targets(args, config, f"{machine}-ab-{base[:8]}-{head[:8]}")
+    if not plugin_history.is_tierbench(config.repo):  # a plugin's two commits, measured side by side here
+        report = plugin_history.versions_ab(config, base, head, args.rounds, settings)
+        if not report.rows:
+            raise ResultsError(f"the A/B measured no provider of the plugin of {config.repo}")
+        write_outputs(args, report, targets)
+        return 1 if report.regressions else 0
     model = learn_model(config, machine, own, plugins=_plugins(args)) if args.noise != "none" else None
     with tempfile.TemporaryDirectory(prefix="tierbench-ab-") as tmp:
         register_machine(machine, config.variant(Path(tmp)))
@@ -337,7 +383,9 @@ def learn_noise(args: argparse.Namespace, config: AsvConfig) -> int:
         sha = require_commit(config.repo, args.learn_noise)
         machine = args.machine or machine_name()
         have, where = installed_commit()
-        if have != sha:
+        if not plugin_history.is_tierbench(config.repo):
+            plugin_history.check_plugin_at(config.repo, sha, _plugins(args), what="commit")
+        elif have != sha:
             raise AsvError(
                 f"--learn-noise {args.learn_noise}: the tierbench this Python imports is "
                 f"{(have or 'unknown')[:8]} ({where}), not {sha[:8]}; check that commit out and "
@@ -385,18 +433,46 @@ def record_aa_run(
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     with warnings_as_lines("tierbench compare"):
+        if compare_measured.wanted(args):  # runs, providers, plugin versions: no asv config needed
+            try:
+                settings = _settings(args)
+            except AsvError as exc:
+                print(f"tierbench compare: {exc}", file=sys.stderr)
+                return 2
+            return compare_measured.main(args, settings, write_outputs)
         return _main(args)
 
 
-def _main(args: argparse.Namespace) -> int:
+def _config_for(args: argparse.Namespace, refs: list[str]) -> AsvConfig:
+    """The asv config that commits need; where there is none, the error says the arguments were no runs either."""
     try:
-        config = find_config(args.config)
+        return find_config(args.config)
+    except AsvError as exc:
+        if not refs:
+            raise
+        from .compare_runs import known_runs
+
+        shown = " and ".join(plain(r) for r in refs)
+        runs = known_runs(args.runs_dir)
+        raise AsvError(f"{exc}; {shown} were taken for commits: no run of that id or folder ({runs})") from None
+
+
+def _main(args: argparse.Namespace) -> int:
+    refs = list(args.refs)
+    args.base, args.head = (refs + [None, None])[:2]
+    try:
+        if len(refs) > 2:
+            raise AsvError(f"give two commits (or two runs), not {len(refs)} arguments: {' '.join(refs)}")
+        config = _config_for(args, refs)
         if args.learn_noise is not None or args.validate:
             if args.base or args.head:
                 raise AsvError(f"--{'validate' if args.validate else 'learn-noise'} takes no BASE/HEAD")
             return validate_command(args, config) if args.validate else learn_noise(args, config)
         if not (args.base and args.head):
-            raise AsvError("give BASE and HEAD (commits or asv result files), or --validate, or --learn-noise")
+            raise AsvError(
+                "give BASE HEAD (two commits or asv result files, or two runs), RUN --providers A B, "
+                "--providers A B or --plugin-versions OLD NEW (measured here), --validate, or --learn-noise"
+            )
         return compare_ab_command(args, config) if args.ab else compare(args, config)
     except (AsvError, ResultsError) as exc:
         print(f"tierbench compare: {exc}", file=sys.stderr)

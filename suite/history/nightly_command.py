@@ -21,7 +21,9 @@ definitions and graphs are never rewritten or deleted (publish.py), and publishe
 where their content changed in meaning. Exit status: 0 fine, 1 a confirmed regression or failed
 benchmarks, 2 bad input (checked before anything is measured or written).
 
-The machine is named after the GPU (h200-<host>) or cpu-<host> unless --machine says otherwise.
+The machine is named after the GPU (h200-<host>) or cpu-<host> unless --machine says otherwise. Run in a
+plugin's own repository (its asv.conf.json), the commits are the plugin's, measured by the installed tierbench
+(suite/history/plugin_history.py).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import asvresults, noise, publish, render
+from . import asvresults, noise, plugin_history, publish, render
 from .ab import DEFAULT_ROUNDS
 from .asvtool import (
     BUILD_ENV,
@@ -133,14 +135,25 @@ def run_offline(
             continue
         measured.append(sha)
         print(f"tierbench nightly: building {sha[:8]} (pip --target, no dependencies, no network)", flush=True)
-        folder = build_commit(config.repo, sha, config.root / ".asv" / "builds" / sha[:12])
-        env = env_with_build(folder)
-        env[BUILD_ENV] = str(folder)
+        folder, env = offline_build(config, sha)
         code = measured_run(
             config, machine, ["run", "--python=same", "--set-commit-hash", sha, *_run_args(machine, args.bench)], env
         )
         worst, build = max(worst, code), str(folder)
     return worst, build, measured
+
+
+def offline_build(config: AsvConfig, sha: str) -> tuple[Path, dict[str, str]]:
+    """A commit's offline build and the environment that measures it. tierbench's own commit is the build's
+    tierbench (the suite refuses modules from elsewhere: TIERBENCH_ASV_BUILD); a plugin's commit is the plugin
+    alone, measured by the installed tierbench."""
+    if not plugin_history.is_tierbench(config.repo):
+        folder = plugin_history.build(config, sha)
+        return folder, env_with_build(folder)
+    folder = build_commit(config.repo, sha, config.root / ".asv" / "builds" / sha[:12])
+    env = env_with_build(folder)
+    env[BUILD_ENV] = str(folder)
+    return folder, env
 
 
 def check_installed(sha: str) -> None:
@@ -205,13 +218,24 @@ def nightly(args: argparse.Namespace, config: AsvConfig) -> int:
         raise AsvError("--existing-env goes with --commits SPEC (use --head for the installed build)")
     if args.aa and not (args.head or args.existing_env):
         raise AsvError("--aa needs --head or --commits ... --existing-env (A/A runs use this Python)")
+    if not (args.head or args.existing_env) and config.data.get("environment_type") == "existing":
+        raise AsvError(  # asv's own builds need an environment per commit; this config has only this Python's
+            f'{config.path} measures in this Python ("environment_type": "existing"), so asv builds no '
+            "commit: give --head (the installed build of HEAD) or --commits A..B --existing-env (each commit "
+            "built offline)"
+        )
     machine = args.machine or machine_name()
+    plugins = plugin_history.overrides_plugins()
     shas: list[str] = []  # the commits measured, when known
+    if args.head:  # checked before asv registers anything
+        sha = require_commit(config.repo, "HEAD")
+        if plugin_history.is_tierbench(config.repo):
+            check_installed(sha)
+        else:  # a plugin's repository: its plugin must be HEAD, tierbench is whatever is installed
+            plugin_history.check_plugin_head(config.repo, sha, plugins)
     with tempfile.TemporaryDirectory(prefix="tierbench-nightly-") as tmp:
         register_machine(machine, config.variant(Path(tmp)))
         if args.head:
-            sha = require_commit(config.repo, "HEAD")
-            check_installed(sha)
             if args.skip_existing and _has_result(config, machine, sha):
                 print(f"tierbench nightly: {sha[:8]} has results on {machine}; skipped")
                 code, shas = 0, []
@@ -225,11 +249,7 @@ def nightly(args: argparse.Namespace, config: AsvConfig) -> int:
             wanted = commit_list(config.repo, args.commits)
             code, build, shas = run_offline(config, machine, wanted, args)
             last = wanted[-1]
-            if args.aa and not build:
-                build = str(build_commit(config.repo, last, config.root / ".asv" / "builds" / last[:12]))
-            aa_env = env_with_build(Path(build)) if build else None
-            if aa_env is not None:
-                aa_env[BUILD_ENV] = build
+            aa_env = offline_build(config, last)[1] if args.aa else None
         else:
             spec = "NEW"
             if args.commits:
@@ -242,12 +262,17 @@ def nightly(args: argparse.Namespace, config: AsvConfig) -> int:
             aa_env, last = None, ""
         if code not in (0, 2):
             raise AsvError(f"asv run failed (exit {code})")
+        if not plugin_history.is_tierbench(config.repo):  # the results are the plugin's: name who measured them
+            for sha in shas:
+                plugin_history.stamp(config.results_dir, machine, sha)
         for _ in range(args.aa):
             record_aa_run(config, machine, last, args.bench, aa_env)
-    own = tuple(p.strip() for p in (args.own or "").split(",") if p.strip()) or default_own_providers()
+    if shas and not plugin_history.is_tierbench(config.repo):  # the verdicts need the plugin's providers
+        plugin_history.make_importable(config, shas[-1], plugins)
+    own = tuple(p.strip() for p in (args.own or "").split(",") if p.strip()) or default_own_providers(plugins)
     if args.aa:
         root = config.root / "results" / "noise"
-        model = learn_model(config, machine, own)
+        model = learn_model(config, machine, own, plugins=plugins)
         if model is not None:
             path = noise.save(model, noise.noise_file(root, machine))
             print(f"tierbench nightly: noise model {path} ({len(model.series)} series)")
@@ -285,7 +310,7 @@ def verdicts(config: AsvConfig, machine: str, shas: list[str], args: argparse.Na
             continue
         base = asvresults.find(config.results_dir, machine, base_sha)
         head = asvresults.find(config.results_dir, machine, sha)
-        model = learn_model(config, machine, own)
+        model = learn_model(config, machine, own, plugins=plugin_history.overrides_plugins())
         source = f"learned from {model.files} stored result files of {machine}" if model else "none"
         report = compare_results(base, head, model, settings, source, args.bench, own)
         if args.no_confirm:

@@ -135,6 +135,10 @@ def title(report: Report) -> str:
 
 
 def headline(report: Report) -> str:
+    if report.what:  # two runs, providers or plugin versions: the head is slower or not, no commit regressed
+        if report.regressions:
+            return "**Confirmed slower**"
+        return "**Suspected slower, not confirmed**" if report.suspects else "Not slower"
     if report.regressions:
         return "**Confirmed regression**"
     if report.suspects:
@@ -144,6 +148,8 @@ def headline(report: Report) -> str:
 
 def markdown(report: Report) -> str:
     lines = [f"### {title(report)}", ""]
+    if report.what:
+        lines += [f"Compared: {report.what}.", ""]
     lines += [f"{headline(report)}: {summary(report)}.", ""]
     drift = drift_line(report)
     if drift:
@@ -168,6 +174,8 @@ def html_page(report: Report) -> str:
         body.append(f'<tr class="{esc(row.state)}"{style}>{cells}</tr>')
     verdict = headline(report).strip("*")
     drift = drift_line(report)
+    compared = esc(f"compared: {report.what}; ") if report.what else ""
+    sides = esc(f"base {report.base_commit or report.base}, head {report.head_commit or report.head}")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(title(report))}</title>
 <style>
@@ -182,7 +190,7 @@ td:nth-child(2) {{ font-family: monospace; }}
 <p><b>{esc(verdict)}</b>: {esc(summary(report))}.</p>
 {f'<p class="drift">{esc(drift)}</p>' if drift else ""}
 <p class="note">{esc(settings_line(report))}</p>
-<p class="note">base {esc(report.base_commit or report.base)}, head {esc(report.head_commit or report.head)}</p>
+<p class="note">{compared}{sides}</p>
 <table><thead><tr>{head}</tr></thead><tbody>
 {chr(10).join(body)}
 </tbody></table></body></html>
@@ -221,8 +229,10 @@ def as_json(report: Report) -> dict:
                 "note": row.note,
             }
         )
+    compared = {"compared": report.what} if report.what else {}  # runs, providers, plugin versions
     return {
         "format": JSON_FORMAT,
+        **compared,
         "base": report.base_commit or report.base,
         "head": report.head_commit or report.head,
         "machine": report.machine,

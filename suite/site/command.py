@@ -101,7 +101,8 @@ def main(argv: list[str]) -> int:
         print(f"tierbench report: cannot write the site: {plain(str(where))}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     if not result.devices:
-        print(f"tierbench report: no runs under {args.runs}: the site shows asv's history only", file=sys.stderr)
+        which = "committed runs (--publish shows only those git tracks)" if args.publish else "runs"
+        print(f"tierbench report: no {which} under {args.runs}: the site shows asv's history only", file=sys.stderr)
     pages = [p for p in result.written if p.suffix == ".html"]
     # Runs' own report.html files are copied as they are: the size that matters is the site's pages'.
     own = [p for p in pages if p.relative_to(args.out).parts[0] != "runs"]

@@ -191,7 +191,7 @@ def test_empty_or_malformed_result_is_exit_2_naming_the_file(project, capsys, co
         ([BASE, HEAD, "--suspect-alpha", "0.7"], "--suspect-alpha=0.7 is outside"),
         ([BASE, HEAD, "--md", "/proc/no/such/r.md"], "--md /proc/no/such/r.md"),
         ([BASE, HEAD, "--json", "/"], "--json /: is a folder"),
-        ([BASE], "give BASE and HEAD"),
+        ([BASE], "give BASE HEAD (two commits or asv result files, or two runs)"),
         ([BASE, HEAD, "--noise", "missing.json"], "no noise model missing.json"),
     ],
 )

@@ -73,3 +73,19 @@ def test_validate_refuses_an_unwritable_json_path(guarded, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "--json /proc/x/v.json" in err and "Traceback" not in err
     assert sorted(p.relative_to(project) for p in project.rglob("*")) == before
+
+
+@pytest.mark.parametrize("args", [[], ["--commits", "HEAD~1..HEAD"]])
+def test_a_nightly_of_asvs_own_builds_is_refused_where_the_config_measures_in_this_python(guarded, capsys, args):
+    """A plugin's repository (examples/plugin/asv.conf.json) measures in the Python that runs asv: asv builds
+    no commit there, so only --head and --commits ... --existing-env can measure one."""
+    project, home, _ = guarded
+    config = project / "asv.conf.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "environment_type": "existing"}))
+    before = sorted(p.relative_to(project) for p in project.rglob("*"))
+    code = nightly_command.main(["--config", str(config), *args])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert '"environment_type": "existing"' in err and "give --head" in err and "--existing-env" in err
+    assert sorted(p.relative_to(project) for p in project.rglob("*")) == before
+    assert not (home / ".asv-machine.json").exists()
