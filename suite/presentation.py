@@ -7,11 +7,12 @@ existed) gets views guessed from its records: the metric of the ceiling that bin
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import tiers as tier_records
+from .reading import baseline, timed
 from .records import Measurement
 from .runmeta import RunMeta
 
@@ -99,17 +100,12 @@ class Presentation:
     def view(self, family: str, records: Iterable[Measurement] = ()) -> View:
         return self.views.get(family) or guessed_view(records)
 
-    def baseline(self, records: list[Measurement]) -> Measurement | None:
-        """The provider a case's speedups are quoted against: the first of its op's preferences that ran
-        (without a meta: eager, else the vendor tier's first by name)."""
-        ok = {r.provider: r for r in records if r.status == "ok" and r.median_ms}
+    def baseline(self, records: list[Measurement], counts: Callable[[Measurement], bool] = timed) -> Measurement | None:
+        """The record of one case its others are set against: the first of its op's preferences (run.json's
+        baselines; without one, suite/reading.py's default) whose record `counts` (was timed, by default)."""
         if not records:
             return None
-        preferred = self.baselines.get(records[0].op)
-        if preferred is None:
-            vendor = sorted(name for name, r in ok.items() if r.tier == "vendor")
-            preferred = ("eager", *vendor)
-        return next((ok[name] for name in preferred if name in ok), None)
+        return baseline(records, self.baselines.get(records[0].op), counts)
 
     def tier_rank(self, name: str) -> tuple[int, str]:
         tier = self.tiers.get(name)

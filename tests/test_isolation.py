@@ -25,7 +25,8 @@ from tierbench.suite.ops import norm
 from tierbench.suite.plan import PlannedCase
 from tierbench.suite.providers import vendor
 from tierbench.suite.providers.base import Provider
-from tierbench.suite.records import RECORDS_FILE, Measurement, read_records
+from tierbench.suite.reading import read_records
+from tierbench.suite.records import RECORDS_FILE, Measurement
 from tierbench.suite.runner import RunContext, measure_case, run_plan
 from tierbench.timing import CpuTimer, TimingSettings
 

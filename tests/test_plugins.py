@@ -23,7 +23,7 @@ from cli_runner import tierbench_cli
 import tierbench
 from tierbench.suite.catalog import build
 from tierbench.suite.plugins import PluginError
-from tierbench.suite.records import read_records
+from tierbench.suite.reading import read_records
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "plugin"
 SMALL = ["suite=smoke", "timing=quick", "matmul.enabled=false", "attention.enabled=false", "decode.enabled=false",

@@ -13,7 +13,8 @@ from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops import matmul, norm
 from tierbench.suite.plan import PlannedCase
 from tierbench.suite.providers.base import Provider
-from tierbench.suite.records import Measurement, read_records
+from tierbench.suite.reading import read_launches, read_records
+from tierbench.suite.records import Measurement
 from tierbench.suite.runner import RunContext, measure_case, run_plan
 from tierbench.timing import CpuTimer, TimingSettings
 
@@ -140,7 +141,7 @@ def test_run_plan_appends_each_launch_list_beside_its_record(tmp_path):
         run_plan(plan, _ctx(tmp_path))
     lines = (tmp_path / profiling.LAUNCHES_FILE).read_text().splitlines()
     assert len(lines) == 1  # the half-written line was cut before appending
-    logged = profiling.read_launches(tmp_path)[(case.case_id, "eager")]
+    logged = read_launches(tmp_path)[(case.case_id, "eager")]
     (record,) = read_records(tmp_path)
     assert logged["launches"] == record.launches == 3 and logged["run_id"] == "t"
     assert [k["name"] for k in logged["kernels"]] == ["aten::add", "aten::gelu", "aten::layer_norm"]

@@ -12,7 +12,8 @@ from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops import matmul
 from tierbench.suite.plan import PlannedCase
 from tierbench.suite.providers import vendor
-from tierbench.suite.records import Measurement, read_records
+from tierbench.suite.reading import read_records
+from tierbench.suite.records import Measurement
 from tierbench.suite.runner import WIDE_SPREAD, RunContext, run_plan, spread_warning, summarize
 from tierbench.timing import CpuTimer, TimingSettings
 

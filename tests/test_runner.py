@@ -16,7 +16,8 @@ from tierbench.suite.ops import matmul
 from tierbench.suite.plan import PlannedCase
 from tierbench.suite.providers import compiler, vendor
 from tierbench.suite.providers.base import Provider, Unavailable
-from tierbench.suite.records import Measurement, read_records
+from tierbench.suite.reading import read_records
+from tierbench.suite.records import Measurement
 from tierbench.suite.runner import RunContext, is_oom, measure_case, run_plan
 from tierbench.timing import CpuTimer, TimingSettings
 

@@ -89,7 +89,6 @@ OP = Op(
     options=options,
     grads=("a", "b", "bias"),
     kernel="matmul_bias_gelu",
-    baseline=("eager",),
     dynamic_dims={"a": (0,)},
     case=make_case,
 )

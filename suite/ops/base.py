@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from ..presentation import View
+from ..reading import DEFAULT_BASELINE
 
 DTYPES: dict[str, torch.dtype] = {
     "fp16": torch.float16,
@@ -160,7 +161,7 @@ class Op:
     options: Callable[[Case], dict[str, Any]] = field(default=lambda case: {})
     grads: tuple[str, ...] = ()
     kernel: str | None = None
-    baseline: tuple[str, ...] = ("eager",)
+    baseline: tuple[str, ...] = DEFAULT_BASELINE
     dynamic_dims: dict[str, tuple[int, ...]] = field(default_factory=dict)
     case: Callable[..., Case] | None = None
     why_unavailable: Callable[[Case, torch.device], str | None] | None = None

@@ -171,7 +171,6 @@ OP = Op(
     formula=eager_matmul,
     grads=("a", "b"),
     kernel="matmul",
-    baseline=("eager",),
     # The token dim varies along a suite; K and N are the model's.
     dynamic_dims={"a": (0,)},
     case=make_case,

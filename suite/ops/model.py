@@ -387,7 +387,6 @@ _BLOCK: dict[str, Any] = dict(
     work=work,
     options=options,
     parts=parts,
-    baseline=("eager",),
     tolerance=TOLERANCE,
 )
 

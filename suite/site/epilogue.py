@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..reading import fastest_per_tier
 from ..records import Measurement
-from .model import timed
 
 EPILOGUE_OP = "matmul_bias_gelu"
 PLAIN_OP = "matmul"
@@ -44,14 +44,6 @@ def _key(r: Measurement) -> tuple:
     return tuple(r.case.get(k) for k in SAME)
 
 
-def _fastest_per_tier(records: list[Measurement]) -> dict[str, Measurement]:
-    best: dict[str, Measurement] = {}
-    for r in records:
-        if timed(r) and (r.tier not in best or r.median_ms < best[r.tier].median_ms):
-            best[r.tier] = r
-    return best
-
-
 def epilogue_costs(records: list[Measurement]) -> list[CostRow]:
     """One row per epilogue case that has a plain matmul at its shape; [] when there is none."""
     plain: dict[tuple, list[Measurement]] = {}
@@ -66,9 +58,9 @@ def epilogue_costs(records: list[Measurement]) -> list[CostRow]:
         first = group[0]
         if _key(first) not in plain:
             continue
-        base = _fastest_per_tier(plain[_key(first)])
+        base = fastest_per_tier(plain[_key(first)])
         row = CostRow(first.label, str(first.case.get("dtype")), first.mode, first.x)
-        for tier, r in _fastest_per_tier(group).items():
+        for tier, r in fastest_per_tier(group).items():
             if tier in base:
                 row.costs[tier] = Cost(r, base[tier])
         rows.append(row)

@@ -22,6 +22,7 @@ from .. import fusion, units
 from .. import tiers as tier_records
 from ..ceilings import Limits, sol_text
 from ..presentation import Presentation, View
+from ..reading import timed
 from ..records import Measurement
 from ..summary import by_case, rank
 from ..text import isolate, unbidi
@@ -298,7 +299,7 @@ def family_charts(
     partners = partners or []
     roof_records = records + [r for _, recs in partners for r in recs]
     # The legend names providers with marks; the others are in the list of what was not timed.
-    used = {r.provider for r in roof_records if model.timed(r)}
+    used = {r.provider for r in roof_records if timed(r)}
     drawn = {k: s for k, s in styles.items() if k in used}
     table = model.describe(records, v, shown, stand_ins, hovers)
     for partner_view, recs in partners:

@@ -14,6 +14,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..reading import timed
 from ..records import Measurement
 from . import charts, model
 from .charts import Axis
@@ -67,7 +68,7 @@ def executed(r: Measurement) -> float | None:
 
 def _candidates(records: list[Measurement]) -> list[Measurement]:
     names = {MATH, *FLASH}
-    return [r for r in records if r.op == "attention" and r.provider in names and model.timed(r)]
+    return [r for r in records if r.op == "attention" and r.provider in names and timed(r)]
 
 
 def _slice_of(r: Measurement) -> tuple[Any, ...]:
