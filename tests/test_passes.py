@@ -149,3 +149,14 @@ def test_gpu_norm_backward_through_every_tier(tmp_path, catalog, kind):
         assert set(r.errors) == {f"d{n}" for n in OPS[kind].grads} and r.timer.startswith("cuda-events")
     if "quack" in records:
         assert records["quack"].status in ("ok", "skipped"), records["quack"].reason
+
+
+def test_the_triton_tier_states_what_its_attention_kernel_executes_as_attention_declares_it(providers):
+    """Attention's module says its Triton backward runs seven products; the generic adapter only passes it on."""
+    bwd = attention.make_case(1, 2, 64, 16, False, "bf16", "bwd")
+    product = 2.0 * 1 * 2 * 64 * 64 * 16
+    assert providers("attention", "triton").executed_flops(bwd) == 7 * product
+    assert providers("attention", "triton").executed_flops(attention.make_case(1, 2, 64, 16, False, "bf16", "fwd")) == (
+        2 * product
+    )
+    assert providers("rms_norm", "triton").executed_flops(norm.make_case("rms_norm", 24, 96, "fp32", "bwd")) is None

@@ -173,6 +173,9 @@ class Op:
     chain: Callable[[Mapping[str, Callable[..., Any]]], Callable[..., Any]] | None = None
     writes: tuple[str, ...] = ()
     tolerance: dict[torch.dtype, tuple[float, float]] | None = None
+    # The FLOPs the `kernel` executes for a case where that differs from `work` (a backward that recomputes
+    # more than the work model counts); None: the model's count.
+    kernel_flops: Callable[[Case], float | None] | None = None
 
     def args(self, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
         """The tensors in call order."""

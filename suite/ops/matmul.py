@@ -182,7 +182,9 @@ FAMILY = Family(
     schema=MatmulConf,
     cases=cases,
     # The epilogue's GELU form and FP8's scaling recipe split charts too (plain matmul cases have neither).
-    view=View("tflops", "TFLOP/s", "size: cube root of M·N·K", ("dtype", "activation", "scaling")),
+    view=View(
+        "tflops", "TFLOP/s", "size: cube root of M·N·K", ("dtype", "activation", "scaling"), panels=(epilogue.COST,)
+    ),
     validate=validate,
     order=0,
 )

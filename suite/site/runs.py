@@ -179,6 +179,7 @@ def merge_sweeps(runs: list[Run]) -> list[Run]:
                 finished=max(ended) if ended and done >= planned else None,
                 sweep=sid,
                 sweep_planned=planned,
+                format=min(m.format for m in metas),
             )
         out.append(
             Run(

@@ -12,7 +12,7 @@ from tierbench.suite.catalog import build as build_catalog
 from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops import attention
 from tierbench.suite.runner import RunContext, measure_case
-from tierbench.suite.site import build, recompute
+from tierbench.suite.site import build, trade
 from tierbench.timing import CpuTimer, TimingSettings
 
 FAST = TimingSettings(warmup_ms=1, rep_ms=1, rounds=2, min_reps=2, max_reps=4, flush_l2=False)
@@ -80,13 +80,13 @@ def test_the_sentence_states_the_trade_at_the_largest_common_length():
         att("flash-attn-3", 16384, 32.0, 20e12, 1 << 30),
         att("flash-attn-3", 32768, 120.0, 80e12, 4 << 30),  # math did not run there: not compared
     ]
-    trade = recompute.trade(records, "bwd")
-    assert (trade.seq, trade.flash) == (16384, "flash-attn-3")
-    assert trade.sentence("bf16 · head_dim=128 · non-causal") == (
+    found = trade.trade(records, "bwd", attention.RECOMPUTATION)
+    assert (found.x, found.contender) == (16384, "flash-attn-3")
+    assert found.sentence("bf16 · head_dim=128 · non-causal") == (
         "backward alone, S = 16384 (bf16 · head_dim=128 · non-causal): flash-attn-3 executes 25% more FLOPs "
         "than sdpa-math, runs 5.00× faster; needs 32.0× less peak memory."
     )
-    assert recompute.trade(records, "fwd") is None
+    assert trade.trade(records, "fwd", attention.RECOMPUTATION) is None
 
 
 def test_no_panel_without_the_math_backend(tree):
