@@ -16,16 +16,14 @@ from tierbench.suite.catalog import build
 from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops.base import Case
 from tierbench.suite.providers import cuda_tier
-from tierbench.suite.providers.cuda_tier import (
+from tierbench.suite.providers.cuda_flash_attn import (
     flash_attn_2_rule,
     flash_attn_3_rule,
     flash_attn_4_backward_rule,
     flash_attn_4_rule,
-    import_problem,
-    package_version_of,
-    quack_backward_problem,
-    quack_rule,
 )
+from tierbench.suite.providers.cuda_packages import device_problem, import_problem, package_version_of
+from tierbench.suite.providers.cuda_quack import quack_backward_problem, quack_rule
 from tierbench.suite.runner import RunContext, measure_case
 from tierbench.timing import CpuTimer, TimingSettings
 
@@ -125,7 +123,7 @@ def test_a_package_that_is_there_but_does_not_import_is_told_apart(tmp_path, mon
 
 
 def test_on_a_cpu_the_device_is_the_reason():
-    assert cuda_tier.device_problem(CPU) == "needs a CUDA GPU (running on cpu)"
+    assert device_problem(CPU) == "needs a CUDA GPU (running on cpu)"
 
 
 def test_absent_packages_report_no_version():

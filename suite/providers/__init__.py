@@ -2,7 +2,7 @@
 
 vendor: the op's eager formula (and SDPA's pinned backends for attention and decode); compiler: the formula
 compiled by torch.compile (compiler.py), XLA (xla.py, the formula in jax.numpy) and TVM (tvm_compiler.py);
-triton: tierbench.kernels' function of the op's name; cuda: the authors' packages (flash-attn, quack);
+triton: tierbench.kernels' function of the op's name; cuda: the authors' packages (cuda_tier.py, a module per package);
 portable: tierbench's Mojo kernels through MAX and the formula through IREE (portable.py). Decode's special
 providers (SDPA over a KV cache, flash-attn's KV-cache entry points) sit in vendor_decode.py and
 cuda_decode.py.
