@@ -11,9 +11,9 @@ import json
 
 import pytest
 import torch
+from cpu_run import cpu_context
 
 from tierbench.suite.catalog import build
-from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops.base import Case
 from tierbench.suite.providers import cuda_tier
 from tierbench.suite.providers.cuda_flash_attn import (
@@ -25,12 +25,10 @@ from tierbench.suite.providers.cuda_flash_attn import (
 from tierbench.suite.providers.cuda_packages import device_problem, import_problem, package_version_of
 from tierbench.suite.providers.cuda_quack import quack_backward_problem, quack_rule
 from tierbench.suite.runner import RunContext, measure_case
-from tierbench.timing import CpuTimer, TimingSettings
 
 CPU = torch.device("cpu")
 CATALOG = build(entry_points=False)
 OPS = list(CATALOG.ops.values())
-FAST = TimingSettings(warmup_ms=1, rep_ms=2, rounds=2, min_reps=2, max_reps=10, flush_l2=False)
 
 
 def _attention(head_dim: int = 16, dtype: str = "fp32", causal: bool = False) -> Case:
@@ -43,10 +41,7 @@ def _norm(op: str) -> Case:
 
 
 def _ctx(tmp_path) -> RunContext:
-    ceilings = Ceilings(device_name="cpu", copy_gbps=10, matmul_tflops={"fp32": 0.1, "bf16": 0.1})
-    return RunContext(
-        run_id="t", run_dir=tmp_path, device=CPU, timer=CpuTimer(FAST), ceilings=ceilings, env={"device_name": "cpu"}
-    )
+    return cpu_context(tmp_path)
 
 
 def _installed(module: str) -> bool:

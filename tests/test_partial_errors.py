@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import pytest
 import torch
+from cpu_run import FAST
 
 from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.checking import tolerances
 from tierbench.suite.ops import _matmul_epilogue, _matmul_fp8, attention, decode, matmul, model, norm, pointwise
 from tierbench.suite.providers.base import Prepared, Provider
 from tierbench.suite.runner import RunContext, measure_case
-from tierbench.timing import TimingSettings, make_timer
+from tierbench.timing import make_timer
 
 MATMUL_MNK = {"fwd": (1024, 512, 64), "bwd": (1024, 64, 512)}  # out, or da, of 1024 x 512
 NORM_ROWS = {"fwd": (512, 1024), "bwd": (64, 8192)}
-FAST = TimingSettings(warmup_ms=1, rep_ms=1, rounds=1, min_reps=1, max_reps=2, flush_l2=False)
 
 # Per op: a bf16 case of 2^19 output elements (gradient of the first input too), and the real provider.
 CASES = {

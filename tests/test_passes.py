@@ -6,20 +6,20 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from cpu_run import cpu_context
 
 from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops import attention, norm
 from tierbench.suite.providers.base import Provider
 from tierbench.suite.runner import RunContext, measure_case
-from tierbench.timing import CpuTimer, TimingSettings
+from tierbench.timing import TimingSettings
 
-FAST = TimingSettings(warmup_ms=1, rep_ms=1, rounds=2, min_reps=2, max_reps=4, flush_l2=False)
 OPS = {op.name: op for op in (*norm.FAMILY.ops, *attention.FAMILY.ops)}
 
 
 def _ctx(tmp_path) -> RunContext:
     ceilings = Ceilings(device_name="cpu", copy_gbps=10.0, matmul_tflops={"fp32": 0.1, "bf16": 0.1})
-    return RunContext("t", tmp_path, torch.device("cpu"), CpuTimer(FAST), ceilings, {"device_name": "cpu"})
+    return cpu_context(tmp_path, ceilings=ceilings)
 
 
 def _measure(tmp_path, case, providers):

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 from cli_runner import tierbench_cli
+from cpu_run import FAST
 
 import tierbench
 from tierbench.suite.catalog import build
@@ -239,9 +240,7 @@ def _my_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Ten
 
 
 def test_the_library_api_checks_and_times_a_users_callable(tmp_path):
-    from tierbench.timing import TimingSettings
 
-    fast = TimingSettings(warmup_ms=1, rep_ms=2, rounds=2, min_reps=2, max_reps=5, flush_l2=False)
     params = {"rows": 512, "hidden": 96}
 
     def two_wrong_elements(x, weight, eps):
@@ -249,7 +248,7 @@ def test_the_library_api_checks_and_times_a_users_callable(tmp_path):
         out[3, :2] = 0.0  # 2 of 49,152: the norm-wise error stays under 1e-2, the elementwise bound sees them
         return out
 
-    kw = dict(device="cpu", timing=fast, ceilings_dir=tmp_path, peers=["eager"])
+    kw = dict(device="cpu", timing=FAST, ceilings_dir=tmp_path, peers=["eager"])
     records = {r.provider: r for r in tierbench.measure(_my_rms_norm, "rms_norm", params, **kw)}
     assert records["mine"].status == "ok" and records["mine"].tier == "mine" and records["mine"].own_code
     assert records["eager"].status == "ok" and records["mine"].median_ms > 0
@@ -266,10 +265,8 @@ def _my_swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
 
 
 def test_the_library_api_measures_a_plugins_op_by_name_once_named_and_an_op_object_directly(monkeypatch):
-    from tierbench.timing import TimingSettings
 
-    fast = TimingSettings(warmup_ms=1, rep_ms=2, rounds=2, min_reps=2, max_reps=5, flush_l2=False)
-    kw = dict(device="cpu", timing=fast, peers=["eager"])
+    kw = dict(device="cpu", timing=FAST, peers=["eager"])
     params = {"tokens": 32, "ffn": 48}
     with pytest.raises(ValueError, match=r"op='swiglu' is not known; .*plugins=\[\.\.\.\]"):
         tierbench.measure(_my_swiglu, "swiglu", params, **kw)

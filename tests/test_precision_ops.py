@@ -8,6 +8,7 @@ import inspect
 import pytest
 import torch
 import torch.nn.functional as F
+from cpu_run import FAST, cpu_context
 
 from tierbench.suite import runner
 from tierbench.suite.ceilings import Ceilings
@@ -17,10 +18,8 @@ from tierbench.suite.ops import _matmul_fp8 as fp8
 from tierbench.suite.plan import PlanError, cases_from_config, make_plan
 from tierbench.suite.providers import cuda_quack_fp8
 from tierbench.suite.runner import RunContext, measure_case
-from tierbench.timing import CpuTimer, TimingSettings
 
 CPU = torch.device("cpu")
-FAST = TimingSettings(warmup_ms=1, rep_ms=2, rounds=2, min_reps=2, max_reps=10, flush_l2=False)
 
 
 def _inputs(case, seed=0):
@@ -260,7 +259,7 @@ def test_quack_fp8_takes_per_tensor_scales_as_its_one_alpha(monkeypatch):
 
 def _ctx(tmp_path) -> RunContext:
     ceilings = Ceilings(device_name="cpu", copy_gbps=10.0, matmul_tflops={"fp32": 0.1})
-    return RunContext("t", tmp_path, CPU, CpuTimer(FAST), ceilings, {"device_name": "cpu"})
+    return cpu_context(tmp_path, ceilings=ceilings)
 
 
 @pytest.mark.parametrize("mode", ["fwd", "bwd", "fwd_bwd"])

@@ -9,9 +9,9 @@ import time
 
 import pytest
 import torch
+from cpu_run import cpu_context
 
 from tierbench import interrupts
-from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops import matmul
 from tierbench.suite.plan import PlannedCase
 from tierbench.suite.providers import compiler, vendor
@@ -19,23 +19,13 @@ from tierbench.suite.providers.base import Provider, Unavailable
 from tierbench.suite.reading import read_records
 from tierbench.suite.records import Measurement
 from tierbench.suite.runner import RunContext, is_oom, measure_case, run_plan
-from tierbench.timing import CpuTimer, TimingSettings
 
 OP = matmul.OP
 CASE = matmul.make_case(48, 40, 24, "fp32", "fwd", "48x40x24")
-FAST = TimingSettings(warmup_ms=1, rep_ms=2, rounds=2, min_reps=2, max_reps=10, flush_l2=False)
 
 
 def _ctx(tmp_path) -> RunContext:
-    ceilings = Ceilings(device_name="cpu", copy_gbps=10.0, matmul_tflops={"fp32": 0.1})
-    return RunContext(
-        run_id="t",
-        run_dir=tmp_path,
-        device=torch.device("cpu"),
-        timer=CpuTimer(FAST),
-        ceilings=ceilings,
-        env={"device_name": "cpu"},
-    )
+    return cpu_context(tmp_path)
 
 
 def _provider(name: str, prepare, why=None) -> Provider:

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import re
 
-import torch
+from cpu_run import cpu_ceilings, cpu_context
 from sitefakes import record, write_run
 
 # isort: split
 from tierbench.suite.catalog import build as build_catalog
-from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops import attention
-from tierbench.suite.runner import RunContext, measure_case
+from tierbench.suite.runner import measure_case
 from tierbench.suite.site import build, trade
-from tierbench.timing import CpuTimer, TimingSettings
 
-FAST = TimingSettings(warmup_ms=1, rep_ms=1, rounds=2, min_reps=2, max_reps=4, flush_l2=False)
 CPU_ENV = {"device_type": "cpu", "device_name": "x86_64", "threads": 2}
 
 
@@ -23,8 +20,7 @@ def _cpu_records(tmp_path):
     """sdpa-math and sdpa-flash measured on this CPU, every pass, two sequence lengths, causal and not."""
     catalog = build_catalog(entry_points=False)
     chosen = [p for p in catalog.providers() if p.op == "attention" and p.name in ("sdpa-math", "sdpa-flash")]
-    ceilings = Ceilings(device_name="cpu", copy_gbps=10.0, matmul_tflops={"fp32": 0.1})
-    ctx = RunContext("cpu-run", tmp_path, torch.device("cpu"), CpuTimer(FAST), ceilings, CPU_ENV, suite="smoke")
+    ctx = cpu_context(tmp_path, run_id="cpu-run", ceilings=cpu_ceilings(("fp32",)), env=CPU_ENV, suite="smoke")
     out = []
     for mode in ("fwd", "bwd", "fwd_bwd"):
         for causal in (False, True):
