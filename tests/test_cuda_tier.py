@@ -11,7 +11,6 @@ import json
 
 import pytest
 import torch
-from cpu_run import cpu_context
 
 from tierbench.suite.catalog import build
 from tierbench.suite.ops.base import Case
@@ -24,7 +23,7 @@ from tierbench.suite.providers.cuda_flash_attn import (
 )
 from tierbench.suite.providers.cuda_packages import device_problem, import_problem, package_version_of
 from tierbench.suite.providers.cuda_quack import quack_backward_problem, quack_rule
-from tierbench.suite.runner import RunContext, measure_case
+from tierbench.suite.runner import measure_case
 
 CPU = torch.device("cpu")
 CATALOG = build(entry_points=False)
@@ -38,10 +37,6 @@ def _attention(head_dim: int = 16, dtype: str = "fp32", causal: bool = False) ->
 
 def _norm(op: str) -> Case:
     return Case(op, "norm", {"rows": 8, "hidden": 64, "dtype": "fp32", "mode": "fwd"}, "8x64", x=512.0)
-
-
-def _ctx(tmp_path) -> RunContext:
-    return cpu_context(tmp_path)
 
 
 def _installed(module: str) -> bool:
@@ -245,8 +240,8 @@ def test_flash_attn_providers_declare_the_recomputing_backward():
 # --- Through the runner -------------------------------------------------------------------------------------
 
 
-def test_runner_records_cuda_tier_skips_with_reasons_and_goes_on(tmp_path):
-    ctx = _ctx(tmp_path)
+def test_runner_records_cuda_tier_skips_with_reasons_and_goes_on(cpu_ctx):
+    ctx = cpu_ctx
     math = next(p for p in CATALOG.providers() if p.name == "sdpa-math")
     providers = [*_by_name("attention").values(), math]
     records = {r.provider: r for r in measure_case(_attention(), providers, ctx, CATALOG.ops["attention"])}
