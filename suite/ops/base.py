@@ -203,6 +203,9 @@ class Family:
     schema: a dataclass with an `enabled: bool` field; its defaults are the section's defaults.
     cases(section): the cases of the section, in a stable order.
     validate(section): what is wrong with a section's values, each message naming its key; [] if fine.
+    providers(ops): the family's own providers of these ops (those of its ops that a run has), beyond what
+    each tier's adapter makes of an op: special entry points such as decode's SDPA over a KV cache; a
+    plugin's PROVIDERS, for a family that ships with tierbench.
     """
 
     name: str
@@ -212,6 +215,7 @@ class Family:
     view: View
     validate: Callable[[Any], list[str]] = field(default=lambda section: [])
     order: int = 100  # where the family comes in a suite, on a page and in the config (lower first)
+    providers: Callable[[list[Op]], list[Any]] | None = None
 
 
 def randn(
