@@ -349,3 +349,25 @@ def test_a_plugins_family_has_a_suite_of_its_own_and_joins_the_others(monkeypatc
     # A family named like a suite of conf/suite/ gets none of its own: the file stays what suite=training is.
     named_like_a_suite = dataclasses.replace(catalog.family("swiglu"), name="training")
     assert family_suites([*catalog.families, named_like_a_suite]) == [catalog.family("swiglu")]
+
+
+@pytest.mark.parametrize("name", ["declared-swiglu", "eager"])
+def test_a_plugins_family_may_declare_its_providers_and_they_are_checked_as_the_plugins(tmp_path, monkeypatch, name):
+    """Family.providers, as decode declares its own: from a plugin's family they join the plugin's providers,
+    held to the same rules (here: a built-in provider's name is refused)."""
+    monkeypatch.syspath_prepend(str(EXAMPLE))
+    module = f"declaring_plugin_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{module}.py").write_text(
+        "import dataclasses\nimport bench_plugin\nfrom tierbench.suite.providers.base import call_provider\n"
+        "family = bench_plugin.FAMILIES[0]\n"
+        f"mine = lambda ops: [call_provider({name!r}, 'vendor', ops[0], ops[0].formula)]\n"
+        "FAMILIES = [dataclasses.replace(family, providers=mine)]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    if name == "eager":
+        with pytest.raises(PluginError, match="provider 'eager' has the name of a built-in provider"):
+            build([module], entry_points=False)
+        return
+    catalog = build([module], entry_points=False)
+    assert [(p.name, p.op) for p in catalog.plugin_providers] == [("declared-swiglu", "swiglu")]
+    assert ("declared-swiglu", "swiglu") in {(p.name, p.op) for p in catalog.providers()}

@@ -204,8 +204,8 @@ class Family:
     cases(section): the cases of the section, in a stable order.
     validate(section): what is wrong with a section's values, each message naming its key; [] if fine.
     providers(ops): the family's own providers of these ops (those of its ops that a run has), beyond what
-    each tier's adapter makes of an op: special entry points such as decode's SDPA over a KV cache; a
-    plugin's PROVIDERS, for a family that ships with tierbench.
+    each tier's adapter makes of an op: special entry points such as decode's SDPA over a KV cache. From a
+    plugin's family they join the plugin's PROVIDERS and are checked as those are.
     """
 
     name: str
