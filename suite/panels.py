@@ -42,11 +42,11 @@ class TradePanel:
     beside `contenders`, their time, executed FLOPs and peak memory against the case parameter `x`, at one
     slice of the cases (the values of `slice` they share), and a sentence at the largest `x` both measured.
 
-    The slice shown is the one with the most points comparing the two (then one with a backward), ties broken
-    by `prefer`: per parameter, the value preferred, or "largest" for the largest number. `slice_label` names a
-    slice: format strings over its values, each shown only where every value it names is present (a flag
-    reads as its name or non-<name>). `contenders_name` names the contenders in words; `x_label` is the x
-    axis's label and `x_symbol` the symbol of a sentence (S = 4096)."""
+    The slice shown is the one with the most points comparing the two (then one with a backward), ties broken by
+    `prefer`: per parameter, the value preferred, or "largest" for the largest number. `slice_label` names a slice:
+    text with `{name}` fields over its values (replaced as they are: no format spec applies), each shown only where
+    every value it names is present (a flag reads as its name or non-<name>). `contenders_name` names the contenders
+    in words; `x_label` is the x axis's label and `x_symbol` the symbol of a sentence (S = 4096)."""
 
     name: str
     title: str

@@ -11,7 +11,7 @@ providers and parameters, and what to call them, the panel says.
 
 from __future__ import annotations
 
-import string
+import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +25,9 @@ from .charts import Axis
 MODES = ("fwd", "bwd", "fwd_bwd")
 MODE_NAMES = {"fwd": "forward", "bwd": "backward alone", "fwd_bwd": "forward and backward"}
 LARGEST = "largest"  # a `prefer` value: the slice with the largest number there
+# A field of a slice label: `{name}`, a parameter of the slice, replaced by its value and nothing else (a
+# label comes from run.json: no format spec, conversion or attribute is ever applied).
+_FIELD = re.compile(r"\{(\w+)\}")
 
 
 @dataclass(frozen=True)
@@ -85,9 +88,8 @@ def slice_name(key: tuple[Any, ...], spec: TradePanel) -> str:
     values = {k: (k if v else f"non-{k}") if isinstance(v, bool) else v for k, v in zip(spec.slice, key)}
     shown = []
     for part in spec.slice_label:
-        names = [name for _, name, _, _ in string.Formatter().parse(part) if name]
-        if all(values.get(name) is not None for name in names):
-            shown.append(part.format(**values))
+        if all(values.get(name) is not None for name in _FIELD.findall(part)):
+            shown.append(_FIELD.sub(lambda m: str(values[m.group(1)]), part))
     return " · ".join(shown)
 
 

@@ -109,3 +109,17 @@ def test_the_site_names_no_op_or_family():
         if f'"{name}"' in path.read_text() or f"'{name}'" in path.read_text()
     ]
     assert names and not found, found
+
+
+def test_a_slice_label_from_run_json_only_names_values():
+    """A label is run.json's text: `{name}` fields take the slice's values and nothing else is applied (no
+    attribute, format spec or conversion; a stray brace stays a brace)."""
+    from dataclasses import replace
+
+    from tierbench.suite.site import trade
+
+    spec = FORMAT_1_PANELS["attention"][0]
+    key = ("bf16", 128, False, 16, 8)
+    assert trade.slice_name(key, spec) == "bf16 · head_dim=128 · non-causal · 16/8 heads"
+    hostile = replace(spec, slice_label=("{dtype.__class__}", "{head_dim:>999999999}", "{dtype!r}", "{", "{nope} x"))
+    assert trade.slice_name(key, hostile) == "{dtype.__class__} · {head_dim:>999999999} · {dtype!r} · {"
