@@ -1,6 +1,6 @@
 """What the tests share to measure on the CPU: one set of fast timing settings and a run context.
 
-FAST keeps a measurement to a few milliseconds of timed calls (two rounds of at least two calls each): the
+FAST keeps a measurement to a few milliseconds of timed calls (two rounds of two to four calls each): the
 tests judge what is recorded, never the times. The ceilings are small, round numbers, so a record's
 speed-of-light fraction is defined without a measured device.
 """
@@ -17,7 +17,7 @@ from tierbench.suite.runner import RunContext
 from tierbench.timing import CpuTimer, TimingSettings
 
 CPU = torch.device("cpu")
-FAST = TimingSettings(warmup_ms=1, rep_ms=2, rounds=2, min_reps=2, max_reps=10, flush_l2=False)
+FAST = TimingSettings(warmup_ms=1, rep_ms=1, rounds=2, min_reps=2, max_reps=4, flush_l2=False)
 
 
 def cpu_ceilings(dtypes: tuple[str, ...] = ("fp32", "bf16", "fp16")) -> Ceilings:
