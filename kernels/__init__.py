@@ -38,6 +38,20 @@ DTYPES: dict[str, tuple[torch.dtype, ...]] = {
     "rms_norm": _FLOATS,
     "swiglu": _FLOATS,
 }
+# The launch log each kernel's forward writes (_common.last_launch): what a record names as its launch.
+LAUNCH_LOGS: dict[str, str] = {
+    "add_rms_norm": "add-rms-norm",
+    "attention": "attention",
+    "attention_with_kvcache": "attention",
+    "bias_gelu_layer_norm": "norm",
+    "layer_norm": "norm",
+    "matmul": "matmul",
+    "matmul_bias_gelu": "matmul-epilogue",
+    "matmul_fp8": "matmul-fp8",
+    "residual_add": "residual",
+    "rms_norm": "norm",
+    "swiglu": "swiglu",
+}
 # Kernels that need a GPU of at least this compute capability, and what for.
 COMPUTE_CAPABILITY: dict[str, tuple[tuple[int, int], str]] = {
     "matmul_fp8": ((9, 0), "TMA and FP8 wgmma"),
@@ -46,6 +60,7 @@ COMPUTE_CAPABILITY: dict[str, tuple[tuple[int, int], str]] = {
 __all__ = [
     "COMPUTE_CAPABILITY",
     "DTYPES",
+    "LAUNCH_LOGS",
     "add_rms_norm",
     "attention",
     "attention_with_kvcache",

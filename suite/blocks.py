@@ -25,15 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .presentation import Presentation
+from .reading import fastest, timed
 from .records import Measurement
 
 STRATEGIES = ("eager", "compile", "best-mix")
 # The roofline's phases: prefill (compute-bound) beside decode (bandwidth-bound).
 ROOFLINE_PHASES = ("prefill", "decode")
-
-
-def timed(r: Measurement | None) -> bool:
-    return r is not None and r.status == "ok" and bool(r.median_ms)
 
 
 @dataclass
@@ -168,11 +165,12 @@ def block_view(
             continue
         records = by_case.get(part["case_id"], [])
         per = {s: _strategy_record(part, records, s, blocks.get(s), shown) for s in STRATEGIES}
-        ok = [r for r in records if timed(r)]
-        fastest = min(ok, key=lambda r: r.median_ms) if ok else None
+        quickest = fastest(records)
         label = records[0].label if records else part["case_id"]
         parts.append(
-            PartRow(str(part.get("name", "?")), str(part.get("op", "?")), part["case_id"], label, records, per, fastest)
+            PartRow(
+                str(part.get("name", "?")), str(part.get("op", "?")), part["case_id"], label, records, per, quickest
+            )
         )
     strategies = {}
     for s in STRATEGIES:

@@ -98,7 +98,9 @@ def build(plugin_names: Iterable[str] = (), entry_points: bool = True) -> Catalo
     builtin_names = {p.name for p in builtin}
     taken = {(p.op, p.name) for p in builtin}
     for plugin in plugins:
-        for provider in plugin.providers:
+        # A plugin's family may declare its own providers as a built-in family does: they are the plugin's.
+        declared = [p for f in plugin.families if f.providers is not None for p in f.providers(list(f.ops))]
+        for provider in [*plugin.providers, *declared]:
             if provider.name in builtin_names:
                 raise PluginError(
                     f"plugin {plugin.name!r}: provider {provider.name!r} has the name of a built-in provider; "

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .naming import slug
+from .reading import timed
 from .units import quantity, sig
 
 if TYPE_CHECKING:  # torch is imported only to measure: the site reads ceilings without it
@@ -287,7 +288,7 @@ def device_key(env: dict[str, Any]) -> str:
 
 def sets_ceilings(r: Measurement) -> bool:
     """Whether a record's rates are trusted to raise a ceiling: checked, timed, its median not in doubt."""
-    return r.status == "ok" and bool(r.median_ms) and not r.warning
+    return timed(r) and not r.warning
 
 
 # A checked provider that sustained more than the measured ceiling raises it; one that claims more than this

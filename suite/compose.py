@@ -18,6 +18,7 @@ from typing import Any
 
 from .ops.base import Case, Op, Part
 from .providers.base import Inputs, Provider, Unavailable
+from .reading import fastest, timed
 from .records import Measurement
 
 MIX_TIER = "mix"
@@ -71,17 +72,18 @@ def _not_resolved(inputs: Inputs, options: dict[str, Any], case: Case) -> Callab
     )
 
 
-def fastest(part: Part, results: Results, composable: Mapping[tuple[str, str], Provider]) -> Measurement | str:
+def fastest_composable(
+    part: Part, results: Results, composable: Mapping[tuple[str, str], Provider]
+) -> Measurement | str:
     """The part's fastest correct timed record whose provider can be composed, or why there is none."""
     records = results.get(part.case.case_id, {})
     if not records:
         return f"part {part.name} ({part.case.case_id}) was not measured in this run"
-    timed = [r for r in records.values() if r.status == "ok" and r.median_ms]
-    usable = [r for r in timed if (part.case.op, r.provider) in composable]
-    if usable:
-        return min(usable, key=lambda r: r.median_ms)
-    if timed:
-        names = ", ".join(sorted(r.provider for r in timed))
+    usable = fastest(r for r in records.values() if (part.case.op, r.provider) in composable)
+    if usable is not None:
+        return usable
+    if any(map(timed, records.values())):
+        names = ", ".join(sorted(r.provider for r in records.values() if timed(r)))
         return f"part {part.name}: its timed providers ({names}) cannot be called as plain functions in a chain"
     outcomes = ", ".join(f"{r.provider} {r.status}" for r in sorted(records.values(), key=lambda r: r.provider))
     return f"part {part.name} ({part.case.op}): no correct timed provider in this run ({outcomes})"
@@ -92,7 +94,7 @@ def _resolve(
 ) -> Provider | str:
     chosen: list[tuple[Part, Provider]] = []
     for part in op.parts(case):
-        best = fastest(part, results, composable)
+        best = fastest_composable(part, results, composable)
         if isinstance(best, str):
             return f"no best mix: {best}"
         chosen.append((part, composable[(part.case.op, best.provider)]))

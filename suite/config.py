@@ -18,6 +18,7 @@ from hydra.core.config_store import ConfigStore
 from tierbench.timing import TimingSettings
 
 from .ops.base import Family
+from .reading import RUNS_ROOT
 
 # Generous enough for a compiler's autotuning of one large shape, short enough that a hung provider costs
 # minutes, not the night.
@@ -96,7 +97,7 @@ class RunBase:
     # Seed of every case's random inputs.
     seed: int = 0
     # Where run folders are made (one per run, named by the run id).
-    results_dir: str = "results/runs"
+    results_dir: str = RUNS_ROOT
     # Folder for measured device ceilings, cached per device; null: the user's cache
     # ($XDG_CACHE_HOME/tierbench/ceilings), and the committed ones of a tierbench checkout.
     ceilings_dir: str | None = None

@@ -26,9 +26,12 @@ from typing import Any, TextIO
 
 from . import runmeta
 from .blocks import part_of
-from .ceilings import read_sol
+from .ceilings import RUN_CEILINGS_FILE, read_sol
 from .presentation import Presentation
-from .records import CONFIG_FILE, RECORDS_FILE, Measurement, find_run, read_records
+from .reading import RUNS_ROOT, find_run, read_records, run_folders_in
+from .records import CONFIG_FILE, LAUNCHES_FILE, RECORDS_FILE, Measurement
+from .runfolder import LOCK_FILE
+from .runmeta import META_FILE
 from .text import plain, warnings_as_lines
 
 FORMATS = ("csv", "parquet", "jsonl")
@@ -49,7 +52,7 @@ def run_folders(given: list[str], runs_dir: Path) -> list[Path]:
         if (folder / RECORDS_FILE).is_file():
             out.append(folder)
             continue
-        inside = sorted(p for p in folder.iterdir() if (p / RECORDS_FILE).is_file())
+        inside = run_folders_in(folder)
         if not inside:
             raise ExportError(f"{folder} holds no records ({RECORDS_FILE}) and no run folders that do")
         out += inside
@@ -124,7 +127,7 @@ def write_jsonl(rows: list[dict[str, Any]], out: TextIO, shown: bool = False) ->
 
 
 # Files of a run folder that tierbench writes and reads back: never an export's target.
-RUN_FILES = (RECORDS_FILE, CONFIG_FILE, "run.json", "launches.jsonl", "ceilings.json", "report.html", "run.lock")
+RUN_FILES = (RECORDS_FILE, CONFIG_FILE, META_FILE, LAUNCHES_FILE, RUN_CEILINGS_FILE, "report.html", LOCK_FILE)
 
 
 def check_target(out: Path) -> None:
@@ -198,7 +201,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--format", choices=FORMATS, help="default: from --out's suffix, else csv")
     parser.add_argument("--out", type=Path, help="file to write (default: standard output; parquet needs one)")
     parser.add_argument("--samples", action="store_true", help="include every sample (samples_ms)")
-    parser.add_argument("--runs-dir", type=Path, default=Path("results/runs"), help="where run ids are looked up")
+    parser.add_argument("--runs-dir", type=Path, default=Path(RUNS_ROOT), help="where run ids are looked up")
     args = parser.parse_args(argv)
     fmt = args.format or (args.out.suffix.lstrip(".") if args.out and args.out.suffix[1:] in FORMATS else "csv")
     try:

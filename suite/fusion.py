@@ -109,9 +109,7 @@ def fusion_line(records: Iterable[Measurement], shown: Presentation) -> str | No
             cases.setdefault(r.case_id, []).append(r)
     best = None
     for group in cases.values():
-        by_name = {r.provider: r for r in group}
-        preferred = shown.baselines.get(group[0].op) or ("eager",)
-        base = next((by_name[name] for name in preferred if name in by_name), None)
+        base = shown.baseline(group, counts=lambda r: r.launches is not None)
         if base is None:
             continue
         fewer = [r for r in group if r.launches < base.launches]

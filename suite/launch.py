@@ -26,6 +26,7 @@ from typing import Any
 
 from . import sweep
 from .plan import PlanError, check_resume
+from .reading import RUNS_ROOT, find_sweep, read_runs, sweep_runs
 from .shard_job import parse_devices
 
 log = logging.getLogger("tierbench")
@@ -114,9 +115,9 @@ def plan(argv: list[str]) -> list[Launch] | None:
     check_resume(resume)
     if devices is not None and _value(overrides, "run_id"):
         raise PlanError("run_id names one run; a sweep's shard runs are named after the sweep: drop run_id")
-    results = str(_value(overrides, "results_dir") or "results/runs")
+    results = str(_value(overrides, "results_dir") or RUNS_ROOT)
     device = str(_value(overrides, "device") or "auto")
-    found = sweep.find(results, str(resume)) if resume else None
+    found = find_sweep(str(resume), results) if resume else None
     if resume and found is None:
         if devices is not None:
             raise PlanError(f"resume={resume} is not a sweep: a run of its own resumes in one job; drop devices=")
@@ -221,9 +222,7 @@ def sweep_table(sweep_id: str, results_dir: str) -> str:
     """The terminal table of a sweep's shard runs as one run."""
     from . import runmeta
     from . import table as tables
-    from .ceilings import read_sol
-    from .records import read_records
 
-    folders = sweep.run_dirs(results_dir, sweep_id)
-    records = sorted(read_sol([(folder, read_records(folder)) for folder in folders]), key=lambda r: r.time)
+    folders = sweep_runs(results_dir, sweep_id)
+    records = sorted(read_runs(folders), key=lambda r: r.time)
     return tables.render(records, runmeta.read(folders[0]) if folders else None)

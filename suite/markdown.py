@@ -20,23 +20,16 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from . import blocks, runmeta, sweep
-from .ceilings import read_sol, sol_text
+from . import blocks, runmeta
+from .ceilings import sol_text
 from .fusion import RATIO, fusion_lines, traffic_ratio
 from .presentation import Presentation
-from .records import Measurement, read_records
+from .reading import RUNS_ROOT, fastest, fastest_per_tier, find_runs, read_runs, timed
+from .records import Measurement
 from .summary import by_case
 from .text import plain, warnings_as_lines
 from .units import sig
 from .verdicts import checked_correct, verdict
-
-
-def _best_per_tier(group: list[Measurement]) -> dict[str, Measurement]:
-    best: dict[str, Measurement] = {}
-    for r in group:
-        if r.status == "ok" and r.median_ms and (r.tier not in best or r.median_ms < best[r.tier].median_ms):
-            best[r.tier] = r
-    return best
 
 
 def _not_timed_cell(entries: list[dict[str, Any]]) -> str:
@@ -68,12 +61,12 @@ def tables(
         table = out.setdefault(
             key, {"family": first.family, "mode": first.mode, "unit": view.unit, "tiers": tiers, "rows": []}
         )
-        best = _best_per_tier(group)
+        best = fastest_per_tier(group)
         base = shown.baseline(group)
-        fastest = min(best.values(), key=lambda r: r.median_ms) if best else None
+        quickest = fastest(best.values())
         # Correct under today's bounds but never timed (an older bound called them incorrect): no winner yet.
         untimed = sorted(r.provider for r in group if r.verdict_note and checked_correct(r))
-        winner = None if untimed else fastest
+        winner = None if untimed else quickest
         cells = {}
         for tier in tiers:
             r = best.get(tier)
@@ -83,7 +76,7 @@ def tables(
             {"provider": r.provider, "status": r.status, "verdict": verdict(r), "reason": r.reason}
             | ({"verdict_note": r.verdict_note} if r.verdict_note else {})
             for r in group
-            if not (r.status == "ok" and r.median_ms)
+            if not timed(r)
         ]
         profiled = sorted(group, key=lambda r: (shown.tier_rank(r.tier), r.provider))
         table["rows"].append(
@@ -94,11 +87,11 @@ def tables(
                 "case_id": first.case_id,
                 "tiers": cells,
                 "winner": winner.provider if winner else None,
-                "fastest_timed": fastest.provider if fastest else None,
+                "fastest_timed": quickest.provider if quickest else None,
                 "untimed_correct": untimed,
                 "baseline": base.provider if base else None,
-                "best_vs_baseline": base.median_ms / fastest.median_ms if base and fastest else None,
-                "best_sol": fastest.sol if fastest else None,
+                "best_vs_baseline": base.median_ms / quickest.median_ms if base and quickest else None,
+                "best_sol": quickest.sol if quickest else None,
                 "launches": {r.provider: r.launches for r in profiled if r.launches is not None},
                 "traffic_over_min": {r.provider: x for r in profiled if (x := traffic_ratio(r)) is not None},
                 "not_timed": not_timed,
@@ -256,10 +249,9 @@ def _passes_side_by_side(records: list[Measurement], families: list[str] | None)
         if families and first.family not in families:
             continue
         shape = (first.op, first.label, tuple(sorted((k, str(v)) for k, v in first.case.items() if k != "mode")))
-        timed = [r for r in group if r.status == "ok" and r.median_ms]
-        if timed:
-            fastest = min(timed, key=lambda r: r.median_ms)
-            best.setdefault(first.family, OrderedDict()).setdefault(shape, {})[first.mode] = fastest
+        quickest = fastest(group)
+        if quickest is not None:
+            best.setdefault(first.family, OrderedDict()).setdefault(shape, {})[first.mode] = quickest
     out = []
     for family, shapes in best.items():
         modes = [m for m in MODES if any(m in per for per in shapes.values())]
@@ -287,14 +279,14 @@ def as_json(records: list[Measurement], shown: Presentation, families: list[str]
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="tierbench summary", description=__doc__.splitlines()[0])
-    parser.add_argument("run", help="run folder (results/runs/<id>), run id, or sweep id (its shards as one run)")
-    parser.add_argument("--runs", type=Path, default=Path("results/runs"), help="where run ids are looked up")
+    parser.add_argument("run", help=f"run folder ({RUNS_ROOT}/<id>), run id, or sweep id (its shards as one run)")
+    parser.add_argument("--runs", type=Path, default=Path(RUNS_ROOT), help="where run ids are looked up")
     parser.add_argument("--family", action="append", help="only these families")
     parser.add_argument("--json", action="store_true", help="the same tables as JSON (one object per table)")
     args = parser.parse_args(argv)
-    folders = sweep.resolve_runs(args.run, args.runs)
+    folders = find_runs(args.run, args.runs)
     with warnings_as_lines("tierbench summary"):
-        records = read_sol([(folder, read_records(folder)) for folder in folders])
+        records = read_runs(folders)
     if not records:
         print(
             f"tierbench summary: {plain(args.run)} holds no records (is it a run folder, run id or sweep id?)",

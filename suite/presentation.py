@@ -7,11 +7,15 @@ existed) gets views guessed from its records: the metric of the ceiling that bin
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import tiers as tier_records
+from .panels import Panel, as_panel, panel_from_json, panel_json
+from .panels_format1 import FORMAT_1_PANELS
+from .reading import baseline, timed
 from .records import Measurement
 from .runmeta import RunMeta
 
@@ -20,21 +24,30 @@ from .runmeta import RunMeta
 class View:
     """How a family is shown: the record field charted, its unit, the x axis, the params that split charts,
     the families whose points join its roofline (attention's prefill and decode share one), and the extra
-    panels its pages draw, by kind (`model`: the model view of composite ops, suite/site/blocks.py)."""
+    panels its pages draw (`ModelPanel` or "model": the model view of composite ops; `CostPanel`: a case's
+    time over another op's at the same shape, per tier; `TradePanel`: one provider against others in
+    numbers), carried in run.json so that the site draws them from records alone."""
 
     metric: str
     unit: str
     x: str
     split: tuple[str, ...] = ("dtype",)
     roofline_with: tuple[str, ...] = ()
-    panels: tuple[str, ...] = ()
+    panels: tuple[Panel, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "panels", tuple(as_panel(p) for p in self.panels))
+
+    def has(self, kind: type) -> list[Any]:
+        """The panels of one kind this view draws, in the order it declares them."""
+        return [p for p in self.panels if isinstance(p, kind)]
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"metric": self.metric, "unit": self.unit, "x": self.x, "split": list(self.split)}
         if self.roofline_with:
             out["roofline_with"] = list(self.roofline_with)
         if self.panels:
-            out["panels"] = list(self.panels)
+            out["panels"] = [panel_json(p) for p in self.panels]
         return out
 
     @classmethod
@@ -52,17 +65,24 @@ class View:
             str(data["x"]),
             tuple(str(s) for s in split),
             tuple(str(f) for f in joined),
-            tuple(str(p) for p in panels),
+            tuple(p for p in map(panel_from_json, panels) if p is not None),
         )
 
 
 METRIC_UNITS = {"tflops": "TFLOP/s", "gbps": "GB/s"}
 
 
-def guessed_view(records: Iterable[Measurement]) -> View:
+def with_format_1_panels(family: str, view: View) -> View:
+    """A view of a run.json older than format 2 (or guessed, where there is none), with the panels its pages
+    drew then."""
+    old = tuple(p for p in FORMAT_1_PANELS.get(family, ()) if p not in view.panels)
+    return dataclasses.replace(view, panels=view.panels + old) if old else view
+
+
+def guessed_view(records: Iterable[Measurement], family: str = "") -> View:
     bounds = [r.bound for r in records if r.bound]
     metric = "gbps" if bounds and bounds.count("memory") > len(bounds) / 2 else "tflops"
-    return View(metric, METRIC_UNITS[metric], "size")
+    return with_format_1_panels(family, View(metric, METRIC_UNITS[metric], "size"))
 
 
 @dataclass
@@ -82,9 +102,10 @@ class Presentation:
                 continue
             for family, view in meta.views.items():
                 try:
-                    out.views[family] = View.from_json(view)
+                    found = View.from_json(view)
                 except (KeyError, TypeError, ValueError):
                     continue
+                out.views[family] = with_format_1_panels(family, found) if meta.format < 2 else found
             for op, names in meta.baselines.items():
                 if isinstance(names, list):
                     out.baselines[op] = tuple(str(n) for n in names)
@@ -97,19 +118,14 @@ class Presentation:
         return out
 
     def view(self, family: str, records: Iterable[Measurement] = ()) -> View:
-        return self.views.get(family) or guessed_view(records)
+        return self.views.get(family) or guessed_view(records, family)
 
-    def baseline(self, records: list[Measurement]) -> Measurement | None:
-        """The provider a case's speedups are quoted against: the first of its op's preferences that ran
-        (without a meta: eager, else the vendor tier's first by name)."""
-        ok = {r.provider: r for r in records if r.status == "ok" and r.median_ms}
+    def baseline(self, records: list[Measurement], counts: Callable[[Measurement], bool] = timed) -> Measurement | None:
+        """The record of one case its others are set against: the first of its op's preferences (run.json's
+        baselines; without one, suite/reading.py's default) whose record `counts` (was timed, by default)."""
         if not records:
             return None
-        preferred = self.baselines.get(records[0].op)
-        if preferred is None:
-            vendor = sorted(name for name, r in ok.items() if r.tier == "vendor")
-            preferred = ("eager", *vendor)
-        return next((ok[name] for name in preferred if name in ok), None)
+        return baseline(records, self.baselines.get(records[0].op), counts)
 
     def tier_rank(self, name: str) -> tuple[int, str]:
         tier = self.tiers.get(name)

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from .naming import slug
-from .records import CONFIG_FILE, find_run, read_records
+from .reading import RUNS_ROOT, find_run, read_records
+from .records import CONFIG_FILE
 from .text import plain
 
 PROFILES_DIR = "profiles"
@@ -180,11 +181,11 @@ def _show(profile: Any) -> str:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tierbench profile", description=__doc__.splitlines()[0])
-    p.add_argument("run", help="run folder (results/runs/<id>) or run id")
+    p.add_argument("run", help=f"run folder ({RUNS_ROOT}/<id>) or run id")
     p.add_argument(
         "rest", nargs="+", metavar="CASE... PROVIDER", help="a case id or key=value selectors, then a provider"
     )
-    p.add_argument("--runs", type=Path, default=Path("results/runs"), help="where run ids are looked up")
+    p.add_argument("--runs", type=Path, default=Path(RUNS_ROOT), help="where run ids are looked up")
     p.add_argument("--ncu", action="store_true", help="also write an Nsight Compute report (ncu's full set)")
     p.add_argument("--under-ncu", action="store_true", help=argparse.SUPPRESS)  # the child ncu profiles
     return p

@@ -27,10 +27,9 @@ from typing import Any
 import torch
 
 from .passes import Pass
-from .records import JsonLines
+from .records import LAUNCHES_FILE, JsonLines
 from .tiers import interpreted
 
-LAUNCHES_FILE = "launches.jsonl"
 # Chrome-trace categories of the device activities a call enqueues, and what each is called here.
 DEVICE_ACTIVITIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 GPU_COUNTED = "device kernels, memsets and memcpys"
@@ -252,19 +251,3 @@ class LaunchLog(JsonLines):
             "kernels": [asdict(k) for k in profile.kernels],
         }
         self.append_line(json.dumps(entry, separators=(",", ":"), allow_nan=False))
-
-
-def read_launches(run_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    """The launch lists of a run by (case_id, provider); damaged lines are skipped."""
-    path = Path(run_dir) / LAUNCHES_FILE
-    out: dict[tuple[str, str], dict[str, Any]] = {}
-    if not path.exists():
-        return out
-    for line in path.read_bytes().splitlines():
-        try:
-            entry = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            continue
-        if isinstance(entry, dict) and isinstance(entry.get("case_id"), str) and isinstance(entry.get("provider"), str):
-            out[(entry["case_id"], entry["provider"])] = entry
-    return out

@@ -12,6 +12,7 @@ import threading
 import time
 from typing import IO, Any
 
+from .reading import timed
 from .records import Measurement
 from .text import plain
 from .verdicts import verdict
@@ -31,7 +32,7 @@ def _label(case: Any) -> str:
 
 
 def _outcome(r: Measurement) -> str:
-    if r.status == "ok" and r.median_ms is not None:
+    if timed(r):
         return f"ok {r.median_ms:.4g} ms"
     return verdict(r)
 

@@ -1,7 +1,7 @@
 """Run records: one JSON object per measurement, appended to measurements.jsonl as each one finishes.
 
 A record once written is never rewritten. A kill in mid-write can leave a truncated last line: readers
-drop it with a warning, and a resumed run cuts it off before appending.
+(suite/reading.py) drop it with a warning, and a resumed run cuts it off before appending.
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from .runfolder import check_run_id
-from .verdicts import rejudge
 
 RECORDS_FILE = "measurements.jsonl"
 CONFIG_FILE = "config.yaml"
+# What each profiled call launched, one line per measurement beside the records (suite/profiling.py).
+LAUNCHES_FILE = "launches.jsonl"
 STATUSES = ("ok", "skipped", "incorrect", "oom", "error")
 
 
@@ -226,56 +227,6 @@ def create_run_dir(results_dir: str | Path, run_id: str | None = None) -> tuple[
                     f"run folder {path} exists already: choose another run_id, or finish that run with resume={run_id}"
                 ) from None
     raise RuntimeError(f"could not create a new run folder under {root}")
-
-
-def find_run(given: str | Path, runs_dir: str | Path = "results/runs") -> Path | None:
-    """A run folder named by its path or by its id under the runs folder; None when neither exists."""
-    path = Path(given)
-    if path.is_dir():
-        return path
-    candidate = Path(runs_dir) / str(given)
-    return candidate if "/" not in str(given) and candidate.is_dir() else None
-
-
-def read_records(path: str | Path) -> list[Measurement]:
-    """All complete records of a run folder (or file), one per (case_id, provider).
-
-    Damaged lines are dropped with a warning naming the file and line; where a key appears twice (a run
-    folder written by two processes before runs were locked), the last record wins, with a warning. Each
-    verdict is the one today's bounds give (suite/verdicts.py): where it differs from the stored one, the
-    record says so in `verdict_note`.
-    """
-    path = Path(path)
-    if path.is_dir():
-        path = path / RECORDS_FILE
-    if not path.exists():
-        return []
-    out: dict[tuple[str, str], Measurement] = {}
-    repeated: dict[tuple[str, str], list[int]] = {}
-    lines = path.read_bytes().split(b"\n")
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = Measurement.from_dict(json.loads(line))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            where = "truncated last line" if number == len(lines) else f"damaged line {number}"
-            warnings.warn(f"{path}: dropped a {where} (an interrupted write: {exc})", stacklevel=2)
-            continue
-        except (TypeError, ValueError) as exc:
-            warnings.warn(f"{path}: dropped line {number}, not a record: {exc}", stacklevel=2)
-            continue
-        if record.key in out:
-            repeated.setdefault(record.key, []).append(number)
-        out[record.key] = record  # a repeated key keeps its first place and takes the last record
-    if repeated:
-        lines_named = ", ".join(str(n) for numbers in repeated.values() for n in numbers)
-        warnings.warn(
-            f"{path}: {len(repeated)} (case, provider) pairs recorded more than once; the last record of each "
-            f"is kept (repeats on lines {lines_named})",
-            stacklevel=2,
-        )
-    return [rejudge(r) for r in out.values()]
 
 
 def _cut_partial_tail(path: Path) -> None:

@@ -36,28 +36,18 @@ def _override_value(argv: list[str], key: str) -> object | None:
 
 
 def plugin_names(argv: list[str]) -> list[str]:
-    """Plugins named by `plugins=[...]`, and those of a resumed run's saved config."""
-    from .records import CONFIG_FILE
+    """Plugins named by `plugins=[...]`, and those of the config a `resume=` run or sweep saved."""
+    from .reading import RUNS_ROOT, resume_target
 
     names = _override_value(argv, "plugins") or []
     if isinstance(names, str):
         names = [names]
     resume = _override_value(argv, "resume")
-    results = _override_value(argv, "results_dir") or "results/runs"
-    saved = None
-    if isinstance(resume, str) and "/" in resume:  # the run's folder itself
-        saved = Path(resume) / CONFIG_FILE
-    elif isinstance(resume, str) and resume and not resume.startswith("."):
-        from . import sweep
-
-        saved = Path(str(results)) / resume / CONFIG_FILE
-        found = sweep.find(str(results), resume)
-        if found is not None:  # a sweep's saved config
-            saved = sweep.sweep_dir(str(results), found) / sweep.CONFIG_FILE
-    if saved is not None:
+    if resume:
+        saved = resume_target(str(resume), str(_override_value(argv, "results_dir") or RUNS_ROOT)).config
         try:
-            names = [*names, *(OmegaConf.load(saved).get("plugins") or [])]
-        except Exception:  # noqa: BLE001 - a broken saved config is reported when the run is opened
+            names = [*names, *(OmegaConf.load(saved).get("plugins") or [])] if saved is not None else names
+        except Exception:  # noqa: BLE001 - a missing or broken saved config is reported when the run is opened
             pass
     return [str(n) for n in dict.fromkeys(names)]
 
@@ -210,7 +200,9 @@ def main(argv: list[str]) -> int:
         return 2
     if launches is None:
         return _hydra(argv, catalog, in_process=True)
-    results = _override_value(argv, "results_dir") or "results/runs"
+    from .reading import RUNS_ROOT
+
+    results = _override_value(argv, "results_dir") or RUNS_ROOT
     table = _override_value(argv, "table") is not False
     return launch.run_all(launches, lambda args: _hydra(args, catalog), str(results), table)
 

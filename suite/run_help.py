@@ -15,52 +15,38 @@ import typing
 from pathlib import Path
 from typing import Any
 
-# What each built-in suite measures, and how long it takes: on the H200 from the committed runs (each
-# names its run: run.json's first to last record, timing=quick compiler.dynamic=true unless said), on a
-# CPU from the main job on 2 cores (README). A test holds every suite with a committed H200 run to a figure.
-SUITES = {
-    "smoke": (
-        "small shapes of every op and a tiny model's block: the whole product on a CPU",
-        "about 7 min",
-        "not yet measured",
-    ),
-    "matmul": ("squares 512-8192 and Llama-3 8B/70B projections at 16k tokens", "GPU-sized", "under 1 min"),
-    "norm": (
-        "LayerNorm, RMSNorm, fused bias+GELU+LayerNorm at 4k/16k rows x 1k-16k",
-        "GPU-sized",
-        "2 min (h200-norm-7, default timing)",
-    ),
-    "attention": (
-        "seq 512-16384 at 16k tokens, head_dim 64/128, causal and not, fp16/bf16; Llama-3 GQA",
-        "GPU-sized",
-        "3-5 min MHA; GQA cases 7 min (h200-gqa-1)",
-    ),
-    "decode": (
-        "Llama-3 8B/70B decode steps over 1k-128k-key KV caches, contiguous and paged",
-        "GPU-sized",
-        "7 min (h200-decode-1)",
-    ),
-    "all": (
-        "matmul, norm, attention, decode and pointwise suites together",
-        "GPU-sized",
-        "4 min before decode and GQA joined (h200-all); today's suite not yet measured",
-    ),
-    "model": (
-        "a model's block (model=llama3-8b): each op at its shapes, the whole per strategy, 3 phases",
-        "GPU-sized",
-        "not yet measured",
-    ),
-    "training": (
-        "fwd, bwd and fwd_bwd of matmul, norm and attention at training shapes",
-        "GPU-sized",
-        "3 min for fwd and bwd (h200-training-1); with fwd_bwd not yet measured",
-    ),
-    "nightly": (
-        "one shape per family and pass that matters most: what asv tracks per commit",
-        "GPU-sized",
-        "not yet measured as a run (asv measures it: docs/asv.md)",
-    ),
-}
+# A suite's lines in the help: the header of its YAML file (conf/suite/<name>.yaml), below `# @package`:
+#   # help: what it measures
+#   # on a CPU: how long it takes on the main job's 2 cores (README), or GPU-sized
+#   # on an H200: how long it took in the committed runs (each names its run: run.json's first to last
+#     record, timing=quick compiler.dynamic=true unless said); a test holds every suite with a committed
+#     H200 run to a figure.
+SUITE_HEADER = {"help": 0, "on a CPU": 1, "on an H200": 2}
+UNDESCRIBED = ("a suite of this install", "", "")
+
+
+def suite_help(path: Path) -> tuple[str, str, str]:
+    """(what, on a CPU, on an H200) from a suite file's leading comments; UNDESCRIBED without them."""
+    found = list(UNDESCRIBED)
+    described = False
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        key, colon, value = line.lstrip("#").strip().partition(":")
+        if colon and key in SUITE_HEADER:
+            found[SUITE_HEADER[key]] = value.strip()
+            described = True
+    return (found[0], found[1], found[2]) if described else UNDESCRIBED
+
+
+def suites_help(conf_dir: Path, family_order: list[str]) -> dict[str, tuple[str, str, str]]:
+    """Every suite of conf/suite with its lines: the default (smoke) first, then the suites named after a
+    family in the catalog's order, then the others by name."""
+    files = {p.stem: p for p in (conf_dir / "suite").glob("*.yaml")}
+    rank = {name: i for i, name in enumerate(family_order)}
+    order = sorted(files, key=lambda n: (n != "smoke", n not in rank, rank.get(n, 0), n))
+    return {name: suite_help(files[name]) for name in order}
+
 
 EXAMPLES = (
     ("the small suite on this machine, quickly", "tierbench run suite=smoke timing=quick"),
@@ -195,15 +181,13 @@ def render(conf_dir: Path, catalog: Any) -> str:
         "Suites (suite=NAME)   on a CPU     on an H200",
     ]
     groups = _groups(conf_dir)
-    found = groups.get("suite", [])
-    for name in [*(n for n in SUITES if n in found), *(n for n in found if n not in SUITES)]:
-        what, cpu, gpu = SUITES.get(name, ("a suite of this install", "", ""))
+    for name, (what, cpu, gpu) in suites_help(conf_dir, [f.name for f in catalog.families]).items():
         lines += [f"  {name:<19} {cpu:<12} {gpu}", f"      {what}"]
     for family in family_suites(catalog.families):
         lines += [f"  {family.name}", f"      the plugins' {family.name} family alone (its section's shapes)"]
     lines += [
-        "  Times: H200 from the committed runs' records; CPU: the main job on 2 cores with nothing else running,",
-        "  mostly compilers compiling each shape. A GPU-sized suite does not finish on a CPU in useful time:",
+        "  Times: H200 from the committed runs' records; CPU: about 4.5 minutes of CPU time with the tiny",
+        "  model, longer on 2 cores shared with other work. A GPU-sized suite does not finish on a CPU in useful time:",
         "  give it CPU-sized shapes, e.g.",
         "  suite=attention attention.seq_lens=[256] attention.tokens=512 attention.model_dim=128",
         "",

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 META_FILE = "run.json"
-META_FORMAT = 1
+# 2: each view carries the panels its pages draw (presentation.View.panels); format 1 carried only `model`.
+META_FORMAT = 2
 
 
 @dataclass
@@ -78,12 +79,14 @@ def read(run_dir: Path) -> RunMeta | None:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("run_id"), str):
         return None
-    known = {k: v for k, v in data.items() if k in RunMeta.__dataclass_fields__}
+    known = {"format": 1} | {k: v for k, v in data.items() if k in RunMeta.__dataclass_fields__}
     try:
         meta = RunMeta(**known)
     except TypeError:
         return None
     dicts = (meta.views, meta.baselines, meta.tiers, meta.compositions)
     if not all(isinstance(d, dict) for d in dicts) or not isinstance(meta.plugins, list):
+        return None
+    if not isinstance(meta.format, int) or isinstance(meta.format, bool):
         return None
     return meta

@@ -28,7 +28,8 @@ from .envinfo import environment
 from .isolation import IsolatedMeasure
 from .ops.base import choice_name
 from .plan import PlanError, PlannedCase, check_resume, make_plan, nothing_planned, timing_settings
-from .records import CONFIG_FILE, Measurement, RecordWriter, create_run_dir, read_records
+from .reading import is_path, read_records, read_runs, resume_target
+from .records import CONFIG_FILE, RECORDS_FILE, Measurement, RecordWriter, create_run_dir
 from .runner import CaseMeasure, RunContext, measure_case, run_plan
 from .shard_job import ShardJob
 from .tiers import Tier
@@ -63,12 +64,11 @@ def _check_ceilings_dir(value: str | None) -> None:
 
 
 def _resume_target(cfg: DictConfig) -> tuple[Path, str]:
-    """(results folder, run id) of resume=: a run id under results_dir, or the run's own folder."""
-    given = str(cfg.resume)
-    folder = Path(given)
-    if any(sep in given for sep in "/\\") and (folder / CONFIG_FILE).is_file():
-        return runfolder.check_writable_dir(str(folder.parent), "resume"), folder.name
-    name = runfolder.check_existing_name(given)  # before the results folder is made: a bad name makes nothing
+    """(results folder, run id) of resume=: a run folder by its path, or a run id under results_dir."""
+    target = resume_target(str(cfg.resume), cfg.results_dir)
+    if is_path(target.given) and target.config is not None and target.config.is_file():
+        return runfolder.check_writable_dir(str(target.results), "resume"), target.name
+    name = runfolder.check_existing_name(target.given)  # before the results folder is made: a bad name makes nothing
     return runfolder.check_writable_dir(cfg.results_dir, "results_dir"), name
 
 
@@ -308,9 +308,7 @@ class RunSession:
     def finish(self) -> None:
         import time
 
-        from .ceilings import read_sol
-
-        records = read_sol([(self.run_dir, read_records(self.run_dir))])
+        records = read_runs([self.run_dir])
         runmeta.write(self.run_dir, self._meta(finished=time.time()))
         if self.cfg.table and self.shard is None:  # a sweep's table is printed once, by its command
             from . import table
@@ -321,7 +319,7 @@ class RunSession:
 
             path = write_run_report(self.run_dir)
             log.info("report: %s", path)
-        log.info("records: %s (%d)", self.run_dir / "measurements.jsonl", len(records))
+        log.info("records: %s (%d)", self.run_dir / RECORDS_FILE, len(records))
 
     def interrupted(self) -> None:
         """Keep run.json true after an interrupt: what is done, and that the run did not finish."""

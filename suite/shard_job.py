@@ -22,7 +22,8 @@ from . import balance, sweep
 from .ceilings import Ceilings, cached
 from .envinfo import device_identity, device_name
 from .plan import PlanError, PlannedCase, resolve_device, timing_settings
-from .records import read_records
+from .reading import read_records, run_folders_in, sweep_runs
+from .records import CONFIG_FILE
 
 log = logging.getLogger("tierbench")
 
@@ -150,7 +151,7 @@ class ShardJob:
 
     def base_config(self, cfg: Any) -> Any:
         """The config the shard measures: on a resume, the sweep's saved one with this launch's shard keys."""
-        saved = self.folder / sweep.CONFIG_FILE
+        saved = self.folder / CONFIG_FILE
         if not cfg.resume:
             sweep.write_once_text(saved, OmegaConf.to_yaml(cfg, resolve=True))
             return cfg
@@ -188,12 +189,12 @@ class ShardJob:
                     f"sweep {self.spec.sweep} still runs shard {b.label} (pid {b.pid} on {b.host}): "
                     "let it finish or stop it before resuming"
                 )
-        earlier_runs = sweep.run_dirs(cfg.results_dir, self.spec.sweep)
+        earlier_runs = sweep_runs(cfg.results_dir, self.spec.sweep)
         done = {r.key for folder in earlier_runs for r in read_records(folder)}
         timing = timing_settings(cfg.timing)
         name = device_name(self.device)
         found = cached(self.device, cfg.ceilings_dir)
-        history = [r for folder in _run_folders(cfg.results_dir) for r in read_records(folder)]
+        history = [r for folder in run_folders_in(cfg.results_dir) for r in read_records(folder)]
         earlier = balance.earlier_costs(history, name, timing)
         todo, costs = [], []
         for pc in plan:
@@ -250,8 +251,3 @@ def _ceilings_for(found: Ceilings | None, device_type: str, dtype: str) -> tuple
     if found is not None:
         return found.peak_tflops(dtype), found.copy_gbps
     return balance.NOMINAL.get(device_type, balance.NOMINAL["cuda"])
-
-
-def _run_folders(results_dir: Any) -> list[Path]:
-    root = Path(str(results_dir))
-    return sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []

@@ -14,18 +14,18 @@ import statistics
 import sys
 from pathlib import Path
 
-from .records import Measurement, read_records
-from .sweep import resolve_runs
+from .reading import RUNS_ROOT, find_runs, read_records, timed
+from .records import Measurement
 from .text import plain, warnings_as_lines
 
 
 def pair_spreads(a: list[Measurement], b: list[Measurement]) -> list[tuple[Measurement, Measurement, float]]:
     """(record A, record B, |median A - median B| / mean of both) for every pair timed in both runs."""
-    ok_b = {r.key: r for r in b if r.status == "ok" and r.median_ms}
+    ok_b = {r.key: r for r in b if timed(r)}
     out = []
     for ra in a:
         rb = ok_b.get(ra.key)
-        if ra.status == "ok" and ra.median_ms and rb:
+        if timed(ra) and rb:
             out.append((ra, rb, abs(ra.median_ms - rb.median_ms) / ((ra.median_ms + rb.median_ms) / 2)))
     return out
 
@@ -43,9 +43,9 @@ def _summary(values: list[float]) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="tierbench spread", description=__doc__.splitlines()[0])
-    parser.add_argument("run_a", help="run folder (results/runs/<id>), run id, or sweep id (its shards as one run)")
+    parser.add_argument("run_a", help=f"run folder ({RUNS_ROOT}/<id>), run id, or sweep id (its shards as one run)")
     parser.add_argument("run_b")
-    parser.add_argument("--runs", type=Path, default=Path("results/runs"), help="where run and sweep ids are looked up")
+    parser.add_argument("--runs", type=Path, default=Path(RUNS_ROOT), help="where run and sweep ids are looked up")
     parser.add_argument("--min-us", type=float, default=50.0, help="kernel duration for the second summary")
     parser.add_argument("--top", type=int, default=10, help="list this many of the widest spreads")
     args = parser.parse_args(argv)
@@ -54,7 +54,7 @@ def main(argv: list[str]) -> int:
         return 2
     sides = []
     for given in (args.run_a, args.run_b):
-        folders = resolve_runs(given, args.runs)
+        folders = find_runs(given, args.runs)
         if not folders:
             print(f"tierbench spread: {plain(given)} is not a run folder, run id or sweep id", file=sys.stderr)
             return 2

@@ -6,6 +6,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from .presentation import Presentation
+from .reading import timed
 from .records import Measurement
 
 
@@ -26,7 +27,9 @@ def by_case(records: list[Measurement]) -> OrderedDict[str, list[Measurement]]:
 def rank(records: list[Measurement], shown: Presentation) -> tuple[list[Ranked], list[Measurement]]:
     """Timed providers fastest first with their speedup over the baseline; then everything not ranked."""
     base = shown.baseline(records)
-    timed = sorted((r for r in records if r.status == "ok" and r.median_ms), key=lambda r: r.median_ms)
-    ranked = [Ranked(r, base.median_ms / r.median_ms if base else None) for r in timed]
-    rest = [r for r in records if not (r.status == "ok" and r.median_ms)]
+    ranked = [
+        Ranked(r, base.median_ms / r.median_ms if base else None)
+        for r in sorted(filter(timed, records), key=lambda r: r.median_ms)
+    ]
+    rest = [r for r in records if not timed(r)]
     return ranked, rest

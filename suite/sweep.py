@@ -8,8 +8,8 @@ sweep; a run id never starts with a dot, and readers take only folders holding r
     launch-<n>.json     launch n's assignment of cases to shards, written once by whichever job comes first
     shards/<n>-<i>.json shard i of launch n: host, pid, device, run id, last heartbeat, exit code
 
-Every shard's run.json and every record name the sweep; readers merge a sweep's runs into one logical run.
-Torch-free: the site, `summary` and `spread` read sweeps without loading torch.
+Every shard's run.json and every record name the sweep; readers merge a sweep's runs into one logical run
+(suite/reading.py finds a sweep by its id, or by a shard's run id, and its runs).
 """
 
 from __future__ import annotations
@@ -25,34 +25,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import runmeta
-from .records import find_run
+from .reading import SWEEP_FILE, sweeps_root
+from .reading import valid_sweep_id as valid_id
 
-SWEEP_FILE = "sweep.json"
-CONFIG_FILE = "config.yaml"
 BEAT_S = 5.0  # a running shard rewrites its heartbeat this often
 STALE_S = 30.0  # a heartbeat older than this is a shard that died without saying so
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,120}$")
 
 
 class SweepError(ValueError):
     """A sweep that does not exist, a shard key out of range, a device in use: the message says which."""
 
 
-def valid_id(text: str) -> bool:
-    return bool(_ID.match(text)) and ".." not in text
-
-
 def new_sweep_id() -> str:
     return "sweep-" + time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
-
-
-SWEEPS_DIR = ".sweeps"
-
-
-def sweeps_root(results_dir: str | Path) -> Path:
-    """Where a results folder's sweeps keep their state: inside it, so nothing is written elsewhere."""
-    return Path(results_dir) / SWEEPS_DIR
 
 
 def sweep_dir(results_dir: str | Path, sweep_id: str) -> Path:
@@ -128,14 +113,6 @@ def info(folder: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def find(results_dir: str | Path, name: str) -> str | None:
-    """The sweep that `name` names: a sweep id, or the run id of one of its shards; None if neither."""
-    if valid_id(name) and (sweeps_root(results_dir) / name / SWEEP_FILE).is_file():
-        return name
-    meta = runmeta.read(Path(results_dir) / name) if valid_id(name) else None
-    return meta.sweep if meta is not None and meta.sweep else None
-
-
 def launch_file(folder: Path, launch: int) -> Path:
     return folder / f"launch-{launch}.json"
 
@@ -148,29 +125,6 @@ def launches(folder: Path) -> list[int]:
 def read_launch(folder: Path, launch: int) -> dict[str, Any] | None:
     data = _read_json(launch_file(folder, launch))
     return data if isinstance(data, dict) else None
-
-
-# -- runs of a sweep --------------------------------------------------------------------------------------
-
-
-def run_dirs(runs_dir: str | Path, sweep_id: str) -> list[Path]:
-    """The run folders of a sweep's shards (every launch), by name."""
-    root = Path(runs_dir)
-    folders = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-    out = []
-    for folder in folders:
-        meta = runmeta.read(folder)
-        if meta is not None and meta.sweep == sweep_id:
-            out.append(folder)
-    return out
-
-
-def resolve_runs(given: str | Path, runs_dir: str | Path) -> list[Path]:
-    """The run folders that `given` names: a run folder, a run id, or a sweep id (all its shards' runs)."""
-    found = find_run(given, runs_dir)
-    if found is not None:
-        return [found]
-    return run_dirs(runs_dir, str(given)) if valid_id(str(given)) else []
 
 
 # -- heartbeats -------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 A record keeps every output's norm-wise error (`errors`) and, since records carry them, each output's
 elementwise error and the bound it was held to (`element_errors`, `element_tolerances`). When a bound of
 suite/bounds.py changes, a record made under the old one would otherwise keep a verdict that today's check
-would not give. Every reader (records.read_records) passes records through `rejudge`: where today's bounds
+would not give. Every reader (reading.read_records) passes records through `rejudge`: where today's bounds
 decide otherwise, the record's status and reason become today's and `verdict_note` says what changed and why.
 
 - Judged incorrect then, correct now: the record was never timed, so it becomes `skipped` with a reason that

@@ -59,7 +59,7 @@ def _setup(spec: WorkerSpec, send) -> tuple[Any, dict[str, Any]]:
     from .config import run_schema
     from .ops.base import choice_name
     from .plan import make_plan, timing_settings
-    from .records import read_records
+    from .reading import read_records
     from .runner import RunContext
 
     for entry in reversed(spec.sys_path):

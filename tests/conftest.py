@@ -24,6 +24,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.fixture
+def cpu_ctx(tmp_path):
+    """A run context on the CPU writing into tmp_path, with the tests' fast timing (tests/cpu_run.py, whose
+    cpu_context builds one with other fields)."""
+    from cpu_run import cpu_context
+
+    return cpu_context(tmp_path)
+
+
 @pytest.fixture(scope="session")
 def catalog():
     """The built-in catalog (no plugins): every family, tier and provider tierbench ships."""

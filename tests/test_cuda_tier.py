@@ -13,26 +13,21 @@ import pytest
 import torch
 
 from tierbench.suite.catalog import build
-from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops.base import Case
 from tierbench.suite.providers import cuda_tier
-from tierbench.suite.providers.cuda_tier import (
+from tierbench.suite.providers.cuda_flash_attn import (
     flash_attn_2_rule,
     flash_attn_3_rule,
     flash_attn_4_backward_rule,
     flash_attn_4_rule,
-    import_problem,
-    package_version_of,
-    quack_backward_problem,
-    quack_rule,
 )
-from tierbench.suite.runner import RunContext, measure_case
-from tierbench.timing import CpuTimer, TimingSettings
+from tierbench.suite.providers.cuda_packages import device_problem, import_problem, package_version_of
+from tierbench.suite.providers.cuda_quack import quack_backward_problem, quack_rule
+from tierbench.suite.runner import measure_case
 
 CPU = torch.device("cpu")
 CATALOG = build(entry_points=False)
 OPS = list(CATALOG.ops.values())
-FAST = TimingSettings(warmup_ms=1, rep_ms=2, rounds=2, min_reps=2, max_reps=10, flush_l2=False)
 
 
 def _attention(head_dim: int = 16, dtype: str = "fp32", causal: bool = False) -> Case:
@@ -42,13 +37,6 @@ def _attention(head_dim: int = 16, dtype: str = "fp32", causal: bool = False) ->
 
 def _norm(op: str) -> Case:
     return Case(op, "norm", {"rows": 8, "hidden": 64, "dtype": "fp32", "mode": "fwd"}, "8x64", x=512.0)
-
-
-def _ctx(tmp_path) -> RunContext:
-    ceilings = Ceilings(device_name="cpu", copy_gbps=10, matmul_tflops={"fp32": 0.1, "bf16": 0.1})
-    return RunContext(
-        run_id="t", run_dir=tmp_path, device=CPU, timer=CpuTimer(FAST), ceilings=ceilings, env={"device_name": "cpu"}
-    )
 
 
 def _installed(module: str) -> bool:
@@ -125,7 +113,7 @@ def test_a_package_that_is_there_but_does_not_import_is_told_apart(tmp_path, mon
 
 
 def test_on_a_cpu_the_device_is_the_reason():
-    assert cuda_tier.device_problem(CPU) == "needs a CUDA GPU (running on cpu)"
+    assert device_problem(CPU) == "needs a CUDA GPU (running on cpu)"
 
 
 def test_absent_packages_report_no_version():
@@ -252,8 +240,8 @@ def test_flash_attn_providers_declare_the_recomputing_backward():
 # --- Through the runner -------------------------------------------------------------------------------------
 
 
-def test_runner_records_cuda_tier_skips_with_reasons_and_goes_on(tmp_path):
-    ctx = _ctx(tmp_path)
+def test_runner_records_cuda_tier_skips_with_reasons_and_goes_on(cpu_ctx):
+    ctx = cpu_ctx
     math = next(p for p in CATALOG.providers() if p.name == "sdpa-math")
     providers = [*_by_name("attention").values(), math]
     records = {r.provider: r for r in measure_case(_attention(), providers, ctx, CATALOG.ops["attention"])}

@@ -269,3 +269,17 @@ def test_decode_lands_on_the_bandwidth_side_and_prefill_on_the_compute_side_of_t
         prefill = attention.make_case(8, model_heads, 2048, 128, True, "bf16", "fwd", kv_heads=8)
         w = attention.OP.work(prefill)
         assert w.flops / w.min_bytes > ridge
+
+
+def test_decode_declares_its_own_providers_and_they_take_their_tiers_place(catalog):
+    """Decode's special providers come from its family's declaration (Family.providers), not from a list of
+    the tiers: the catalog holds them, each beside the other providers of its tier."""
+    from tierbench.suite.providers import builtin_providers
+    from tierbench.suite.tiers import rank
+
+    own = decode.FAMILY.providers(list(decode.FAMILY.ops))
+    assert {p.tier for p in own} == {"vendor", "cuda"} and all(p.op in ("decode", "decode_paged") for p in own)
+    listed = builtin_providers(list(catalog.ops.values()))
+    keys = [(p.name, p.op) for p in listed]
+    assert {(p.name, p.op) for p in own} <= set(keys)
+    assert [rank(p.tier)[0] for p in listed] == sorted(rank(p.tier)[0] for p in listed)

@@ -8,17 +8,16 @@ import inspect
 import pytest
 import torch
 import torch.nn.functional as F
+from cpu_run import FAST, cpu_context
 
-from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops import attention, decode
 from tierbench.suite.providers import cuda_decode, vendor_decode
 from tierbench.suite.providers.base import Unavailable, call_provider
 from tierbench.suite.runner import RunContext, measure_case
 from tierbench.suite.tiers import interpreted
-from tierbench.timing import CpuTimer, CudaEventTimer, TimingSettings
+from tierbench.timing import CudaEventTimer
 
 CPU = torch.device("cpu")
-FAST = TimingSettings(warmup_ms=1, rep_ms=2, rounds=2, min_reps=2, max_reps=10, flush_l2=False)
 OPS = {op.name: op for op in (attention.OP, decode.OP, decode.PAGED_OP)}
 
 RAGGED = decode.make_case(
@@ -30,10 +29,7 @@ CHUNK = attention.make_case(1, 4, 24, 32, True, "fp16", "fwd", kv_heads=2, kv_se
 
 
 def _ctx(tmp_path) -> RunContext:
-    ceilings = Ceilings(device_name="cpu", copy_gbps=10.0, matmul_tflops={"bf16": 0.1, "fp16": 0.1})
-    return RunContext(
-        run_id="t", run_dir=tmp_path, device=CPU, timer=CpuTimer(FAST), ceilings=ceilings, env={"device_name": "cpu"}
-    )
+    return cpu_context(tmp_path)
 
 
 def _measure(case, providers, tmp_path) -> dict:

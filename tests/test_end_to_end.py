@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from cli_runner import tierbench_cli
 
-from tierbench.suite.records import RECORDS_FILE, read_records
+from tierbench.suite.reading import read_records
+from tierbench.suite.records import RECORDS_FILE
 
 # The providers that run a runtime of their own (the compiler tier's XLA and TVM, the portable tier).
 OTHER_RUNTIMES = ("xla", "tvm", "mojo", "iree")

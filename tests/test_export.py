@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from tierbench.suite import export
+from tierbench.suite.reading import read_records
 from tierbench.suite.records import Measurement, RecordWriter
 
 
@@ -102,7 +103,7 @@ def test_parquet_with_pyarrow(results, tmp_path):
 def test_pandas_reads_the_csv_in_one_line(results):
     pandas = pytest.importorskip("pandas")
     buffer = io.StringIO()
-    export.write_csv([export.flatten(r) for r in export.read_records(results / "a")], buffer)
+    export.write_csv([export.flatten(r) for r in read_records(results / "a")], buffer)
     frame = pandas.read_csv(io.StringIO(buffer.getvalue()))
     assert frame.shape[0] == 2 and frame["case.rows"].tolist() == [512, 512]
     assert frame["gbps"].iloc[0] == pytest.approx(1.0)

@@ -7,6 +7,7 @@ hostile_names (names that would drive a terminal) and exits_at_import (sys.exit 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -17,20 +18,19 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 from cli_runner import tierbench_cli
+from cpu_run import FAST, cpu_context
 
-from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops import norm
 from tierbench.suite.plan import PlannedCase
 from tierbench.suite.providers import vendor
 from tierbench.suite.providers.base import Provider
-from tierbench.suite.records import RECORDS_FILE, Measurement, read_records
+from tierbench.suite.reading import read_records
+from tierbench.suite.records import RECORDS_FILE, Measurement
 from tierbench.suite.runner import RunContext, measure_case, run_plan
-from tierbench.timing import CpuTimer, TimingSettings
 
 PLUGINS = Path(__file__).resolve().parent / "plugins"
-FAST = TimingSettings(warmup_ms=1, rep_ms=2, rounds=3, min_reps=2, max_reps=10, flush_l2=False)
+THREE_ROUNDS = dataclasses.replace(FAST, rounds=3)
 CASE = norm.make_case("rms_norm", 16, 64, "fp32", "fwd")
 CONTROL = "\x1b\x07\u202e"
 
@@ -44,14 +44,7 @@ def hostile(monkeypatch):
 
 
 def _ctx(tmp_path: Path) -> RunContext:
-    return RunContext(
-        run_id="t",
-        run_dir=tmp_path,
-        device=torch.device("cpu"),
-        timer=CpuTimer(FAST),
-        ceilings=Ceilings(device_name="cpu", copy_gbps=10.0, matmul_tflops={"fp32": 0.1}),
-        env={"device_name": "cpu"},
-    )
+    return cpu_context(tmp_path, timing=THREE_ROUNDS)
 
 
 def _eager(case=CASE) -> Provider:

@@ -11,17 +11,15 @@ import sys
 
 import pytest
 import torch
+from cpu_run import cpu_context
 
 from tierbench.suite import profiling, tiers
 from tierbench.suite.catalog import build
-from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops import _matmul_epilogue as epilogue
 from tierbench.suite.ops import attention, decode, matmul, norm
 from tierbench.suite.providers.xla import storage_order
-from tierbench.suite.runner import RunContext, measure_case
-from tierbench.timing import CpuTimer, TimingSettings
+from tierbench.suite.runner import measure_case
 
-FAST = TimingSettings(warmup_ms=1, rep_ms=2, rounds=2, min_reps=2, max_reps=5, flush_l2=False)
 CPU = torch.device("cpu")
 CATALOG = build(entry_points=False)
 
@@ -36,14 +34,7 @@ def _measure(tmp_path, name: str, case):
     reason = provider.why_unavailable(case, CPU)
     if reason and reason.startswith("package not installed"):
         pytest.skip(reason)
-    ctx = RunContext(
-        run_id="t",
-        run_dir=tmp_path,
-        device=CPU,
-        timer=CpuTimer(FAST),
-        ceilings=Ceilings(device_name="cpu", copy_gbps=10.0, matmul_tflops={"fp32": 0.1, "bf16": 0.1}),
-        env={"device_name": "cpu"},
-    )
+    ctx = cpu_context(tmp_path)
     (record,) = measure_case(case, [provider], ctx, CATALOG.ops[case.op])
     return record
 
@@ -141,14 +132,7 @@ def test_a_provider_whose_package_is_absent_is_skipped_with_the_extra_to_install
 
 
 def _measure_absent(tmp_path, name: str):
-    ctx = RunContext(
-        run_id="t",
-        run_dir=tmp_path,
-        device=CPU,
-        timer=CpuTimer(FAST),
-        ceilings=Ceilings(device_name="cpu", copy_gbps=10.0, matmul_tflops={"fp32": 0.1}),
-        env={"device_name": "cpu"},
-    )
+    ctx = cpu_context(tmp_path)
     (record,) = measure_case(RMS_NORM, [_provider(name, "rms_norm")], ctx, norm.RMS_NORM)
     return record
 

@@ -7,6 +7,7 @@ import functools
 
 import pytest
 import torch
+from cpu_run import cpu_context
 
 from tierbench.suite import blocks
 from tierbench.suite import compose as composing
@@ -18,10 +19,8 @@ from tierbench.suite.presentation import Presentation
 from tierbench.suite.providers.base import Provider
 from tierbench.suite.records import Measurement
 from tierbench.suite.runner import RunContext, measure_case
-from tierbench.timing import CpuTimer, TimingSettings
 
 CPU = torch.device("cpu")
-FAST = TimingSettings(warmup_ms=1, rep_ms=2, rounds=2, min_reps=2, max_reps=5, flush_l2=False)
 # hidden 32 = 2 query heads of 16 over 1 K/V head; MLP 48; 2 sequences of 8 tokens (decode: 12 cached keys).
 SIZES = dict(batch=2, seq=8, hidden=32, heads=2, kv_heads=1, head_dim=16, intermediate=48)
 
@@ -137,7 +136,7 @@ def test_any_model_by_overrides_and_bad_sizes_name_their_keys(compose, catalog):
 
 def _ctx(tmp_path) -> RunContext:
     ceilings = Ceilings(device_name="cpu", copy_gbps=10.0, matmul_tflops={"fp32": 0.1})
-    return RunContext("t", tmp_path, CPU, CpuTimer(FAST), ceilings, {"device_name": "cpu"})
+    return cpu_context(tmp_path, ceilings=ceilings)
 
 
 def _not_normalized(case):

@@ -8,7 +8,7 @@ import json
 import pytest
 from cli_runner import tierbench_cli
 
-from tierbench.suite.records import read_records
+from tierbench.suite.reading import read_records
 
 # The smoke's model alone, shorter still; the vendor and compiler tiers and the mix (the Triton kernels are
 # checked by their own tests and by the smoke).

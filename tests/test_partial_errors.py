@@ -10,19 +10,24 @@ real provider, in the same case, passes.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
+from cpu_run import FAST
 
 from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.checking import tolerances
 from tierbench.suite.ops import _matmul_epilogue, _matmul_fp8, attention, decode, matmul, model, norm, pointwise
 from tierbench.suite.providers.base import Prepared, Provider
 from tierbench.suite.runner import RunContext, measure_case
-from tierbench.timing import TimingSettings, make_timer
+from tierbench.timing import make_timer
+
+# Many providers and cases, each judged on its record alone: one round of one or two calls is enough.
+ONE_ROUND = dataclasses.replace(FAST, rounds=1, min_reps=1, max_reps=2)
 
 MATMUL_MNK = {"fwd": (1024, 512, 64), "bwd": (1024, 64, 512)}  # out, or da, of 1024 x 512
 NORM_ROWS = {"fwd": (512, 1024), "bwd": (64, 8192)}
-FAST = TimingSettings(warmup_ms=1, rep_ms=1, rounds=1, min_reps=1, max_reps=2, flush_l2=False)
 
 # Per op: a bf16 case of 2^19 output elements (gradient of the first input too), and the real provider.
 CASES = {
@@ -126,7 +131,7 @@ def damaged(real: Provider, name: str, damage, op, mode: str) -> Provider:
 
 def _ctx(tmp_path, device: torch.device) -> RunContext:
     ceilings = Ceilings(device_name=str(device), copy_gbps=10.0, matmul_tflops={"bf16": 0.1})
-    return RunContext("t", tmp_path, device, make_timer(FAST, device), ceilings, {"device_name": str(device)})
+    return RunContext("t", tmp_path, device, make_timer(ONE_ROUND, device), ceilings, {"device_name": str(device)})
 
 
 def _check_damages(tmp_path, catalog, cases, op_name: str, mode: str, device: torch.device) -> None:

@@ -6,20 +6,20 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from cpu_run import cpu_context
 
 from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops import attention, norm
 from tierbench.suite.providers.base import Provider
 from tierbench.suite.runner import RunContext, measure_case
-from tierbench.timing import CpuTimer, TimingSettings
+from tierbench.timing import TimingSettings
 
-FAST = TimingSettings(warmup_ms=1, rep_ms=1, rounds=2, min_reps=2, max_reps=4, flush_l2=False)
 OPS = {op.name: op for op in (*norm.FAMILY.ops, *attention.FAMILY.ops)}
 
 
 def _ctx(tmp_path) -> RunContext:
     ceilings = Ceilings(device_name="cpu", copy_gbps=10.0, matmul_tflops={"fp32": 0.1, "bf16": 0.1})
-    return RunContext("t", tmp_path, torch.device("cpu"), CpuTimer(FAST), ceilings, {"device_name": "cpu"})
+    return cpu_context(tmp_path, ceilings=ceilings)
 
 
 def _measure(tmp_path, case, providers):
@@ -149,3 +149,14 @@ def test_gpu_norm_backward_through_every_tier(tmp_path, catalog, kind):
         assert set(r.errors) == {f"d{n}" for n in OPS[kind].grads} and r.timer.startswith("cuda-events")
     if "quack" in records:
         assert records["quack"].status in ("ok", "skipped"), records["quack"].reason
+
+
+def test_the_triton_tier_states_what_its_attention_kernel_executes_as_attention_declares_it(providers):
+    """Attention's module says its Triton backward runs seven products; the generic adapter only passes it on."""
+    bwd = attention.make_case(1, 2, 64, 16, False, "bf16", "bwd")
+    product = 2.0 * 1 * 2 * 64 * 64 * 16
+    assert providers("attention", "triton").executed_flops(bwd) == 7 * product
+    assert providers("attention", "triton").executed_flops(attention.make_case(1, 2, 64, 16, False, "bf16", "fwd")) == (
+        2 * product
+    )
+    assert providers("rms_norm", "triton").executed_flops(norm.make_case("rms_norm", 24, 96, "fp32", "bwd")) is None

@@ -19,11 +19,12 @@ from pathlib import Path
 import pytest
 import torch
 from cli_runner import tierbench_cli
+from cpu_run import FAST
 
 import tierbench
 from tierbench.suite.catalog import build
 from tierbench.suite.plugins import PluginError
-from tierbench.suite.records import read_records
+from tierbench.suite.reading import read_records
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "plugin"
 SMALL = ["suite=smoke", "timing=quick", "matmul.enabled=false", "attention.enabled=false", "decode.enabled=false",
@@ -239,9 +240,7 @@ def _my_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Ten
 
 
 def test_the_library_api_checks_and_times_a_users_callable(tmp_path):
-    from tierbench.timing import TimingSettings
 
-    fast = TimingSettings(warmup_ms=1, rep_ms=2, rounds=2, min_reps=2, max_reps=5, flush_l2=False)
     params = {"rows": 512, "hidden": 96}
 
     def two_wrong_elements(x, weight, eps):
@@ -249,7 +248,7 @@ def test_the_library_api_checks_and_times_a_users_callable(tmp_path):
         out[3, :2] = 0.0  # 2 of 49,152: the norm-wise error stays under 1e-2, the elementwise bound sees them
         return out
 
-    kw = dict(device="cpu", timing=fast, ceilings_dir=tmp_path, peers=["eager"])
+    kw = dict(device="cpu", timing=FAST, ceilings_dir=tmp_path, peers=["eager"])
     records = {r.provider: r for r in tierbench.measure(_my_rms_norm, "rms_norm", params, **kw)}
     assert records["mine"].status == "ok" and records["mine"].tier == "mine" and records["mine"].own_code
     assert records["eager"].status == "ok" and records["mine"].median_ms > 0
@@ -266,10 +265,8 @@ def _my_swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
 
 
 def test_the_library_api_measures_a_plugins_op_by_name_once_named_and_an_op_object_directly(monkeypatch):
-    from tierbench.timing import TimingSettings
 
-    fast = TimingSettings(warmup_ms=1, rep_ms=2, rounds=2, min_reps=2, max_reps=5, flush_l2=False)
-    kw = dict(device="cpu", timing=fast, peers=["eager"])
+    kw = dict(device="cpu", timing=FAST, peers=["eager"])
     params = {"tokens": 32, "ffn": 48}
     with pytest.raises(ValueError, match=r"op='swiglu' is not known; .*plugins=\[\.\.\.\]"):
         tierbench.measure(_my_swiglu, "swiglu", params, **kw)
@@ -352,3 +349,25 @@ def test_a_plugins_family_has_a_suite_of_its_own_and_joins_the_others(monkeypatc
     # A family named like a suite of conf/suite/ gets none of its own: the file stays what suite=training is.
     named_like_a_suite = dataclasses.replace(catalog.family("swiglu"), name="training")
     assert family_suites([*catalog.families, named_like_a_suite]) == [catalog.family("swiglu")]
+
+
+@pytest.mark.parametrize("name", ["declared-swiglu", "eager"])
+def test_a_plugins_family_may_declare_its_providers_and_they_are_checked_as_the_plugins(tmp_path, monkeypatch, name):
+    """Family.providers, as decode declares its own: from a plugin's family they join the plugin's providers,
+    held to the same rules (here: a built-in provider's name is refused)."""
+    monkeypatch.syspath_prepend(str(EXAMPLE))
+    module = f"declaring_plugin_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{module}.py").write_text(
+        "import dataclasses\nimport bench_plugin\nfrom tierbench.suite.providers.base import call_provider\n"
+        "family = bench_plugin.FAMILIES[0]\n"
+        f"mine = lambda ops: [call_provider({name!r}, 'vendor', ops[0], ops[0].formula)]\n"
+        "FAMILIES = [dataclasses.replace(family, providers=mine)]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    if name == "eager":
+        with pytest.raises(PluginError, match="provider 'eager' has the name of a built-in provider"):
+            build([module], entry_points=False)
+        return
+    catalog = build([module], entry_points=False)
+    assert [(p.name, p.op) for p in catalog.plugin_providers] == [("declared-swiglu", "swiglu")]
+    assert ("declared-swiglu", "swiglu") in {(p.name, p.op) for p in catalog.providers()}

@@ -8,6 +8,7 @@ import inspect
 import pytest
 import torch
 import torch.nn.functional as F
+from cpu_run import FAST, cpu_context
 
 from tierbench.suite import runner
 from tierbench.suite.ceilings import Ceilings
@@ -15,12 +16,10 @@ from tierbench.suite.checking import FP8_TOLERANCE, check, fp8_tolerance, tolera
 from tierbench.suite.ops import _matmul_epilogue as epilogue
 from tierbench.suite.ops import _matmul_fp8 as fp8
 from tierbench.suite.plan import PlanError, cases_from_config, make_plan
-from tierbench.suite.providers import cuda_tier
+from tierbench.suite.providers import cuda_quack_fp8
 from tierbench.suite.runner import RunContext, measure_case
-from tierbench.timing import CpuTimer, TimingSettings
 
 CPU = torch.device("cpu")
-FAST = TimingSettings(warmup_ms=1, rep_ms=2, rounds=2, min_reps=2, max_reps=10, flush_l2=False)
 
 
 def _inputs(case, seed=0):
@@ -236,22 +235,22 @@ def test_quack_fp8_takes_per_tensor_scales_as_its_one_alpha(monkeypatch):
         calls.update(alpha=alpha, out_dtype=out_dtype)
         return (A.float() @ B.float() * alpha).to(out_dtype)
 
-    monkeypatch.setattr(cuda_tier, "import_problem", lambda module, install: None)
-    monkeypatch.setattr(cuda_tier, "_attribute", lambda module, name: gemm)
+    monkeypatch.setattr(cuda_quack_fp8, "import_problem", lambda module, install: None)
+    monkeypatch.setattr(cuda_quack_fp8, "_attribute", lambda module, name: gemm)
     row = fp8.make_case(32, 32, 32, "per_row")
-    assert "not scaling=per_row" in cuda_tier._quack_fp8_why(row, torch.device("cuda"))
+    assert "not scaling=per_row" in cuda_quack_fp8._quack_fp8_why(row, torch.device("cuda"))
     tensor = fp8.make_case(32, 32, 32, "per_tensor")
-    assert cuda_tier._quack_fp8_why(tensor, CPU) == "needs a CUDA GPU (running on cpu)"
+    assert cuda_quack_fp8._quack_fp8_why(tensor, CPU) == "needs a CUDA GPU (running on cpu)"
     i = _inputs(tensor, seed=2)
-    out = cuda_tier._quack_fp8_prepare(i, fp8.options(tensor), tensor)()
+    out = cuda_quack_fp8._quack_fp8_prepare(i, fp8.options(tensor), tensor)()
     assert calls["out_dtype"] == torch.bfloat16 and calls["alpha"].shape == (1,)
     assert check(out, fp8.OP.reference(*fp8.OP.args(i), torch.bfloat16), torch.bfloat16, operands=i["a"].dtype).ok
 
     def old_gemm(A, B, out=None):
         return A
 
-    monkeypatch.setattr(cuda_tier, "_attribute", lambda module, name: old_gemm)
-    assert "gemm takes no alpha or out_dtype" in cuda_tier._quack_fp8_why(tensor, torch.device("cuda"))
+    monkeypatch.setattr(cuda_quack_fp8, "_attribute", lambda module, name: old_gemm)
+    assert "gemm takes no alpha or out_dtype" in cuda_quack_fp8._quack_fp8_why(tensor, torch.device("cuda"))
     assert "alpha" in inspect.signature(gemm).parameters
 
 
@@ -260,7 +259,7 @@ def test_quack_fp8_takes_per_tensor_scales_as_its_one_alpha(monkeypatch):
 
 def _ctx(tmp_path) -> RunContext:
     ceilings = Ceilings(device_name="cpu", copy_gbps=10.0, matmul_tflops={"fp32": 0.1})
-    return RunContext("t", tmp_path, CPU, CpuTimer(FAST), ceilings, {"device_name": "cpu"})
+    return cpu_context(tmp_path, ceilings=ceilings)
 
 
 @pytest.mark.parametrize("mode", ["fwd", "bwd", "fwd_bwd"])

@@ -6,32 +6,22 @@ import json
 
 import pytest
 import torch
+from cpu_run import cpu_context
 
 from tierbench.suite import profiling
 from tierbench.suite.catalog import build
-from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops import matmul, norm
 from tierbench.suite.plan import PlannedCase
 from tierbench.suite.providers.base import Provider
-from tierbench.suite.records import Measurement, read_records
+from tierbench.suite.reading import read_launches, read_records
+from tierbench.suite.records import Measurement
 from tierbench.suite.runner import RunContext, measure_case, run_plan
-from tierbench.timing import CpuTimer, TimingSettings
 
-FAST = TimingSettings(warmup_ms=1, rep_ms=2, rounds=2, min_reps=2, max_reps=10, flush_l2=False)
 CATALOG = build(entry_points=False)
 
 
 def _ctx(tmp_path, **kw) -> RunContext:
-    ceilings = Ceilings(device_name="cpu", copy_gbps=10.0, matmul_tflops={"fp32": 0.1, "bf16": 0.1})
-    return RunContext(
-        run_id="t",
-        run_dir=tmp_path,
-        device=torch.device("cpu"),
-        timer=CpuTimer(FAST),
-        ceilings=ceilings,
-        env={"device_type": "cpu"},
-        **kw,
-    )
+    return cpu_context(tmp_path, **kw)
 
 
 def _builtin(op: str, *names: str) -> list[Provider]:
@@ -140,7 +130,7 @@ def test_run_plan_appends_each_launch_list_beside_its_record(tmp_path):
         run_plan(plan, _ctx(tmp_path))
     lines = (tmp_path / profiling.LAUNCHES_FILE).read_text().splitlines()
     assert len(lines) == 1  # the half-written line was cut before appending
-    logged = profiling.read_launches(tmp_path)[(case.case_id, "eager")]
+    logged = read_launches(tmp_path)[(case.case_id, "eager")]
     (record,) = read_records(tmp_path)
     assert logged["launches"] == record.launches == 3 and logged["run_id"] == "t"
     assert [k["name"] for k in logged["kernels"]] == ["aten::add", "aten::gelu", "aten::layer_norm"]

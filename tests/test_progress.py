@@ -5,16 +5,16 @@ from __future__ import annotations
 import io
 import logging
 
-import torch
+from cpu_run import cpu_context
 
 from tierbench.suite import progress
 from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops import matmul
 from tierbench.suite.plan import PlannedCase
 from tierbench.suite.providers import vendor
-from tierbench.suite.records import Measurement, read_records
-from tierbench.suite.runner import WIDE_SPREAD, RunContext, run_plan, spread_warning, summarize
-from tierbench.timing import CpuTimer, TimingSettings
+from tierbench.suite.reading import read_records
+from tierbench.suite.records import Measurement
+from tierbench.suite.runner import WIDE_SPREAD, run_plan, spread_warning, summarize
 
 CASE = matmul.make_case(32, 32, 32, "fp32", "fwd", "32^3")
 CEILINGS = Ceilings(device_name="cpu", copy_gbps=10.0, matmul_tflops={"fp32": 0.1})
@@ -77,14 +77,7 @@ def test_the_live_line_counts_measurements_and_names_the_last_one():
 
 
 def test_run_plan_reports_each_measurement(tmp_path, caplog):
-    ctx = RunContext(
-        run_id="t",
-        run_dir=tmp_path,
-        device=torch.device("cpu"),
-        timer=CpuTimer(TimingSettings(warmup_ms=1, rep_ms=2, rounds=2, min_reps=2, max_reps=10, flush_l2=False)),
-        ceilings=CEILINGS,
-        env={},
-    )
+    ctx = cpu_context(tmp_path, ceilings=CEILINGS, env={})
     eager = next(p for p in vendor.providers([matmul.OP]) if p.op == "matmul")
     with caplog.at_level(logging.INFO, logger="tierbench"):
         (record,) = run_plan([PlannedCase(CASE, matmul.OP, (eager,))], ctx, live=False)

@@ -10,7 +10,8 @@ import re
 
 import pytest
 
-from tierbench.suite.records import RECORDS_FILE, Measurement, RecordWriter, create_run_dir, read_records
+from tierbench.suite.reading import read_records
+from tierbench.suite.records import RECORDS_FILE, Measurement, RecordWriter, create_run_dir
 from tierbench.suite.runfolder import RunFolderError
 
 

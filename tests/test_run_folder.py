@@ -21,7 +21,8 @@ import torch
 from tierbench.suite import run_command
 from tierbench.suite.ceilings import Ceilings, device_name
 from tierbench.suite.naming import slug
-from tierbench.suite.records import RECORDS_FILE, read_records
+from tierbench.suite.reading import read_records
+from tierbench.suite.records import RECORDS_FILE
 from tierbench.suite.runfolder import LOCK_FILE, RunInUse, RunLock
 
 # Two measurements (eager LayerNorm and RMSNorm, 512 x 1024), a second or two on a CPU.

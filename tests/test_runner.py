@@ -11,30 +11,16 @@ import pytest
 import torch
 
 from tierbench import interrupts
-from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops import matmul
 from tierbench.suite.plan import PlannedCase
 from tierbench.suite.providers import compiler, vendor
 from tierbench.suite.providers.base import Provider, Unavailable
-from tierbench.suite.records import Measurement, read_records
-from tierbench.suite.runner import RunContext, is_oom, measure_case, run_plan
-from tierbench.timing import CpuTimer, TimingSettings
+from tierbench.suite.reading import read_records
+from tierbench.suite.records import Measurement
+from tierbench.suite.runner import is_oom, measure_case, run_plan
 
 OP = matmul.OP
 CASE = matmul.make_case(48, 40, 24, "fp32", "fwd", "48x40x24")
-FAST = TimingSettings(warmup_ms=1, rep_ms=2, rounds=2, min_reps=2, max_reps=10, flush_l2=False)
-
-
-def _ctx(tmp_path) -> RunContext:
-    ceilings = Ceilings(device_name="cpu", copy_gbps=10.0, matmul_tflops={"fp32": 0.1})
-    return RunContext(
-        run_id="t",
-        run_dir=tmp_path,
-        device=torch.device("cpu"),
-        timer=CpuTimer(FAST),
-        ceilings=ceilings,
-        env={"device_name": "cpu"},
-    )
 
 
 def _provider(name: str, prepare, why=None) -> Provider:
@@ -46,7 +32,7 @@ def _eager() -> Provider:
     return next(p for p in vendor.providers([OP]) if p.op == "matmul")
 
 
-def test_each_outcome_is_recorded_and_only_correct_providers_are_timed(tmp_path):
+def test_each_outcome_is_recorded_and_only_correct_providers_are_timed(cpu_ctx):
     def raises(i, o, c):
         def call():
             raise RuntimeError("illegal memory access\nmore detail")
@@ -70,7 +56,7 @@ def test_each_outcome_is_recorded_and_only_correct_providers_are_timed(tmp_path)
         _provider("late-skip", unsupported),
         _provider("absent", wrong, why=lambda case, device: "package not installed: pip install x"),
     ]
-    records = {r.provider: r for r in measure_case(CASE, providers, _ctx(tmp_path), OP)}
+    records = {r.provider: r for r in measure_case(CASE, providers, cpu_ctx, OP)}
     assert records["eager"].status == "ok" and records["eager"].median_ms > 0
     assert len(records["eager"].samples_ms) >= 4 and records["eager"].timer == "cpu-clock"
     assert records["eager"].rel_error < 1e-6 and 0 < records["eager"].sol
@@ -84,7 +70,7 @@ def test_each_outcome_is_recorded_and_only_correct_providers_are_timed(tmp_path)
     assert all(r.provider_version is None or isinstance(r.provider_version, str) for r in records.values())
 
 
-def test_the_record_names_what_the_provider_launched_and_a_failing_description_costs_nothing(tmp_path):
+def test_the_record_names_what_the_provider_launched_and_a_failing_description_costs_nothing(cpu_ctx):
     def ok(i, o, c):
         return lambda: i["a"] @ i["b"]
 
@@ -93,15 +79,15 @@ def test_the_record_names_what_the_provider_launched_and_a_failing_description_c
 
     described = Provider("described", "cuda", "matmul", ok, describe_launch=lambda: "ptr: BLOCK_M=64, warps=4")
     silent = Provider("silent", "cuda", "matmul", ok, describe_launch=broken)
-    records = {r.provider: r for r in measure_case(CASE, [_eager(), described, silent], _ctx(tmp_path), OP)}
+    records = {r.provider: r for r in measure_case(CASE, [_eager(), described, silent], cpu_ctx, OP)}
     assert records["described"].status == "ok" and records["described"].launch == "ptr: BLOCK_M=64, warps=4"
     assert records["silent"].status == "ok" and records["silent"].launch is None
     assert records["eager"].launch is None
     assert Measurement.from_dict(json.loads(records["described"].to_json())).launch == "ptr: BLOCK_M=64, warps=4"
 
 
-def test_run_plan_skips_what_is_done_and_appends_the_rest(tmp_path):
-    ctx = _ctx(tmp_path)
+def test_run_plan_skips_what_is_done_and_appends_the_rest(tmp_path, cpu_ctx):
+    ctx = cpu_ctx
     plan = [PlannedCase(CASE, OP, (_eager(),))]
     first = run_plan(plan, ctx)
     assert [r.status for r in first] == ["ok"]
@@ -111,7 +97,7 @@ def test_run_plan_skips_what_is_done_and_appends_the_rest(tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["bwd", "fwd_bwd"])
-def test_backward_modes_check_every_gradient_and_time_the_pass(tmp_path, mode):
+def test_backward_modes_check_every_gradient_and_time_the_pass(mode, cpu_ctx):
     case = matmul.make_case(48, 40, 24, "fp32", mode, "48x40x24")
 
     def wrong_grad_b(i, o, c):
@@ -129,7 +115,7 @@ def test_backward_modes_check_every_gradient_and_time_the_pass(tmp_path, mode):
         _provider("wrong-db", wrong_grad_b),
         _provider("fwd-only", no_backward),
     ]
-    records = {r.provider: r for r in measure_case(case, providers, _ctx(tmp_path), OP)}
+    records = {r.provider: r for r in measure_case(case, providers, cpu_ctx, OP)}
     for name in ("eager", "compile"):
         r = records[name]
         assert r.status == "ok" and r.median_ms > 0, r.reason
@@ -141,7 +127,7 @@ def test_backward_modes_check_every_gradient_and_time_the_pass(tmp_path, mode):
     assert records["fwd-only"].status == "skipped" and "no backward" in records["fwd-only"].reason
 
 
-def test_a_provider_that_writes_into_its_inputs_is_marked_and_the_next_one_is_not_harmed(tmp_path):
+def test_a_provider_that_writes_into_its_inputs_is_marked_and_the_next_one_is_not_harmed(cpu_ctx):
     def halves_inputs(i, o, c):
         def call():
             i["a"].mul_(0.5)
@@ -150,19 +136,19 @@ def test_a_provider_that_writes_into_its_inputs_is_marked_and_the_next_one_is_no
         return call
 
     providers = [_provider("in-place", halves_inputs), _eager()]
-    records = {r.provider: r for r in measure_case(CASE, providers, _ctx(tmp_path), OP)}
+    records = {r.provider: r for r in measure_case(CASE, providers, cpu_ctx, OP)}
     assert records["in-place"].status == "error" and "wrote into its inputs (a)" in records["in-place"].reason
     assert records["eager"].status == "ok" and records["eager"].rel_error < 1e-6
 
 
-def test_a_provider_raising_system_exit_gets_a_record_and_the_run_goes_on(tmp_path):
+def test_a_provider_raising_system_exit_gets_a_record_and_the_run_goes_on(cpu_ctx):
     def exits(i, o, c):
         def call():
             raise SystemExit(3)
 
         return call
 
-    records = {r.provider: r for r in measure_case(CASE, [_provider("exits", exits), _eager()], _ctx(tmp_path), OP)}
+    records = {r.provider: r for r in measure_case(CASE, [_provider("exits", exits), _eager()], cpu_ctx, OP)}
     assert records["exits"].status == "error" and records["exits"].reason.startswith("SystemExit")
     assert records["eager"].status == "ok"
 
@@ -171,7 +157,7 @@ class _OwnAbort(BaseException):
     """What a provider's library might raise: not an Exception, not an interrupt the process received."""
 
 
-def test_a_provider_raising_any_base_exception_gets_a_record_and_the_run_goes_on(tmp_path):
+def test_a_provider_raising_any_base_exception_gets_a_record_and_the_run_goes_on(cpu_ctx):
     def raising(exc):
         def prepare(i, o, c):
             def call():
@@ -200,7 +186,7 @@ def test_a_provider_raising_any_base_exception_gets_a_record_and_the_run_goes_on
     ]
     try:
         with interrupts.watch():  # as in `tierbench run`: only a SIGINT the process received is an interrupt
-            records = {r.provider: r for r in measure_case(CASE, providers, _ctx(tmp_path), OP)}
+            records = {r.provider: r for r in measure_case(CASE, providers, cpu_ctx, OP)}
     except BaseException as exc:  # noqa: BLE001 - reported as this test's failure, not pytest's interrupt
         pytest.fail(f"a provider's own {type(exc).__name__} ended the run: {exc!r}")
     assert records["own-interrupt"].status == "error" and records["own-interrupt"].reason.startswith(
@@ -212,7 +198,7 @@ def test_a_provider_raising_any_base_exception_gets_a_record_and_the_run_goes_on
     assert records["eager"].status == "ok" and records["eager"].median_ms > 0
 
 
-def test_a_real_interrupt_still_ends_the_run(tmp_path):
+def test_a_real_interrupt_still_ends_the_run(cpu_ctx):
     def interrupted(i, o, c):
         def call():
             os.kill(os.getpid(), signal.SIGINT)  # as Ctrl-C would, while the provider runs
@@ -222,15 +208,15 @@ def test_a_real_interrupt_still_ends_the_run(tmp_path):
         return call
 
     with interrupts.watch(), pytest.raises(KeyboardInterrupt):
-        list(measure_case(CASE, [_provider("ctrl-c", interrupted), _eager()], _ctx(tmp_path), OP))
+        list(measure_case(CASE, [_provider("ctrl-c", interrupted), _eager()], cpu_ctx, OP))
 
 
-def test_an_allocation_the_cpu_cannot_make_is_oom(tmp_path):
+def test_an_allocation_the_cpu_cannot_make_is_oom(cpu_ctx):
     def four_terabytes(i, o, c):
         buffer = torch.empty(1 << 42, dtype=torch.uint8)  # 4 TiB: more than this machine has
         return lambda: buffer
 
-    (record,) = measure_case(CASE, [_provider("huge", four_terabytes)], _ctx(tmp_path), OP)
+    (record,) = measure_case(CASE, [_provider("huge", four_terabytes)], cpu_ctx, OP)
     if record.status == "incorrect":
         pytest.skip("this machine's allocator handed out 4 TiB (overcommit), so nothing failed")
     assert record.status == "oom", record.reason
@@ -251,7 +237,7 @@ def test_allocator_failures_are_out_of_memory(message):
     assert not is_oom(RuntimeError("illegal memory access"))
 
 
-def test_a_provider_checked_but_not_timed_on_a_cpu_runs_its_pass_once(tmp_path, monkeypatch):
+def test_a_provider_checked_but_not_timed_on_a_cpu_runs_its_pass_once(monkeypatch, cpu_ctx):
     """Triton's interpreter: its one run is the check (no compile to keep out of a second one)."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     calls = {"triton": 0, "wrong": 0}
@@ -268,7 +254,7 @@ def test_a_provider_checked_but_not_timed_on_a_cpu_runs_its_pass_once(tmp_path, 
 
     interpreted = Provider("triton", "triton", "matmul", counting("triton"))
     wrong = Provider("wrong", "triton", "matmul", counting("wrong", 1.01))
-    records = {r.provider: r for r in measure_case(CASE, [interpreted, wrong], _ctx(tmp_path), OP)}
+    records = {r.provider: r for r in measure_case(CASE, [interpreted, wrong], cpu_ctx, OP)}
     assert calls == {"triton": 1, "wrong": 1}
     assert records["triton"].status == "skipped" and "correct, not timed" in records["triton"].reason
     assert records["triton"].rel_error < 1e-6

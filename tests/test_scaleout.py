@@ -16,7 +16,7 @@ from cli_runner import tierbench_cli
 
 from tierbench.suite import sweep
 from tierbench.suite.plan import make_plan
-from tierbench.suite.records import read_records
+from tierbench.suite.reading import read_records, sweep_runs
 
 REPO = Path(__file__).resolve().parent.parent
 # A cut-down smoke suite: matmul's forward and the three norms, vendor tier only (4 cases, one provider each).
@@ -42,7 +42,7 @@ def _paths(tmp_path: Path) -> list[str]:
 
 
 def _sweep_records(tmp_path: Path, sid: str):
-    folders = sweep.run_dirs(tmp_path / "runs", sid)
+    folders = sweep_runs(tmp_path / "runs", sid)
     return folders, [r for folder in folders for r in read_records(folder)]
 
 

@@ -11,7 +11,7 @@ import torch
 from cli_runner import tierbench_cli
 
 from tierbench.suite import sweep
-from tierbench.suite.records import read_records
+from tierbench.suite.reading import read_records, sweep_runs
 
 CUT = ["suite=smoke", "tiers=[vendor]", "timing=quick", "matmul.modes=[fwd]", "attention.enabled=false"]
 CUT += ["pointwise.enabled=false", "model.enabled=false", "norm.kinds=[layer_norm,rms_norm,bias_gelu_layer_norm]"]
@@ -29,7 +29,7 @@ def test_each_shard_takes_a_gpu_of_its_own(tmp_path):
     result = tierbench_cli("run", "devices=all", *CUT, *_args(tmp_path), cwd=tmp_path, timeout=900, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     sid = [line.split()[-1] for line in result.stdout.splitlines() if line.startswith("one logical run:")][0]
-    records = [r for folder in sweep.run_dirs(tmp_path / "runs", sid) for r in read_records(folder)]
+    records = [r for folder in sweep_runs(tmp_path / "runs", sid) for r in read_records(folder)]
     by_shard = {}
     for r in records:
         by_shard.setdefault(r.shard, set()).add((r.env["device_index"], r.env["device_uuid"]))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import statistics
 import time
 
+import pytest
+
 from tierbench.timing import CpuTimer, TimingSettings, Ungraphed
 
 
@@ -16,6 +18,7 @@ def _sleeper(ms: float, log: list[str], name: str):
     return fn
 
 
+@pytest.mark.alone  # judges wall-clock durations: nothing may run beside it
 def test_cpu_timer_measures_known_durations_interleaved():
     calls: list[str] = []
     settings = TimingSettings(warmup_ms=5, rep_ms=12, rounds=3, min_reps=2, max_reps=50, flush_l2=False)
@@ -29,6 +32,7 @@ def test_cpu_timer_measures_known_durations_interleaved():
     assert len(blocks) >= 3
 
 
+@pytest.mark.alone  # judges wall-clock durations: nothing may run beside it
 def test_on_a_cpu_the_cache_flush_counts_against_a_rounds_budget():
     """A call far shorter than the 64 MiB flush before it: repetitions are sized by call and flush
     together, so a round takes about its budget instead of max_reps flushes."""
@@ -49,6 +53,7 @@ def test_a_failing_provider_is_reported_and_others_continue():
     assert isinstance(samples["good"], list) and len(samples["good"]) >= 4
 
 
+@pytest.mark.alone  # judges wall-clock durations: nothing may run beside it
 def test_a_call_of_another_runtime_is_timed_like_any_on_a_cpu():
     """Ungraphed (a call whose library runs its own runtime) only tells a GPU timer not to capture it."""
     calls: list[str] = []

@@ -7,14 +7,12 @@ import stat
 from pathlib import Path
 
 import pytest
-import torch
+from cpu_run import cpu_context
 
 from tierbench.suite import traffic
 from tierbench.suite.catalog import build
-from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops import norm
 from tierbench.suite.runner import RunContext, measure_case
-from tierbench.timing import CpuTimer, TimingSettings
 
 SAMPLE = Path(__file__).parent / "samples" / "ncu-dram-details.csv"
 # Two kernels (GELU, then LayerNorm), each read and written once: the sample's four DRAM values.
@@ -76,15 +74,7 @@ def test_counters_refused_by_the_driver_or_a_container_are_the_reason(tmp_path, 
 
 
 def _ctx(tmp_path) -> RunContext:
-    return RunContext(
-        run_id="t",
-        run_dir=tmp_path,
-        device=torch.device("cpu"),
-        timer=CpuTimer(TimingSettings(warmup_ms=1, rep_ms=2, rounds=2, min_reps=2, max_reps=10, flush_l2=False)),
-        ceilings=Ceilings(device_name="cpu", copy_gbps=10.0, matmul_tflops={"bf16": 0.1}),
-        env={"device_type": "cpu"},
-        metrics=("traffic",),
-    )
+    return cpu_context(tmp_path, metrics=("traffic",))
 
 
 @pytest.mark.parametrize("ncu_on_path", [False, True])

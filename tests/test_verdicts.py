@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tierbench.suite import bounds
-from tierbench.suite.records import Measurement, RecordWriter, read_records
+from tierbench.suite.reading import read_records
+from tierbench.suite.records import Measurement, RecordWriter
 from tierbench.suite.verdicts import CORRECT_NOT_TIMED, checked_correct, rejudge
 
 REPO = Path(__file__).resolve().parents[1]

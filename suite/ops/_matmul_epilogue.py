@@ -12,10 +12,25 @@ from enum import Enum
 import torch
 import torch.nn.functional as F
 
+from ..panels import CostPanel
 from ._gemm import matmul_ref
 from .base import Case, Op, WorkModel, element_size, per_pass, randn
 
 OP_NAME = "matmul_bias_gelu"
+
+# The matmul page's table of what the epilogue costs over the plain product, per tier.
+COST = CostPanel(
+    name="epilogue",
+    title="GEMM epilogue: its cost over the plain matmul",
+    note=(
+        "Per tier, the time of gelu(a @ b + bias) over the time of a @ b at the same shape, dtype and pass,\n"
+        "each the tier's fastest correct provider (hover a cell for which): 1.00× is an epilogue that costs "
+        "nothing, and an\nunfused one writes the product and reads it back."
+    ),
+    op=OP_NAME,
+    over="matmul",
+    same=("m", "n", "k", "dtype", "mode"),
+)
 
 
 class Activation(Enum):
@@ -89,7 +104,6 @@ OP = Op(
     options=options,
     grads=("a", "b", "bias"),
     kernel="matmul_bias_gelu",
-    baseline=("eager",),
     dynamic_dims={"a": (0,)},
     case=make_case,
 )

@@ -126,7 +126,6 @@ OP = Op(
     formula=scaled_matmul,
     options=options,
     kernel="matmul_fp8",
-    baseline=("eager",),
     dynamic_dims={"a": (0,)},
     case=make_case,
     why_unavailable=device_problem,

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from ..presentation import View
+from ..reading import DEFAULT_BASELINE
 
 DTYPES: dict[str, torch.dtype] = {
     "fp16": torch.float16,
@@ -160,7 +161,7 @@ class Op:
     options: Callable[[Case], dict[str, Any]] = field(default=lambda case: {})
     grads: tuple[str, ...] = ()
     kernel: str | None = None
-    baseline: tuple[str, ...] = ("eager",)
+    baseline: tuple[str, ...] = DEFAULT_BASELINE
     dynamic_dims: dict[str, tuple[int, ...]] = field(default_factory=dict)
     case: Callable[..., Case] | None = None
     why_unavailable: Callable[[Case, torch.device], str | None] | None = None
@@ -172,6 +173,9 @@ class Op:
     chain: Callable[[Mapping[str, Callable[..., Any]]], Callable[..., Any]] | None = None
     writes: tuple[str, ...] = ()
     tolerance: dict[torch.dtype, tuple[float, float]] | None = None
+    # The FLOPs the `kernel` executes for a case where that differs from `work` (a backward that recomputes
+    # more than the work model counts); None: the model's count.
+    kernel_flops: Callable[[Case], float | None] | None = None
 
     def args(self, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
         """The tensors in call order."""
@@ -199,6 +203,9 @@ class Family:
     schema: a dataclass with an `enabled: bool` field; its defaults are the section's defaults.
     cases(section): the cases of the section, in a stable order.
     validate(section): what is wrong with a section's values, each message naming its key; [] if fine.
+    providers(ops): the family's own providers of these ops (those of its ops that a run has), beyond what
+    each tier's adapter makes of an op: special entry points such as decode's SDPA over a KV cache. From a
+    plugin's family they join the plugin's PROVIDERS and are checked as those are.
     """
 
     name: str
@@ -208,6 +215,7 @@ class Family:
     view: View
     validate: Callable[[Any], list[str]] = field(default=lambda section: [])
     order: int = 100  # where the family comes in a suite, on a page and in the config (lower first)
+    providers: Callable[[list[Op]], list[Any]] | None = None
 
 
 def randn(

@@ -425,6 +425,15 @@ PAGED_OP = Op(
     **_COMMON,
 )
 
+
+def own_providers(ops: list[Op]) -> list[Any]:
+    """SDPA's backends over the KV cache (vendor tier) and flash-attn's KV-cache entry points (cuda tier)."""
+    # Imported here: both modules import this one.
+    from ..providers import cuda_decode, vendor_decode
+
+    return vendor_decode.providers(ops) + cuda_decode.providers(ops)
+
+
 FAMILY = Family(
     name="decode",
     ops=(OP, PAGED_OP),
@@ -438,5 +447,6 @@ FAMILY = Family(
         roofline_with=("attention",),
     ),
     validate=validate,
+    providers=own_providers,
     order=3,
 )

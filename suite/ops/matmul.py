@@ -171,7 +171,6 @@ OP = Op(
     formula=eager_matmul,
     grads=("a", "b"),
     kernel="matmul",
-    baseline=("eager",),
     # The token dim varies along a suite; K and N are the model's.
     dynamic_dims={"a": (0,)},
     case=make_case,
@@ -183,7 +182,9 @@ FAMILY = Family(
     schema=MatmulConf,
     cases=cases,
     # The epilogue's GELU form and FP8's scaling recipe split charts too (plain matmul cases have neither).
-    view=View("tflops", "TFLOP/s", "size: cube root of M·N·K", ("dtype", "activation", "scaling")),
+    view=View(
+        "tflops", "TFLOP/s", "size: cube root of M·N·K", ("dtype", "activation", "scaling"), panels=(epilogue.COST,)
+    ),
     validate=validate,
     order=0,
 )

@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from ..checking import own_tolerance
+from ..panels import ModelPanel
 from . import attention, decode, matmul, norm, pointwise
 from ._model_reference import block_ref, decode_block_ref, merge_heads, split_heads
 from .base import Case, DType, Family, Op, Part, View, WorkModel, choice_name, positive, randn
@@ -387,7 +388,6 @@ _BLOCK: dict[str, Any] = dict(
     work=work,
     options=options,
     parts=parts,
-    baseline=("eager",),
     tolerance=TOLERANCE,
 )
 
@@ -420,7 +420,7 @@ FAMILY = Family(
     ops=(BLOCK, DECODE_BLOCK),
     schema=ModelConf,
     cases=cases,
-    view=View("tflops", "TFLOP/s", "tokens per step", ("dtype", "model", "phase"), panels=("model",)),
+    view=View("tflops", "TFLOP/s", "tokens per step", ("dtype", "model", "phase"), panels=(ModelPanel(),)),
     validate=validate,
     order=5,
 )

@@ -2,31 +2,45 @@
 
 vendor: the op's eager formula (and SDPA's pinned backends for attention and decode); compiler: the formula
 compiled by torch.compile (compiler.py), XLA (xla.py, the formula in jax.numpy) and TVM (tvm_compiler.py);
-triton: tierbench.kernels' function of the op's name; cuda: the authors' packages (flash-attn, quack);
-portable: tierbench's Mojo kernels through MAX and the formula through IREE (portable.py). Decode's special
-providers (SDPA over a KV cache, flash-attn's KV-cache entry points) sit in vendor_decode.py and
-cuda_decode.py.
+triton: tierbench.kernels' function of the op's name; cuda: the authors' packages (cuda_tier.py, a module per package);
+portable: tierbench's Mojo kernels through MAX and the formula through IREE (portable.py). A family's own
+providers (decode's SDPA over a KV cache and flash-attn's KV-cache entry points, in vendor_decode.py and
+cuda_decode.py) are the family's to declare (`Family.providers`); they join the list in their tier's place.
 """
 
 from __future__ import annotations
 
 from ..ops.base import Op
-from . import compiler, cuda_decode, cuda_tier, portable, triton_tier, tvm_compiler, vendor, vendor_decode, xla
+from ..tiers import rank
+from . import compiler, cuda_tier, portable, triton_tier, tvm_compiler, vendor, xla
 from .base import Prepared, Provider, Unavailable, call_provider
 
 
 def builtin_providers(ops: list[Op], compile_modes: list[str] | None = None, dynamic: bool = False) -> list[Provider]:
-    return (
+    """Every tier's providers of these ops, then the built-in families' own, in ladder order (a tier's
+    providers together, as each tier's module lists them)."""
+    adapters = (
         vendor.providers(ops)
-        + vendor_decode.providers(ops)
         + compiler.providers(ops, compile_modes or ["default"], dynamic)
         + xla.providers(ops)
         + tvm_compiler.providers(ops)
         + triton_tier.providers(ops)
         + cuda_tier.providers(ops)
-        + cuda_decode.providers(ops)
         + portable.providers(ops)
     )
+    return sorted(adapters + families_providers(ops), key=lambda p: rank(p.tier)[0])
+
+
+def families_providers(ops: list[Op]) -> list[Provider]:
+    """The providers the built-in families of these ops declare (Family.providers), given the ops they have."""
+    from ..ops import builtin_families
+
+    out: list[Provider] = []
+    for family in builtin_families():
+        mine = [op for op in ops if op.family == family.name]
+        if family.providers is not None and mine:
+            out += family.providers(mine)
+    return out
 
 
 __all__ = ["Prepared", "Provider", "Unavailable", "builtin_providers", "call_provider"]

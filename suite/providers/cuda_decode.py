@@ -26,16 +26,8 @@ import torch
 
 from ..ops.base import Case, Op
 from .base import Inputs, Provider, Unavailable
-from .cuda_tier import (
-    FLASH_ATTN,
-    CudaTierProvider,
-    FlashAttnPackage,
-    _attribute,
-    _heads_first,
-    _on_gpu,
-    import_problem,
-    package_version_of,
-)
+from .cuda_flash_attn import FLASH_ATTN, FlashAttnPackage, _heads_first
+from .cuda_packages import CudaTierProvider, _attribute, _on_gpu, import_problem, package_version_of
 
 # provider -> (the KV-cache function, its keyword for the lengths, its keyword for the block table).
 ENTRY_POINTS = {

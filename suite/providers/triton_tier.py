@@ -8,7 +8,6 @@ from typing import Any
 
 import torch
 
-from ..ops import attention
 from ..ops.base import Case, Op
 from ..tiers import interpreted
 from .base import Inputs, Provider, missing_module
@@ -53,36 +52,14 @@ def _prepare(op: Op):
     return prepare
 
 
-# tierbench.kernels keeps one launch log per kernel family: the op family's name, except for these kernels.
-_LAUNCH_LOG = {
-    "matmul_bias_gelu": "matmul-epilogue",
-    "matmul_fp8": "matmul-fp8",
-    "attention_with_kvcache": "attention",
-    "add_rms_norm": "add-rms-norm",
-    "residual_add": "residual",
-    "swiglu": "swiglu",
-}
-
-
 def _describe_launch(op: Op) -> Callable[[], str | None]:
     def describe() -> str | None:
         from tierbench.kernels._common import last_launch
 
-        return last_launch(_LAUNCH_LOG.get(op.kernel or "", op.family))
+        log = _kernels().LAUNCH_LOGS.get(op.kernel or "")
+        return last_launch(log) if log else None
 
     return describe
-
-
-# The attention backward (kernels/attention_backward.py) runs two passes rather than one with atomic dQ: its
-# dK/dV kernel recomputes q k^T and dO V^T for dV and dK, its dQ kernel recomputes both again for dQ, so
-# seven products against FlashAttention's five; causal tiles above the diagonal are skipped in both.
-ATTENTION_BACKWARD_PRODUCTS = 7
-
-
-def _executed_flops(op: Op) -> Callable[[Case], float | None]:
-    if op.name != "attention":
-        return lambda case: None
-    return lambda case: attention.executed_flops(case, ATTENTION_BACKWARD_PRODUCTS, skips_masked=True)
 
 
 def providers(ops: list[Op]) -> list[Provider]:
@@ -95,7 +72,7 @@ def providers(ops: list[Op]) -> list[Provider]:
             _why_unavailable(op),
             package="triton",
             describe_launch=_describe_launch(op),
-            executed_flops=_executed_flops(op),
+            executed_flops=op.kernel_flops or (lambda case: None),
             function=lambda case, kernel=op.kernel: getattr(_kernels(), kernel),
         )
         for op in ops

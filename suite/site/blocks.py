@@ -17,6 +17,7 @@ from markupsafe import Markup
 from .. import blocks
 from ..ceilings import Ceilings
 from ..presentation import Presentation
+from ..reading import timed
 from ..records import Measurement
 from . import charts, model
 from .runs import slug
@@ -61,7 +62,7 @@ def part_colors(views: list[blocks.BlockView]) -> dict[str, str]:
 def _stacked(view: blocks.BlockView, colors: dict[str, str]) -> Markup:
     bars = []
     for row in view.strategies.values():
-        segs = [(p.name, r.median_ms) for p in view.parts if blocks.timed(r := p.strategies[row.name])]
+        segs = [(p.name, r.median_ms) for p in view.parts if timed(r := p.strategies[row.name])]
         bars.append((row.name, segs if not row.missing else [], row.measured_ms))
     title = f"{view.phase}: block time by part, per strategy"
     return Markup(charts.stacked_bars(bars, colors, title, "ms", width=520))

@@ -15,6 +15,7 @@ import os
 import sys
 from pathlib import Path
 
+from ..reading import RUNS_ROOT
 from ..text import plain, warnings_as_lines
 from . import browser
 from .build import build
@@ -30,7 +31,7 @@ def parser() -> argparse.ArgumentParser:
         description="Turn run records and asv history into a static site: an index of the fastest correct "
         "provider per tier, a page per op family and device, all runs, history over commits.",
     )
-    p.add_argument("--runs", type=Path, default=Path("results/runs"), help="folder of run folders")
+    p.add_argument("--runs", type=Path, default=Path(RUNS_ROOT), help="folder of run folders")
     p.add_argument(
         "--run",
         action="append",

@@ -14,6 +14,7 @@ from typing import Any
 from .. import units
 from ..ceilings import Limits
 from ..presentation import Presentation, View
+from ..reading import timed
 from ..records import Measurement
 from ..verdicts import checked_correct, verdict
 from .runs import Device, Run
@@ -113,10 +114,6 @@ def by_group(records: list[Measurement], view: View) -> OrderedDict[str, list[Me
             place[key] = (family, mode)
         out.setdefault(key, []).append(r)
     return OrderedDict(sorted(out.items(), key=lambda kv: place[kv[0]]))
-
-
-def timed(r: Measurement) -> bool:
-    return r.status == "ok" and bool(r.median_ms)
 
 
 def checked_not_timed(r: Measurement) -> bool:

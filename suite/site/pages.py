@@ -21,13 +21,15 @@ from markupsafe import Markup
 from .. import fusion, units
 from .. import tiers as tier_records
 from ..ceilings import Limits, sol_text
+from ..panels import CostPanel, ModelPanel, TradePanel
 from ..presentation import Presentation, View
+from ..reading import timed
 from ..records import Measurement
 from ..summary import by_case, rank
 from ..text import isolate, unbidi
-from . import blocks, charts, history, model, recompute
+from . import blocks, charts, history, model, trade
 from .charts import Axis
-from .epilogue import epilogue_costs
+from .cost import cost_rows
 from .model import DeviceView, Row, Style
 from .runs import Run, slug
 
@@ -49,6 +51,7 @@ def _env() -> Environment:
         finalize=_no_bidi_controls,
     )
     env.filters["bdi"] = bdi
+    env.filters["text"] = text
     builtin = Presentation()
     env.globals.update(
         css=Markup(
@@ -73,6 +76,13 @@ def _no_bidi_controls(value: Any) -> Any:
 def bdi(text: Any) -> Markup:
     """Untrusted text as an isolated, escaped HTML fragment."""
     return Markup("<bdi>%s</bdi>") % unbidi(str(text))
+
+
+def text(value: Any) -> Markup:
+    """Prose for an element's content (never an attribute's): its bidirectional controls as escapes and `&`,
+    `<` and `>` escaped; quotes, which mean nothing there, stay as written (a view's panel note)."""
+    escaped = unbidi(str(value)).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return Markup(escaped)
 
 
 def _tint(color: str, amount: float = 0.28) -> str:
@@ -298,7 +308,7 @@ def family_charts(
     partners = partners or []
     roof_records = records + [r for _, recs in partners for r in recs]
     # The legend names providers with marks; the others are in the list of what was not timed.
-    used = {r.provider for r in roof_records if model.timed(r)}
+    used = {r.provider for r in roof_records if timed(r)}
     drawn = {k: s for k, s in styles.items() if k in used}
     table = model.describe(records, v, shown, stand_ins, hovers)
     for partner_view, recs in partners:
@@ -368,12 +378,27 @@ def styled_records(view: DeviceView, family: str, records: list[Measurement]) ->
     return records + [r for _, recs in partners for r in recs]
 
 
-def _recompute_panel(records: list[Measurement], fc: FamilyCharts) -> recompute.Panel | None:
-    """The recomputation panel of these records (attention's), its charts ready for the template."""
-    panel = recompute.panel(records, fc.styles, fc.hovers)
-    for mode in panel.modes if panel else []:
-        mode["charts"] = [Markup(c) for c in mode["charts"]]
-    return panel
+def _trade_panels(records: list[Measurement], v: View, fc: FamilyCharts) -> list[trade.Panel]:
+    """The trade panels the family's view declares, of these records, their charts ready for the template."""
+    out = []
+    for spec in v.has(TradePanel):
+        panel = trade.panel(records, spec, fc.styles, fc.hovers)
+        for mode in panel.modes if panel else []:
+            mode["charts"] = [Markup(c) for c in mode["charts"]]
+        if panel is not None:
+            out.append(panel)
+    return out
+
+
+def _cost_tables(records: list[Measurement], v: View, shown: Presentation) -> list[dict[str, Any]]:
+    """The cost tables the family's view declares, each with its rows and the tiers they name."""
+    out = []
+    for spec in v.has(CostPanel):
+        rows = cost_rows(records, spec)
+        if rows:
+            tiers = shown.tier_names(c.case for row in rows for c in row.costs.values())
+            out.append({"spec": spec, "rows": rows, "tiers": tiers})
+    return out
 
 
 def family_page(
@@ -386,10 +411,8 @@ def family_page(
         records, family, v, view.shown, styles, view.ceilings, view.stand_ins, hovers=hovers, partners=partners
     )
     siblings = [(f, f"{slug(f)}.html") for f in view.families() if f != family]
-    epilogue = epilogue_costs(records)
-    panel = _recompute_panel(records, fc)
-    # The panels the family's view asks for, by kind: `model`, its models' pages (written by model_pages).
-    models = blocks.sections(view.records, view.shown, view.ceilings) if "model" in v.panels else []
+    # The panels the family's view declares, by kind; `model`: its models' pages (written by model_pages).
+    models = blocks.sections(view.records, view.shown, view.ceilings) if v.has(ModelPanel) else []
     return _render(
         "family.html.j2",
         title=Markup("{} on {}").format(isolate(family), isolate(view.device.name)),
@@ -405,11 +428,10 @@ def family_page(
         family=family,
         groups=fc.groups,
         problems=fc.problems,
-        epilogue=epilogue,
-        epilogue_tiers=view.shown.tier_names(c.epilogue for row in epilogue for c in row.costs.values()),
+        costs=_cost_tables(records, v, view.shown),
         launches=fusion.launch_rows(records, view.shown),
         fusion=fusion.fusion_lines(records, view.shown),
-        recompute=panel,
+        trades=_trade_panels(records, v, fc),
         models=models,
         defs=Markup(charts.marker_defs(fc.styles)),
         page_css=Markup(charts.marker_css(fc.styles)),
@@ -421,7 +443,7 @@ def family_page(
 def model_pages(view: DeviceView, family: str, asv_site: bool) -> dict[str, str]:
     """A page per model of a family whose view has the `model` panel: file name (beside the family's page)
     -> HTML."""
-    if "model" not in view.view(family).panels:
+    if not view.view(family).has(ModelPanel):
         return {}
     found = blocks.sections(view.records, view.shown, view.ceilings)  # the parts are other families' records
     pages = {}
@@ -500,8 +522,8 @@ def run_page(run: Run, ceilings: Limits | None, shown: Presentation, standalone:
                 "charts": fc,
                 "rows": _run_rows(recs, shown),
                 "fusion": fusion.fusion_lines(recs, shown),
-                "recompute": _recompute_panel(recs, fc),
-                "models": blocks.sections(records, shown, ceilings, hovers) if "model" in v.panels else [],
+                "trades": _trade_panels(recs, v, fc),
+                "models": blocks.sections(records, shown, ceilings, hovers) if v.has(ModelPanel) else [],
             }
         )
     return _render(

@@ -11,7 +11,8 @@ from typing import Any
 
 from .. import naming, runmeta
 from ..ceilings import Ceilings
-from ..records import RECORDS_FILE, Measurement, read_records
+from ..reading import read_records, run_folders_in
+from ..records import RECORDS_FILE, Measurement
 
 
 class SelectionError(ValueError):
@@ -113,7 +114,7 @@ def load_run(path: Path) -> Run | None:
 def load_runs(runs_dir: Path, only: set[str] | None = None) -> list[Run]:
     """Every run holding records (of the folders named in `only`, where given), oldest first (by its first
     record's time); the shards of a sweep are one logical run per device type."""
-    folders = sorted(p for p in runs_dir.iterdir() if (p / RECORDS_FILE).is_file()) if runs_dir.is_dir() else []
+    folders = run_folders_in(runs_dir)
     if only is not None:
         folders = [p for p in folders if p.name in only]
     runs = [run for run in (load_run(path) for path in folders) if run is not None]
@@ -178,6 +179,7 @@ def merge_sweeps(runs: list[Run]) -> list[Run]:
                 finished=max(ended) if ended and done >= planned else None,
                 sweep=sid,
                 sweep_planned=planned,
+                format=min(m.format for m in metas),
             )
         out.append(
             Run(

@@ -5,8 +5,9 @@ from __future__ import annotations
 from sitefakes import record, write_run
 
 # isort: split
+from tierbench.suite.ops._matmul_epilogue import COST
 from tierbench.suite.site import build
-from tierbench.suite.site.epilogue import epilogue_costs
+from tierbench.suite.site.cost import cost_rows
 
 SHAPE = {"m": 4096, "n": 4096, "k": 4096, "dtype": "bf16"}
 
@@ -36,13 +37,13 @@ def test_each_tier_is_its_fastest_correct_provider_over_the_plain_matmuls():
         _gelu("cublaslt-epilogue", "vendor", 1.05, activation="gelu_tanh"),
         _gelu("eager", "vendor", 2.0, mode="bwd"),  # no plain bwd timed at this shape: no row
     ]
-    rows = epilogue_costs(records)
+    rows = cost_rows(records, COST)
     assert [r.label for r in rows] == ["4096^3 gelu", "4096^3 gelu_tanh"]
     gelu, tanh = rows
     assert {t: round(c.ratio, 3) for t, c in gelu.costs.items()} == {"vendor": 1.5, "compiler": 1.1, "triton": 1.1}
-    assert tanh.costs["vendor"].epilogue.provider == "cublaslt-epilogue" and "triton" not in tanh.costs
+    assert tanh.costs["vendor"].case.provider == "cublaslt-epilogue" and "triton" not in tanh.costs
     assert tanh.costs["vendor"].describe() == "cublaslt-epilogue 1.05 ms over eager 1 ms"
-    assert epilogue_costs([_plain("eager", "vendor", 1.0)]) == []
+    assert cost_rows([_plain("eager", "vendor", 1.0)], COST) == []
 
 
 def test_the_matmul_page_shows_the_table_only_with_epilogue_records(tree):

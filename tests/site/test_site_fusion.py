@@ -7,17 +7,15 @@ import sys
 from dataclasses import replace
 
 import pytest
-import torch
+from cpu_run import cpu_ceilings, cpu_context
 
 from tierbench.suite import fusion, markdown, runmeta
 from tierbench.suite.catalog import build
-from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops import norm
 from tierbench.suite.presentation import Presentation
 from tierbench.suite.records import RecordWriter
-from tierbench.suite.runner import RunContext, measure_case
+from tierbench.suite.runner import measure_case
 from tierbench.suite.site import build as site_build
-from tierbench.timing import CpuTimer, TimingSettings
 
 CATALOG = build(entry_points=False)
 META = runmeta.describe_catalog(CATALOG)
@@ -27,12 +25,10 @@ META = runmeta.describe_catalog(CATALOG)
 def cpu_records(tmp_path_factory):
     """Real CPU records of two norms (eager timed, triton checked through the interpreter), quack skipped."""
     folder = tmp_path_factory.mktemp("measure")
-    ctx = RunContext(
+    ctx = cpu_context(
+        folder,
         run_id="cpu1",
-        run_dir=folder,
-        device=torch.device("cpu"),
-        timer=CpuTimer(TimingSettings(warmup_ms=1, rep_ms=2, rounds=2, min_reps=2, max_reps=10, flush_l2=False)),
-        ceilings=Ceilings(device_name="cpu", copy_gbps=10.0, matmul_tflops={"bf16": 0.1}),
+        ceilings=cpu_ceilings(("bf16",)),
         env={"device_type": "cpu", "device_name": "test cpu", "threads": 2},
     )
     out = []

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import re
 
-import torch
+from cpu_run import cpu_ceilings, cpu_context
 from sitefakes import record, write_run
 
 # isort: split
 from tierbench.suite.catalog import build as build_catalog
-from tierbench.suite.ceilings import Ceilings
 from tierbench.suite.ops import attention
-from tierbench.suite.runner import RunContext, measure_case
-from tierbench.suite.site import build, recompute
-from tierbench.timing import CpuTimer, TimingSettings
+from tierbench.suite.runner import measure_case
+from tierbench.suite.site import build, trade
 
-FAST = TimingSettings(warmup_ms=1, rep_ms=1, rounds=2, min_reps=2, max_reps=4, flush_l2=False)
 CPU_ENV = {"device_type": "cpu", "device_name": "x86_64", "threads": 2}
 
 
@@ -23,8 +20,7 @@ def _cpu_records(tmp_path):
     """sdpa-math and sdpa-flash measured on this CPU, every pass, two sequence lengths, causal and not."""
     catalog = build_catalog(entry_points=False)
     chosen = [p for p in catalog.providers() if p.op == "attention" and p.name in ("sdpa-math", "sdpa-flash")]
-    ceilings = Ceilings(device_name="cpu", copy_gbps=10.0, matmul_tflops={"fp32": 0.1})
-    ctx = RunContext("cpu-run", tmp_path, torch.device("cpu"), CpuTimer(FAST), ceilings, CPU_ENV, suite="smoke")
+    ctx = cpu_context(tmp_path, run_id="cpu-run", ceilings=cpu_ceilings(("fp32",)), env=CPU_ENV, suite="smoke")
     out = []
     for mode in ("fwd", "bwd", "fwd_bwd"):
         for causal in (False, True):
@@ -80,13 +76,13 @@ def test_the_sentence_states_the_trade_at_the_largest_common_length():
         att("flash-attn-3", 16384, 32.0, 20e12, 1 << 30),
         att("flash-attn-3", 32768, 120.0, 80e12, 4 << 30),  # math did not run there: not compared
     ]
-    trade = recompute.trade(records, "bwd")
-    assert (trade.seq, trade.flash) == (16384, "flash-attn-3")
-    assert trade.sentence("bf16 · head_dim=128 · non-causal") == (
+    found = trade.trade(records, "bwd", attention.RECOMPUTATION)
+    assert (found.x, found.contender) == (16384, "flash-attn-3")
+    assert found.sentence("bf16 · head_dim=128 · non-causal") == (
         "backward alone, S = 16384 (bf16 · head_dim=128 · non-causal): flash-attn-3 executes 25% more FLOPs "
         "than sdpa-math, runs 5.00× faster; needs 32.0× less peak memory."
     )
-    assert recompute.trade(records, "fwd") is None
+    assert trade.trade(records, "fwd", attention.RECOMPUTATION) is None
 
 
 def test_no_panel_without_the_math_backend(tree):
