@@ -186,8 +186,8 @@ def render(conf_dir: Path, catalog: Any) -> str:
     for family in family_suites(catalog.families):
         lines += [f"  {family.name}", f"      the plugins' {family.name} family alone (its section's shapes)"]
     lines += [
-        "  Times: H200 from the committed runs' records; CPU: about 4.5 minutes of CPU time with the tiny",
-        "  model, longer on 2 cores shared with other work. A GPU-sized suite does not finish on a CPU in useful time:",
+        "  Times: H200 from the committed runs' records; CPU: the main job on 2 cores with nothing else running,",
+        "  mostly compilers compiling each shape. A GPU-sized suite does not finish on a CPU in useful time:",
         "  give it CPU-sized shapes, e.g.",
         "  suite=attention attention.seq_lens=[256] attention.tokens=512 attention.model_dim=128",
         "",
