@@ -160,8 +160,9 @@ def module_file(source: Source, module: str) -> str | None:
     return None
 
 
-def _imports(text: str, module: str, is_package: bool) -> list[str]:
-    """Dotted names of the project modules (and names within them) that a module's source imports."""
+def imported_names(text: str, module: str, is_package: bool) -> list[str]:
+    """Dotted names a module's source imports: modules, and names within them (`from . import decode` may
+    name a submodule), relative imports resolved against `module`; [] for a source that does not parse."""
     try:
         tree = ast.parse(text)
     except SyntaxError:
@@ -171,16 +172,25 @@ def _imports(text: str, module: str, is_package: bool) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             if node.level:
-                parts = here.split(".")
+                parts = here.split(".") if here else []
                 parts = parts[: len(parts) - (node.level - 1)]
                 root = ".".join(parts + ([node.module] if node.module else []))
             else:
                 root = node.module or ""
             found.append(root)
-            found += [f"{root}.{alias.name}" for alias in node.names]  # `from . import decode`: a submodule
+            found += [f"{root}.{alias.name}" for alias in node.names]
         elif isinstance(node, ast.Import):
             found += [alias.name for alias in node.names]
-    return [name for name in found if name == "tierbench" or name.startswith("tierbench.")]
+    return [name for name in found if name]
+
+
+def _imports(text: str, module: str, is_package: bool) -> list[str]:
+    """Dotted names of the project modules (and names within them) that a module's source imports."""
+    return [
+        name
+        for name in imported_names(text, module, is_package)
+        if name == "tierbench" or name.startswith("tierbench.")
+    ]
 
 
 def resolve_entry(source: Source, entry: str) -> str | None:

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from ..records import CONFIG_FILE, Measurement, find_run, read_records
+from ..reading import find_run, read_records
+from ..records import CONFIG_FILE, Measurement
 from ..text import plain
 from .asvresults import BenchmarkResult, ResultsError
 from .compare import Report, Row, compare_row, sort_rows

@@ -20,7 +20,6 @@ plugin's commit, and so do the verdicts.
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import json
 import os
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import provenance
-from ..benchmarks.identity import GitSource, called_modules, digest, is_ours
+from ..benchmarks.identity import GitSource, called_modules, digest, imported_names, is_ours
 from ..text import plain
 from .asvtool import AsvConfig, AsvError, build_commit
 from .compare import Report, attach_confirmations
@@ -80,25 +79,8 @@ def module_path(source: GitSource, module: str) -> str | None:
 
 
 def _imported(text: str, module: str, is_package: bool) -> list[str]:
-    """Module names a source imports (absolute, and relative ones resolved against `module`)."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return []
-    here = module if is_package else module.rpartition(".")[0]
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = here.split(".")[: len(here.split(".")) - (node.level - 1)] if here else []
-                root = ".".join(p for p in [*parts, node.module or ""] if p)
-            else:
-                root = node.module or ""
-            found.append(root)
-            found += [f"{root}.{alias.name}" for alias in node.names]
-    return [name for name in found if name and not is_ours(name)]
+    """Module names a source imports (absolute, and relative ones resolved against `module`), tierbench's left out."""
+    return [name for name in imported_names(text, module, is_package) if not is_ours(name)]
 
 
 def repo_closure(source: GitSource, entries: Iterable[str]) -> dict[str, str]:
