@@ -12,25 +12,15 @@ from enum import Enum
 import torch
 import torch.nn.functional as F
 
-from ..panels import CostPanel
+from ..panels_format1 import EPILOGUE_COST
 from ._gemm import matmul_ref
 from .base import Case, Op, WorkModel, element_size, per_pass, randn
 
 OP_NAME = "matmul_bias_gelu"
 
-# The matmul page's table of what the epilogue costs over the plain product, per tier.
-COST = CostPanel(
-    name="epilogue",
-    title="GEMM epilogue: its cost over the plain matmul",
-    note=(
-        "Per tier, the time of gelu(a @ b + bias) over the time of a @ b at the same shape, dtype and pass,\n"
-        "each the tier's fastest correct provider (hover a cell for which): 1.00× is an epilogue that costs "
-        "nothing, and an\nunfused one writes the product and reads it back."
-    ),
-    op=OP_NAME,
-    over="matmul",
-    same=("m", "n", "k", "dtype", "mode"),
-)
+# The matmul page's table of what the epilogue costs over the plain product, per tier (torch-free, beside
+# what older runs imply: suite/panels_format1.py).
+COST = EPILOGUE_COST
 
 
 class Activation(Enum):

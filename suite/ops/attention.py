@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from ..checking import gradient_bounds
-from ..panels import TradePanel
+from ..panels_format1 import RECOMPUTATION
 from .base import Case, DType, Family, Mode, Op, View, WorkModel, choice_name, element_size, per_pass, positive, randn
 
 # Query rows per chunk of the reference, so its score matrix stays a few hundred MiB at any length.
@@ -336,33 +336,6 @@ OP = Op(
     dynamic_dims={"q": (0, 2), "k": (0, 2), "v": (0, 2)},
     case=make_case,
     gradient_element_tolerance=GRADIENT_ELEMENT_TOLERANCE,
-)
-
-# The attention page's recomputation panel (and each run report's): the textbook attention beside the
-# flash-style providers, per pass, at the slice of cases with the most lengths both measured.
-RECOMPUTATION = TradePanel(
-    name="recompute",
-    title="Recomputation: the textbook attention beside the flash-style kernels",
-    note=(
-        "sdpa-math runs the textbook formula: its forward writes the S × S\nprobabilities to device memory and its "
-        "backward reads them back (four products, nothing recomputed; a causal\nmask is applied to the whole "
-        "matrix). The flash-style providers keep only each query row's log-sum-exp and\nrecompute the "
-        "probabilities tile by tile in the backward (five products; the triton tier's two-pass backward,\n"
-        "seven), skipping the tiles above a causal diagonal: more FLOPs, far fewer bytes, memory linear in S.\n"
-        "Executed FLOPs are what each provider declares it runs (else the work model's count)."
-    ),
-    op="attention",
-    reference="sdpa-math",
-    contenders=("sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "flash-attn-2", "flash-attn-3", "flash-attn-4", "triton"),
-    contenders_name="flash-style",
-    x="seq",
-    x_label="sequence length",
-    x_symbol="S",
-    # A slice is one dtype, head_dim, mask and head layout: a grouped-query case at the same length is other
-    # work, not another point. Ties: non-causal (its FLOPs compare plainly), multi-head, the larger head_dim, bf16.
-    slice=("dtype", "head_dim", "causal", "heads", "kv_heads"),
-    slice_label=("{dtype}", "head_dim={head_dim}", "{causal}", "{heads}/{kv_heads} heads"),
-    prefer=(("causal", False), ("kv_heads", None), ("head_dim", "largest"), ("dtype", "bf16")),
 )
 
 FAMILY = Family(
