@@ -6,8 +6,9 @@
 #
 # COMMIT: the commit whose files these are (stamped into the build, so records name the code that ran).
 # LABEL: the run folders' prefix (the card, e.g. h100 or h200). Steps, each stopped by SIGINT after its
-# SECONDS (its records so far kept, the run resumable):
+# SECONDS (its records so far kept, the run resumable; a step whose run folder came with the tree resumes it):
 #   all, training, decode, model, fp8, epilogue   tierbench run of that suite (timing=quick, CUDA graphs)
+#   traffic                                       the norm family at 16384 x 4096 with ncu's DRAM bytes
 #   tests=FILE,FILE,...                           pytest -m gpu of those test files (junit XML kept)
 # Everything measured is packed, after every step, into $OUT/results.tar.gz (the run folders and the
 # ceilings) with the log in $OUT/log; unpack the tar at the repository root on the machine that commits.
@@ -37,9 +38,12 @@ pack() {
 tb_run() {  # seconds run_id overrides...
   local seconds=$1 id=$2
   shift 2
-  echo "== $id: tierbench run $* (at most ${seconds}s) $(date -u +%H:%M:%S)"
-  timeout -s INT -k 30 "$seconds" python3 -m tierbench.suite.cli run "$@" timing=quick compiler.dynamic=true \
-    ceilings_dir=results/ceilings run_id="$id" table=false html=false
+  local target=(run_id="$id" "$@" timing=quick compiler.dynamic=true)
+  # An interrupted run brought back with the tree: finish it under its saved config.
+  [ -f "results/runs/$id/config.yaml" ] && target=(resume="$id")
+  echo "== $id: tierbench run ${target[*]} (at most ${seconds}s) $(date -u +%H:%M:%S)"
+  timeout -s INT -k 30 "$seconds" python3 -m tierbench.suite.cli run "${target[@]}" \
+    ceilings_dir=results/ceilings table=false html=false
   echo "== $id: exit $? $(date -u +%H:%M:%S)"
 }
 
@@ -55,6 +59,10 @@ for step in "$@"; do
     model) tb_run "$seconds" "$label-model-llama3-8b" suite=model model=llama3-8b ;;
     fp8) tb_run "$seconds" "$label-fp8" suite=matmul 'matmul.dtypes=[fp8_e4m3]' 'matmul.square=[4096,8192]' ;;
     epilogue) tb_run "$seconds" "$label-epilogue" suite=matmul 'matmul.ops=[matmul,matmul_bias_gelu]' ;;
+    traffic)
+      PATH=$PATH:/usr/local/cuda/bin tb_run "$seconds" "$label-traffic-norm" suite=norm 'metrics=[traffic]' \
+        'norm.rows=[16384]' 'norm.hidden=[4096]'
+      ;;
     tests=*)
       files=${name#tests=}
       tag=$(date -u +%H%M%S)
@@ -64,7 +72,7 @@ for step in "$@"; do
         --junitxml="results/gpu-tests/junit-$tag.xml" ${files//,/ }
       echo "== pytest: exit $? $(date -u +%H:%M:%S)"
       ;;
-    *) echo "gpu_remeasure: unknown step $name (valid: all, training, decode, model, fp8, epilogue, tests=FILES)" >&2 ;;
+    *) echo "gpu_remeasure: unknown step $name (valid: all, training, decode, model, fp8, epilogue, traffic, tests=FILES)" >&2 ;;
   esac
   pack
 done
