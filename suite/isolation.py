@@ -9,7 +9,9 @@ step it is and what it is (preparing, profiling, warming up, timed round 3 of 5,
 (`time_limit_s`: everything one (case, provider) takes, its preparation, check, profile and turns in the
 rounds), the run knows whose step it was: that provider's record is `error` saying what happened and
 where, the worker is killed and started again, and the case goes on with the providers it had not
-recorded yet (measured again from their inputs, in the new worker). Records already written stay.
+recorded yet (measured again from their inputs, in the new worker). Records already written stay. A worker
+also makes way for a new one after a provider with a runtime of its own ran out of memory (that runtime's
+pool keeps what it grew to, which would starve every provider measured after it in that process).
 
 Nothing of this is inside a timed repetition: a step is announced between them. The worker is a fresh
 interpreter (not a fork), so CUDA works in it whatever the run's process did with the GPU.
@@ -236,6 +238,13 @@ class IsolatedMeasure:
                         return
                     if message[0] == "oserror":
                         raise OSError(message[1], message[2], message[3])
+                    if message[0] == "renew":  # the rest of the case is measured in a new process
+                        log.warning(
+                            "case %s: %s; the case goes on in a new process", plain(case.case_id), plain(message[1])
+                        )
+                        self.worker = None
+                        worker.kill()
+                        break
                     if message[0] == "record":
                         record: Measurement = message[1]
                         if record.provider not in pending or record.case_id != case.case_id:

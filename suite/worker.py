@@ -19,7 +19,11 @@ import traceback
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported where the worker needs them, after it has said it is alive
+    from .providers.base import Provider
+    from .records import Measurement
 
 
 @dataclass
@@ -98,6 +102,18 @@ def _setup(spec: WorkerSpec, send) -> tuple[Any, dict[str, Any]]:
     return ctx, plan
 
 
+def _keeps_memory(record: Measurement, providers: list[Provider]) -> str:
+    """Why this process must make way for a new one after `record`, or ''.
+
+    A runtime of its own (JAX, TVM, IREE) allocates from a pool beside PyTorch's and keeps what it grew to
+    after running out of memory: every provider measured after it here would be starved of that memory.
+    """
+    provider = next((p for p in providers if p.name == record.provider), None)
+    if record.status != "oom" or provider is None or provider.stream_join is None:
+        return ""
+    return f"{record.provider} ran out of memory and its runtime keeps the memory it had grown to"
+
+
 def _serve(conn: Connection) -> None:
     from tierbench import interrupts
 
@@ -121,6 +137,9 @@ def _serve(conn: Connection) -> None:
             try:
                 for record in measure_case(planned.case, providers, ctx, planned.op, profiles):
                     conn.send(("record", record, profiles.pop(record.key, None)))
+                    if why := _keeps_memory(record, providers):
+                        conn.send(("renew", why))
+                        return
             except OSError as exc:  # the run's own files (ncu's reports in the run folder): the run decides
                 conn.send(("oserror", exc.errno, exc.strerror, exc.filename))
                 return

@@ -163,6 +163,12 @@ def test_a_crash_a_hang_or_an_exit_costs_only_its_own_record_and_the_run_goes_on
     assert "while warming up" in records["segfaults-while-timed"].reason
     assert records["returns-none"].status == records["wrong-while-timed"].status == "incorrect"
     assert records["writes-while-timed"].status == records["sys-exits"].status == "error"
+    # A runtime that keeps its pool after running out of memory hands the case on to a new process.
+    assert records["oom-keeps-pool"].status == "oom" and "pool of its own" in records["oom-keeps-pool"].reason
+    assert (
+        "oom-keeps-pool ran out of memory and its runtime keeps the memory it had grown to; "
+        "the case goes on in a new process" in result.stdout + result.stderr
+    )
     for name in ("eager", "chdirs", hostile_names.NAME):
         assert records[name].status == "ok" and records[name].median_ms > 0, records[name].reason
     meta = json.loads((runs / "r" / "run.json").read_text())

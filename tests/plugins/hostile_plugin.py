@@ -10,6 +10,7 @@ call, the profiled call), so "from the fourth call on" means "only while timed".
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import os
 import sys
 import time
@@ -85,6 +86,10 @@ def _wrong_while_timed(n, x, w, eps):
     return out if n <= CALLS_BEFORE_TIMING else torch.zeros_like(out)
 
 
+def _runs_out_of_memory(n, x, w, eps):
+    raise torch.OutOfMemoryError("out of memory in a runtime with a pool of its own")
+
+
 def _chdir(n, x, w, eps):
     os.chdir("/")
     return rms_norm(x, w, eps)
@@ -99,6 +104,9 @@ PROVIDERS = [
     _provider("returns-nan", lambda n, x, w, eps: torch.full_like(x, float("nan"))),
     _provider("wrong-shape", lambda n, x, w, eps: rms_norm(x, w, eps)[:, :-1]),
     _provider("wrong-dtype", lambda n, x, w, eps: rms_norm(x, w, eps).double()),
+    # A runtime of its own (its device work joined to the timer's stream) that runs out of memory keeps its
+    # pool: the providers after it are measured in a new process.
+    dataclasses.replace(_provider("oom-keeps-pool", _runs_out_of_memory), stream_join="dlpack-stream-sync"),
     _provider("sys-exits", _sys_exit),
     _provider("hangs", _hang),
     _provider("segfaults", _segfault),
