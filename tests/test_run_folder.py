@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from cpu_run import RUN_TIMING
 
 from tierbench.suite import run_command
 from tierbench.suite.ceilings import Ceilings, device_name
@@ -29,7 +30,7 @@ from tierbench.suite.runfolder import LOCK_FILE, RunInUse, RunLock
 SMALL = [
     "suite=smoke",
     "tiers=[vendor]",
-    "timing=quick",
+    *RUN_TIMING,
     "matmul.enabled=false",
     "attention.enabled=false",
     "norm.kinds=[layer_norm,rms_norm]",
