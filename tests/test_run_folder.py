@@ -142,6 +142,7 @@ def test_resume_of_a_damaged_config_is_refused(run, dirs, saved, message):
     assert sorted(p.name for p in (results / "damaged").iterdir()) == ["config.yaml", LOCK_FILE]
 
 
+@pytest.mark.slow
 def test_a_run_started_with_an_added_key_can_be_resumed(run, dirs):
     results, _ = dirs
     assert run("+note=baseline", "run_id=plus")[0] == 0
