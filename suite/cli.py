@@ -28,28 +28,28 @@ USAGE = (
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The subcommand's main(argv) of the command line's first word; its exit code."""
+    args = sys.argv[1:] if argv is None else argv
     try:
-        return _dispatch(sys.argv[1:] if argv is None else argv)
+        if not args or args[0] in ("-h", "--help"):
+            print(USAGE)
+            return 0
+        if args[0] in ("-V", "--version"):
+            from .provenance import describe
+
+            print(describe())
+            return 0
+        name, rest = args[0], args[1:]
+        if name not in COMMANDS:
+            print(
+                f"tierbench: unknown command {name!r}; valid choices: {', '.join(COMMANDS)}\n\n{USAGE}", file=sys.stderr
+            )
+            return 2
+        module = importlib.import_module(COMMANDS[name][0])
+        return int(module.main(rest) or 0)
     except BrokenPipeError:  # the reader went away (`tierbench --help | grep -q`): nothing more to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor at exit, when stdout flushes
         return 141  # as a process killed by SIGPIPE
-
-
-def _dispatch(args: list[str]) -> int:
-    if not args or args[0] in ("-h", "--help"):
-        print(USAGE)
-        return 0
-    if args[0] in ("-V", "--version"):
-        from .provenance import describe
-
-        print(describe())
-        return 0
-    name, rest = args[0], args[1:]
-    if name not in COMMANDS:
-        print(f"tierbench: unknown command {name!r}; valid choices: {', '.join(COMMANDS)}\n\n{USAGE}", file=sys.stderr)
-        return 2
-    module = importlib.import_module(COMMANDS[name][0])
-    return int(module.main(rest) or 0)
 
 
 if __name__ == "__main__":

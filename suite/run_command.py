@@ -64,26 +64,22 @@ def decide_interpreter(argv: list[str]) -> None:
 
 
 def execute(cfg: DictConfig, catalog) -> int:
-    """One job: returns the process exit code (0 done, 1 a write failed, 2 bad input, 130 interrupted)."""
+    """One job, a sweep's shard or a run on the device it names: returns the process exit code (0 done, 1 a
+    write failed, 2 bad input, 130 interrupted)."""
     from tierbench import interrupts
 
-    with interrupts.watch():  # a provider's own KeyboardInterrupt is its failure; only a real one stops
-        return _execute(cfg, catalog)
-
-
-def _execute(cfg: DictConfig, catalog) -> int:
+    from .plan import PlanError, resolve_device
     from .shard_job import is_sharded
 
-    if is_sharded(cfg):
-        return execute_shard(cfg, catalog)
-    from .plan import PlanError, resolve_device
-
-    try:
-        device = resolve_device(cfg.device)
-    except PlanError as exc:
-        print(f"tierbench run: {exc}", file=sys.stderr)
-        return 2
-    return _measure(cfg, device, catalog)
+    with interrupts.watch():  # a provider's own KeyboardInterrupt is its failure; only a real one stops
+        if is_sharded(cfg):
+            return execute_shard(cfg, catalog)
+        try:
+            device = resolve_device(cfg.device)
+        except PlanError as exc:
+            print(f"tierbench run: {exc}", file=sys.stderr)
+            return 2
+        return _measure(cfg, device, catalog)
 
 
 def execute_shard(cfg: DictConfig, catalog) -> int:
@@ -109,6 +105,7 @@ def execute_shard(cfg: DictConfig, catalog) -> int:
 
 
 def _measure(cfg: DictConfig, device, catalog, shard=None) -> int:
+    """One run in its session, from opening its folder to its report; what stops it, as an exit code."""
     from .isolation import HarnessError
     from .plan import PlanError
     from .runfolder import RunFolderError

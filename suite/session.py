@@ -30,7 +30,7 @@ from .ops.base import choice_name
 from .plan import PlanError, PlannedCase, check_resume, make_plan, nothing_planned, timing_settings
 from .reading import is_path, read_records, read_runs, resume_target
 from .records import CONFIG_FILE, RECORDS_FILE, Measurement, RecordWriter, create_run_dir
-from .runner import CaseMeasure, RunContext, measure_case, run_plan
+from .runner import RunContext, measure_case, run_plan
 from .shard_job import ShardJob
 from .tiers import Tier
 from .units import quantity
@@ -149,11 +149,6 @@ class Measurer:
         """Every provider of the case: checked, then the correct ones timed together."""
         return measure_case(planned.case, list(planned.providers), self.ctx, planned.op)
 
-    def run(self, plan: list[PlannedCase], measure: CaseMeasure | None = None) -> list[Measurement]:
-        """The plan's measurements not yet in the run folder, appended to it as they finish; `measure`: how a
-        case is measured (default: here, in this process)."""
-        return run_plan(plan, self.ctx, measure=measure)
-
 
 @dataclass
 class RunSession:
@@ -241,6 +236,28 @@ class RunSession:
         return meta
 
     def run(self) -> None:
+        """The plan's measurements not yet in the run folder, appended to it as they finish: in a worker
+        process (isolation=process), else here."""
+        ctx = self._open_context()
+        if not self.isolated:
+            run_plan(self.plan, ctx)
+            return
+        with IsolatedMeasure(self._worker_spec(ctx), ctx, float(self.cfg.time_limit_s)) as measure:
+            run_plan(self.plan, ctx, measure=measure)
+        if measure.starts:
+            log.info(
+                "measuring process: started %d time(s), %s s to be ready",
+                len(measure.starts),
+                ", ".join(f"{s:.1f}" for s in measure.starts),
+            )
+
+    @property
+    def isolated(self) -> bool:
+        return choice_name(self.cfg.get("isolation", "process")) == "process"
+
+    def _open_context(self) -> RunContext:
+        """The run's measuring context: its records so far, run.json, the session's ceilings (saved in the
+        run folder) and, where this process times, the device at its steady state."""
         earlier = read_records(self.run_dir)
         done = {r.key for r in earlier}
         total = sum(len(pc.providers) for pc in self.plan)
@@ -255,7 +272,6 @@ class RunSession:
         )
         RecordWriter(self.run_dir)  # a resumed run first cuts a record left half-written by a kill
         runmeta.write(self.run_dir, self._meta())
-        isolated = choice_name(self.cfg.get("isolation", "process")) == "process"
         measurer = Measurer.open(
             self.device,
             timing_settings(self.cfg.timing),
@@ -267,7 +283,7 @@ class RunSession:
             tiers=self.catalog.tiers,
             remeasure_ceilings=bool(self.cfg.remeasure_ceilings),
             metrics=tuple(choice_name(m) for m in self.cfg.get("metrics") or ()),
-            in_worker=isolated,
+            in_worker=self.isolated,
         )
         self.ceilings = measurer.ceilings
         save_for_run(self.ceilings, self.run_dir)
@@ -278,17 +294,7 @@ class RunSession:
         if self.shard is not None:
             ctx.sweep, ctx.shard = self.shard.spec.sweep, self.shard.spec.label
             ctx.neighbours = self.shard.neighbours
-        if not isolated:
-            measurer.run(self.plan)
-            return
-        with IsolatedMeasure(self._worker_spec(ctx), ctx, float(self.cfg.time_limit_s)) as measure:
-            measurer.run(self.plan, measure)
-        if measure.starts:
-            log.info(
-                "measuring process: started %d time(s), %s s to be ready",
-                len(measure.starts),
-                ", ".join(f"{s:.1f}" for s in measure.starts),
-            )
+        return ctx
 
     def _worker_spec(self, ctx: RunContext) -> WorkerSpec:
         """What the worker process needs to measure this run's cases as this process would."""

@@ -1,8 +1,10 @@
-"""What the tests share to measure on the CPU: one set of fast timing settings and a run context.
+"""What the tests share to measure on the CPU: the timing they measure with, and a run context.
 
-FAST keeps a measurement to a few milliseconds of timed calls (two rounds of two to four calls each): the
-tests judge what is recorded, never the times. The ceilings are small, round numbers, so a record's
-speed-of-light fraction is defined without a measured device.
+FAST keeps a measurement to a few milliseconds of timed calls (two rounds of two to four calls each), and
+RUN_TIMING is what a test gives `tierbench run` (as overrides): the quick preset, whose three rounds the
+paired verdicts of the history tests rely on. The tests judge what is recorded, never the times. The
+ceilings are small, round numbers, so a record's speed-of-light fraction is defined without a measured
+device.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from tierbench.timing import CpuTimer, TimingSettings
 
 CPU = torch.device("cpu")
 FAST = TimingSettings(warmup_ms=1, rep_ms=1, rounds=2, min_reps=2, max_reps=4, flush_l2=False)
+RUN_TIMING = ["timing=quick"]
 
 
 def cpu_ceilings(dtypes: tuple[str, ...] = ("fp32", "bf16", "fp16")) -> Ceilings:

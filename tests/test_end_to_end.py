@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from cli_runner import tierbench_cli
+from cpu_run import RUN_TIMING
 
 from tierbench.suite.reading import read_records
 from tierbench.suite.records import RECORDS_FILE
@@ -32,7 +33,7 @@ def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
     result = tierbench_cli(
         "run",
         "suite=smoke",
-        "timing=quick",
+        *RUN_TIMING,
         "pointwise.enabled=false",
         "model.enabled=false",
         "norm.kinds=[layer_norm,rms_norm,bias_gelu_layer_norm]",
@@ -124,6 +125,7 @@ def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
     assert "suite: smoke" in saved
 
 
+@pytest.mark.slow
 def test_interrupted_run_keeps_its_records_and_resume_finishes_it(tmp_path, compose, catalog):
     from tierbench.suite.plan import make_plan
 
@@ -135,7 +137,7 @@ def test_interrupted_run_keeps_its_records_and_resume_finishes_it(tmp_path, comp
     args = [
         "run",
         *small,
-        "timing=quick",
+        *RUN_TIMING,
         "timing.rounds=40",
         f"results_dir={runs}",
         f"ceilings_dir={tmp_path}/ceilings",
@@ -178,6 +180,7 @@ def test_resume_of_an_unknown_run_names_the_known_ones(tmp_path):
     assert "20260101-000000-abcdef" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_multirun_sweep_writes_one_run_per_job(tmp_path):
     runs = tmp_path / "runs"
     result = tierbench_cli(
@@ -185,7 +188,7 @@ def test_multirun_sweep_writes_one_run_per_job(tmp_path):
         "--multirun",
         "suite=smoke",
         "tiers=[vendor]",
-        "timing=quick",
+        *RUN_TIMING,
         "matmul.enabled=false",
         "norm.enabled=false",
         "pointwise.enabled=false",

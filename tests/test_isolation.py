@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from cli_runner import tierbench_cli
-from cpu_run import FAST, cpu_context
+from cpu_run import FAST, RUN_TIMING, cpu_context
 
 from tierbench.suite.ops import norm
 from tierbench.suite.plan import PlannedCase
@@ -125,7 +125,7 @@ def test_a_provider_moving_the_process_elsewhere_misplaces_no_record(tmp_path, h
     assert {r.provider: r.status for r in read_records(tmp_path / "run")} == {"eager": "ok", "chdirs": "ok"}
 
 
-SMALL = ["suite=smoke", "timing=quick", "matmul.enabled=false", "attention.enabled=false", "decode.enabled=false",
+SMALL = ["suite=smoke", *RUN_TIMING, "matmul.enabled=false", "attention.enabled=false", "decode.enabled=false",
          "pointwise.enabled=false", "model.enabled=false",
          "norm.kinds=[rms_norm]", "norm.modes=[fwd]", "html=false"]  # fmt: skip
 

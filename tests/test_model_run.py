@@ -7,6 +7,7 @@ import json
 
 import pytest
 from cli_runner import tierbench_cli
+from cpu_run import RUN_TIMING
 
 from tierbench.suite.reading import read_records
 
@@ -14,7 +15,7 @@ from tierbench.suite.reading import read_records
 # checked by their own tests and by the smoke).
 ONLY_THE_MODEL = [
     "suite=smoke",
-    "timing=quick",
+    *RUN_TIMING,
     "tiers=[vendor,compiler,mix]",
     # torch.compile the compiler tier's one: TVM's and IREE's whole-block compiles take minutes on a CPU.
     "providers=[eager,compile,sdpa-flash,sdpa-cudnn,sdpa-efficient,sdpa-math,best-mix]",

@@ -14,6 +14,7 @@ PROBE = """
 import importlib, sys
 for name in ("tierbench.kernels", "tierbench.suite", "tierbench.suite.runner", "tierbench.conf"):
     importlib.import_module(name)
+importlib.import_module("tierbench.suite.site.build")  # the site's pages are a package of their own
 for name in ("kernels", "suite", "conf"):
     try:
         importlib.import_module(name)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 from cli_runner import tierbench_cli
-from cpu_run import FAST
+from cpu_run import FAST, RUN_TIMING
 
 import tierbench
 from tierbench.suite.catalog import build
@@ -27,7 +27,7 @@ from tierbench.suite.plugins import PluginError
 from tierbench.suite.reading import read_records
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "plugin"
-SMALL = ["suite=smoke", "timing=quick", "matmul.enabled=false", "attention.enabled=false", "decode.enabled=false",
+SMALL = ["suite=smoke", *RUN_TIMING, "matmul.enabled=false", "attention.enabled=false", "decode.enabled=false",
          "pointwise.enabled=false", "model.enabled=false", "norm.kinds=[rms_norm]"]  # fmt: skip
 
 
@@ -73,9 +73,8 @@ def test_the_example_installed_as_a_package_runs_through_run_measure_and_asv(tmp
     page = next((html / "devices").glob("*/swiglu.html")).read_text()
     assert "my-swiglu" in page and "elements (tokens × ffn)" in page
 
-    measured = subprocess.run(
-        [sys.executable, "-c", MEASURE_SWIGLU], cwd=work, env=env, capture_output=True, text=True, timeout=600
-    )
+    script = [sys.executable, "-c", MEASURE_SWIGLU, json.dumps(dataclasses.asdict(FAST))]
+    measured = subprocess.run(script, cwd=work, env=env, capture_output=True, text=True, timeout=600)
     assert measured.returncode == 0, measured.stderr[-3000:]
     by_provider = json.loads(measured.stdout.splitlines()[-1])
     assert by_provider["mine"][:2] == ["ok", "mine"] and by_provider["eager"][0] == "ok"
@@ -98,11 +97,12 @@ def _cli(*args: str, cwd: Path, env: dict[str, str], timeout: float) -> subproce
 
 TINY_SWIGLU = ["swiglu.tokens=[64]", "swiglu.ffn=[96]", "swiglu.modes=[fwd,bwd]"]
 # tierbench.measure of a user's callable on the installed plugin's op, by name (the entry point loads it),
-# beside eager and the plugin's own kernel; prints {provider: [status, tier, rel_error]}.
+# beside eager and the plugin's own kernel, with the tests' timing (the JSON of its settings, the first argument);
+# prints {provider: [status, tier, rel_error]}.
 MEASURE_SWIGLU = """
-import json, torch, tierbench
+import json, sys, torch, tierbench
 from tierbench.timing import TimingSettings
-fast = TimingSettings(warmup_ms=1, rep_ms=2, rounds=2, min_reps=2, max_reps=5, flush_l2=False)
+fast = TimingSettings(**json.loads(sys.argv[1]))
 def mine(gate, up):
     return torch.nn.functional.silu(gate.float()).to(gate.dtype) * up
 records = tierbench.measure(mine, "swiglu", {"tokens": 64, "ffn": 96}, mode="bwd", device="cpu", timing=fast,

@@ -98,7 +98,7 @@ def test_the_checkouts_committed_ceilings_are_found(tmp_path, monkeypatch):
 
 def test_a_checkout_whose_files_differ_from_its_commit_says_so(tmp_path, monkeypatch):
     """A commit alone does not say what ran when tracked files changed: the record and the site say so."""
-    from tierbench.suite.site import pages
+    from tierbench.suite.site.pages.meta import commit_text
 
     checkout = tmp_path / "checkout"
     _git_repo(checkout)
@@ -118,5 +118,5 @@ def test_a_checkout_whose_files_differ_from_its_commit_says_so(tmp_path, monkeyp
         provenance._this_install.cache_clear()
     assert recorded["tierbench_modified"] is True
     shown = {"device_name": "cpu", "git_commit": "ab" * 20, "tierbench_modified": True}
-    assert pages._commit_text(shown) == "abababababab (with uncommitted changes)"
-    assert pages._commit_text({"git_commit": "ab" * 20}) == "abababababab"  # an older record says nothing
+    assert commit_text(shown) == "abababababab (with uncommitted changes)"
+    assert commit_text({"git_commit": "ab" * 20}) == "abababababab"  # an older record says nothing

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from cpu_run import RUN_TIMING
 
 from tierbench.suite import run_command
 from tierbench.suite.ceilings import Ceilings, device_name
@@ -29,7 +30,7 @@ from tierbench.suite.runfolder import LOCK_FILE, RunInUse, RunLock
 SMALL = [
     "suite=smoke",
     "tiers=[vendor]",
-    "timing=quick",
+    *RUN_TIMING,
     "matmul.enabled=false",
     "attention.enabled=false",
     "norm.kinds=[layer_norm,rms_norm]",
@@ -141,6 +142,7 @@ def test_resume_of_a_damaged_config_is_refused(run, dirs, saved, message):
     assert sorted(p.name for p in (results / "damaged").iterdir()) == ["config.yaml", LOCK_FILE]
 
 
+@pytest.mark.slow
 def test_a_run_started_with_an_added_key_can_be_resumed(run, dirs):
     results, _ = dirs
     assert run("+note=baseline", "run_id=plus")[0] == 0

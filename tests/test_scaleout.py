@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from cli_runner import tierbench_cli
+from cpu_run import RUN_TIMING
 
 from tierbench.suite import sweep
 from tierbench.suite.plan import make_plan
@@ -24,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 CUT = [
     "suite=smoke",
     "tiers=[vendor]",
-    "timing=quick",
+    *RUN_TIMING,
     "matmul.modes=[fwd]",
     "matmul.ops=[matmul]",
     "matmul.dtypes=[fp32]",

@@ -9,11 +9,12 @@ import sys
 import pytest
 import torch
 from cli_runner import tierbench_cli
+from cpu_run import RUN_TIMING
 
 from tierbench.suite import sweep
 from tierbench.suite.reading import read_records, sweep_runs
 
-CUT = ["suite=smoke", "tiers=[vendor]", "timing=quick", "matmul.modes=[fwd]", "attention.enabled=false"]
+CUT = ["suite=smoke", "tiers=[vendor]", *RUN_TIMING, "matmul.modes=[fwd]", "attention.enabled=false"]
 CUT += ["pointwise.enabled=false", "model.enabled=false", "norm.kinds=[layer_norm,rms_norm,bias_gelu_layer_norm]"]
 
 

@@ -10,7 +10,7 @@ from tierbench.suite import markdown, runmeta, spread, table
 from tierbench.suite.catalog import build
 from tierbench.suite.presentation import Presentation
 from tierbench.suite.records import Measurement, RecordWriter
-from tierbench.suite.site import pages
+from tierbench.suite.site.pages.run_report import run_page
 from tierbench.suite.site.runs import load_run
 from tierbench.suite.summary import rank
 
@@ -98,7 +98,7 @@ def test_run_report_names_what_each_provider_launched(tmp_path):
     for r in (RECORDS[0], RECORDS[1], tuned):
         writer.append(r)
     runmeta.write(tmp_path, META)
-    html = pages.run_page(load_run(tmp_path), None, SHOWN, standalone=True)
+    html = run_page(load_run(tmp_path), None, SHOWN, standalone=True)
     assert "<th>launched</th>" in html and "<bdi>two-pass: CHUNK=4096, warps=16, stages=1</bdi>" in html
     assert "<th>op and case</th>" in html and "<nav>" not in html
 

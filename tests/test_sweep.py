@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+from cpu_run import RUN_TIMING
 from omegaconf import OmegaConf
 
 from tierbench.suite import balance, launch, sweep
@@ -126,7 +127,7 @@ def test_a_suite_of_very_different_cases_is_split_by_cost(compose, catalog):
 def test_earlier_measurements_replace_the_model(compose, catalog):
     from tierbench.suite.records import Measurement
 
-    timing = timing_settings(compose(["timing=quick"]).timing)
+    timing = timing_settings(compose(RUN_TIMING).timing)
     old = Measurement(
         run_id="r", op="matmul", family="matmul", case={}, case_id="c1", label="", x=1.0, provider="eager",
         tier="vendor", status="ok", samples_ms=[10.0] * 100, prepare_s=2.0, env={"device_name": "GPU X"}, time=5.0,

@@ -14,7 +14,14 @@ from pathlib import Path
 from .. import ceilings
 from ..ceilings import Limits, load_for_run
 from ..presentation import Presentation
-from . import history, model, pages, runs
+from . import history, model, runs
+from .pages.family import family_href, family_page
+from .pages.family_charts import styled_records
+from .pages.index import index_page
+from .pages.models import model_pages
+from .pages.run_list import runs_page
+from .pages.run_report import run_page
+from .pages.trends import trend_pages
 
 ASV_SITE = "history"
 
@@ -96,7 +103,7 @@ def device_views(selected: list[runs.Run], explicit: bool, limits: dict[str, Lim
 
 
 def _run_report(run: runs.Run, limits: Limits | None, standalone: bool) -> str:
-    return pages.run_page(run, limits, Presentation.of([run.meta]), standalone=standalone)
+    return run_page(run, limits, Presentation.of([run.meta]), standalone=standalone)
 
 
 def write_run_report(run_dir: Path, ceilings_dir: Path | None = None) -> Path:
@@ -139,23 +146,23 @@ def build(
     w = result.written
 
     verdicts = history.read_verdicts(asv_dir.parent / "compare")
-    trends_index, trend_pages, trend_rows = pages.trend_pages(benches, asv_site, str(asv_dir), verdicts)
-    w.append(write_atomic(out / "index.html", pages.index_page(views, asv_site, str(runs_dir), trend_rows), out))
+    trends_index, trend_files, trend_rows = trend_pages(benches, asv_site, str(asv_dir), verdicts)
+    w.append(write_atomic(out / "index.html", index_page(views, asv_site, str(runs_dir), trend_rows), out))
     for view in views:
         for family, records in view.families().items():
-            styles = model.provider_styles(pages.styled_records(view, family, records), view.shown)
-            html = pages.family_page(view, family, records, styles, asv_site)
-            w.append(write_atomic(out / pages.family_href(view, family), html, out))
-            for name, html in pages.model_pages(view, family, asv_site).items():
-                w.append(write_atomic((out / pages.family_href(view, family)).with_name(name), html, out))
+            styles = model.provider_styles(styled_records(view, family, records), view.shown)
+            html = family_page(view, family, records, styles, asv_site)
+            w.append(write_atomic(out / family_href(view, family), html, out))
+            for name, html in model_pages(view, family, asv_site).items():
+                w.append(write_atomic((out / family_href(view, family)).with_name(name), html, out))
     shown = {r.run_id for v in views for r in v.runs}
-    w.append(write_atomic(out / "runs.html", pages.runs_page(every, shown, asv_site), out))
+    w.append(write_atomic(out / "runs.html", runs_page(every, shown, asv_site), out))
     for run in every:
         # Rendered from the records, never copied: a report.html placed in a run folder by hand is not the site's.
         html = _run_report(run, limits.get(ceilings.device_key(run.env)), standalone=False)
         w.append(write_atomic(out / "runs" / run.run_id / "report.html", html, out))
 
     w.append(write_atomic(out / "trends" / "index.html", trends_index, out))
-    for name, html in trend_pages.items():
+    for name, html in trend_files.items():
         w.append(write_atomic(out / "trends" / name, html, out))
     return result

@@ -1,6 +1,6 @@
 """Data shaping for the site: a device's view, the index matrix, the reasons list, chart points, hovers.
 
-Nothing here writes HTML: pages.py turns these views into pages.
+Nothing here writes HTML: pages/ turns these views into pages.
 """
 
 from __future__ import annotations

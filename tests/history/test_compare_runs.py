@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cli_runner import tierbench_cli
+from cpu_run import RUN_TIMING
 
 from tierbench.suite.history import compare_command
 from tierbench.suite.records import CONFIG_FILE, Measurement, RecordWriter
@@ -213,7 +214,7 @@ def test_ids_that_are_no_runs_outside_a_checkout_say_so_once(runs, capsys, monke
 
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "plugin"
-TINY = ["suite=swiglu", "swiglu.tokens=[64]", "swiglu.ffn=[96]", "swiglu.modes=[fwd]", "timing=quick"]
+TINY = ["suite=swiglu", "swiglu.tokens=[64]", "swiglu.ffn=[96]", "swiglu.modes=[fwd]", *RUN_TIMING]
 
 
 @pytest.mark.slow

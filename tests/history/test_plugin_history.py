@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cpu_run import RUN_TIMING
 
 import tierbench
 
@@ -36,7 +37,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "plugin"
 MACHINE = "cpu-ci"
 # Large enough that doing the work twice is unmistakable under load; fast enough for CI.
 CASE = ["suite=swiglu", "swiglu.tokens=[512]", "swiglu.ffn=[1024]", "swiglu.modes=[fwd]"]
-FAST = ["timing=quick", "timing.flush_l2=false"]
+FAST = [*RUN_TIMING, "timing.flush_l2=false"]
 LABEL = "swiglu 512x1024 bf16 fwd"
 OWN = f"plugins.Plugins.track_my_swiglu_blocked('{LABEL}')"
 CONTROL = f"plugins.Plugins.track_eager('{LABEL}')"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import torch
+from reference_precision import high, no_tf32
 
 from tierbench.suite.checking import ELEMENT_TOLERANCE, TOLERANCE, element_error
 
@@ -58,9 +59,9 @@ def reference_grads(
 ) -> list[torch.Tensor | None]:
     """Gradients of fn(*inputs) . grad_out with respect to each tensor input, by autograd in float64 on the
     CPU (float32 on a GPU: the references' own precision there); None inputs stay None."""
-    hi = torch.float64 if grad_out.device.type == "cpu" else torch.float32
-    leaves = [None if t is None else t.detach().to(hi).requires_grad_() for t in inputs]
-    out = fn(*leaves)
-    present = [t for t in leaves if t is not None]
-    grads = iter(torch.autograd.grad(out, present, grad_out.to(hi)))
+    leaves = [None if t is None else high(t.detach()).requires_grad_() for t in inputs]
+    with no_tf32():
+        out = fn(*leaves)
+        present = [t for t in leaves if t is not None]
+        grads = iter(torch.autograd.grad(out, present, high(grad_out)))
     return [None if t is None else next(grads) for t in leaves]

@@ -15,26 +15,12 @@ is off by at most
 from __future__ import annotations
 
 import torch
+from reference_precision import exact_matmul, high
 
 from tierbench.suite.checking import TOLERANCE
 
 # Worst-case accumulation error of one term of K, relative to sum_k |a_ik b_kj| (four fp32 unit roundoffs).
 FP32_ACCUMULATION_PER_TERM = 2.0**-22
-
-
-def high(t: torch.Tensor) -> torch.Tensor:
-    """The reference precision: float64 on the CPU, float32 on a GPU (as the suite's references)."""
-    return t.double() if t.device.type == "cpu" else t.float()
-
-
-def exact_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a @ b in reference precision, TF32 off on a GPU."""
-    prev = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        return high(a) @ high(b)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = prev
 
 
 def product_bound(

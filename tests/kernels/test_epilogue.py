@@ -10,7 +10,8 @@ import importlib
 import pytest
 import torch
 import torch.nn.functional as F
-from matmul_checks import FP32_ACCUMULATION_PER_TERM, assert_elementwise, exact_matmul, high, product_bound
+from matmul_checks import FP32_ACCUMULATION_PER_TERM, assert_elementwise, product_bound
+from reference_precision import exact_matmul, high
 
 from tierbench.kernels import matmul_bias_gelu
 from tierbench.kernels._common import _LAST_LAUNCH, last_launch

@@ -7,7 +7,8 @@ import json
 from sitefakes import write_asv
 
 # isort: split
-from tierbench.suite.site import history, pages
+from tierbench.suite.site import history
+from tierbench.suite.site.pages.trends import trend_pages
 
 
 def _report(compare_dir, head: str, series: list[dict], format_: int = 2) -> None:
@@ -18,7 +19,7 @@ def _report(compare_dir, head: str, series: list[dict], format_: int = 2) -> Non
 
 def _triton_page(tmp_path, verdicts) -> str:
     benches = history.read_asv(tmp_path / "asv")
-    _, built, _ = pages.trend_pages(benches, False, str(tmp_path / "asv"), verdicts)
+    _, built, _ = trend_pages(benches, False, str(tmp_path / "asv"), verdicts)
     return next(html for name, html in built.items() if "time-matmul" in name)
 
 
