@@ -48,7 +48,20 @@ from ..providers.cuda_flash_attn import FLASH_ATTN, FlashAttnPackage, _heads_fir
 from ..providers.cuda_packages import CudaTierProvider, _attribute, _on_gpu, import_problem, package_version_of
 from ..providers.vendor import SDPA_BACKENDS, first_call
 from .attention import HeadLayout, layout_problems, repeat_kv
-from .base import Case, DType, Family, Op, View, WorkModel, choice_name, element_size, hi_precision, positive, randn
+from .base import (
+    Case,
+    DType,
+    Family,
+    FamilySuite,
+    Op,
+    View,
+    WorkModel,
+    choice_name,
+    element_size,
+    hi_precision,
+    positive,
+    randn,
+)
 
 
 class CacheLayout(Enum):
@@ -681,5 +694,11 @@ FAMILY = Family(
     ),
     validate=validate,
     providers=own_providers,
+    # suite=decode: conf/shapes/decode.yaml alone.
+    suite=FamilySuite(
+        "Llama-3 8B/70B decode steps over 1k-128k-key KV caches, contiguous and paged",
+        on_cpu="GPU-sized",
+        on_h200="7 min (h200-decode-1)",
+    ),
     order=3,
 )
