@@ -176,7 +176,7 @@ def _first_sentence(text: str) -> str:
 def _groups(conf_dir: Path) -> dict[str, list[str]]:
     return {
         group: sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
-        for group in ("suite", "timing", "model")
+        for group in ("timing", "model")  # the suites: suites_help
         if (conf_dir / group).is_dir()
     }
 
