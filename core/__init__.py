@@ -26,6 +26,7 @@ _API = {
     # what a plugin defines (docs/plugins.md)
     "Op": "tierbench.suite.ops.base",
     "Family": "tierbench.suite.ops.base",
+    "FamilySuite": "tierbench.suite.ops.base",
     "View": "tierbench.suite.ops.base",
     "CostPanel": "tierbench.suite.panels",
     "TradePanel": "tierbench.suite.panels",

@@ -157,11 +157,11 @@ def expected_slowdowns() -> dict[str, float]:
     """The Triton matmul's slowdown under the slow tile, per asv case label, timed directly (harness timer)."""
     import torch
 
-    from tierbench.suite.benchmarks import _harness
+    from tierbench.suite.benchmarks import _cases
     from tierbench.timing import TimingSettings, bring_to_steady_state, make_timer
 
     mm = importlib.import_module("tierbench.kernels.matmul")  # the module: the package exports a function of that name
-    cfg, device, entries = _harness._plan()
+    cfg, device, entries = _cases.planned_suite()
     if device.type != "cuda":
         return {}
     settings = TimingSettings.from_config(cfg.timing)

@@ -17,6 +17,7 @@ from hydra.core.config_store import ConfigStore
 
 from tierbench.timing import TimingSettings
 
+from .ops import builtin_families
 from .ops.base import Family
 from .reading import RUNS_ROOT
 
@@ -128,29 +129,38 @@ def run_schema(families: list[Family]) -> type:
 
 
 def family_suite(family: Family, families: list[Family]) -> dict[str, Any]:
-    """`suite=<family>` for a plugin's family: its cases alone, every other family's section disabled (a
-    built-in family's suite is its YAML file in conf/suite/)."""
+    """`suite=<family>` for a family with no file in conf/suite/. A built-in family's is its shapes alone, as a
+    suite file would say it (conf/shapes/<family>.yaml; the other families' schema defaults make no case). A
+    plugin's family's is its section with its defaults, every other family's section disabled."""
+    if family.name in {f.name for f in builtin_families()}:
+        return {"defaults": [f"/shapes/{family.name}@{family.name}"], "suite": family.name}
     return {"suite": family.name, **{f.name: {"enabled": f is family} for f in families}}
 
 
 def plugin_families(families: list[Family]) -> list[Family]:
     """The families that no module of tierbench defines: the plugins'."""
-    from .ops import builtin_families
-
     builtin = {f.name for f in builtin_families()}
     return [f for f in families if f.name not in builtin]
 
 
-def family_suites(families: list[Family]) -> list[Family]:
-    """The plugins' families that get a `suite=<family>`: those not named like a suite of conf/suite/."""
+def suite_files() -> set[str]:
+    """The names of the suites that are files of conf/suite/."""
     import tierbench.conf
 
-    files = {p.stem for p in (Path(tierbench.conf.__file__).parent / "suite").glob("*.yaml")}
-    return [f for f in plugin_families(families) if f.name not in files]
+    return {p.stem for p in (Path(tierbench.conf.__file__).parent / "suite").glob("*.yaml")}
+
+
+def family_suites(families: list[Family]) -> list[Family]:
+    """The families that get a `suite=<family>` of their own, in the catalog's order: the built-in ones that
+    declare it (`Family.suite`) and every plugin's, unless a suite of conf/suite/ has that name (the file is
+    that suite)."""
+    plugins = {f.name for f in plugin_families(families)}
+    files = suite_files()
+    return [f for f in families if (f.suite is not None or f.name in plugins) and f.name not in files]
 
 
 def register_configs(families: list[Family]) -> type:
-    """The schema as `run_schema`, and a `suite=<family>` for each plugin's family (family_suites)."""
+    """The schema as `run_schema`, and a `suite=<family>` for each family that gets one (family_suites)."""
     schema = run_schema(families)
     store = ConfigStore.instance()
     store.store(name="run_schema", node=schema)

@@ -39,13 +39,27 @@ def suite_help(path: Path) -> tuple[str, str, str]:
     return (found[0], found[1], found[2]) if described else UNDESCRIBED
 
 
-def suites_help(conf_dir: Path, family_order: list[str]) -> dict[str, tuple[str, str, str]]:
-    """Every suite of conf/suite with its lines: the default (smoke) first, then the suites named after a
-    family in the catalog's order, then the others by name."""
-    files = {p.stem: p for p in (conf_dir / "suite").glob("*.yaml")}
-    rank = {name: i for i, name in enumerate(family_order)}
-    order = sorted(files, key=lambda n: (n != "smoke", n not in rank, rank.get(n, 0), n))
-    return {name: suite_help(files[name]) for name in order}
+def suites_help(conf_dir: Path, families: list[Any]) -> dict[str, tuple[str, str, str]]:
+    """Every suite with its lines: those of conf/suite and those a built-in family declares (Family.suite);
+    the default (smoke) first, then the suites named after a family in the catalog's order, then the others
+    by name. A plugin's family's own suite is not among them (`render` says it apart)."""
+    from .config import family_suites, plugin_families
+
+    found = {p.stem: suite_help(p) for p in (conf_dir / "suite").glob("*.yaml")}
+    plugins = {f.name for f in plugin_families(families)}
+    for family in family_suites(families):
+        if family.name not in plugins:
+            found[family.name] = declared_help(family)
+    rank = {f.name: i for i, f in enumerate(families)}
+    order = sorted(found, key=lambda n: (n != "smoke", n not in rank, rank.get(n, 0), n))
+    return {name: found[name] for name in order}
+
+
+def declared_help(family: Any) -> tuple[str, str, str]:
+    """(what, on a CPU, on an H200) of a family's declared suite; UNDESCRIBED where it declares none."""
+    if family.suite is None:
+        return UNDESCRIBED
+    return (family.suite.help, family.suite.on_cpu, family.suite.on_h200)
 
 
 EXAMPLES = (
@@ -162,13 +176,13 @@ def _first_sentence(text: str) -> str:
 def _groups(conf_dir: Path) -> dict[str, list[str]]:
     return {
         group: sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
-        for group in ("suite", "timing", "model")
+        for group in ("timing", "model")  # the suites: suites_help
         if (conf_dir / group).is_dir()
     }
 
 
 def render(conf_dir: Path, catalog: Any) -> str:
-    from .config import RunBase, family_suites
+    from .config import RunBase, family_suites, plugin_families
 
     lines = [
         "usage: tierbench run [KEY=VALUE ...]            one run",
@@ -181,10 +195,19 @@ def render(conf_dir: Path, catalog: Any) -> str:
         "Suites (suite=NAME)   on a CPU     on an H200",
     ]
     groups = _groups(conf_dir)
-    for name, (what, cpu, gpu) in suites_help(conf_dir, [f.name for f in catalog.families]).items():
+    suites = suites_help(conf_dir, catalog.families)
+    for name, (what, cpu, gpu) in suites.items():
         lines += [f"  {name:<19} {cpu:<12} {gpu}", f"      {what}"]
-    for family in family_suites(catalog.families):
-        lines += [f"  {family.name}", f"      the plugins' {family.name} family alone (its section's shapes)"]
+    plugin_names = {f.name for f in plugin_families(catalog.families)}
+    plugins = [f for f in family_suites(catalog.families) if f.name in plugin_names]
+    for family in plugins:
+        if family.suite is None:
+            lines += [f"  {family.name}", f"      the plugins' {family.name} family alone (its section's shapes)"]
+        else:
+            lines += [
+                f"  {family.name:<19} {family.suite.on_cpu:<12} {family.suite.on_h200}",
+                f"      {family.suite.help}",
+            ]
     lines += [
         "  Times: H200 from the committed runs' records; CPU: the main job on 2 cores with nothing else running,",
         "  mostly compilers compiling each shape. A GPU-sized suite does not finish on a CPU in useful time:",
@@ -192,7 +215,7 @@ def render(conf_dir: Path, catalog: Any) -> str:
         "  suite=attention attention.seq_lens=[256] attention.tokens=512 attention.model_dim=128",
         "",
         "Config groups",
-        "  suite=   " + ", ".join([*groups.get("suite", []), *(f.name for f in family_suites(catalog.families))]),
+        "  suite=   " + ", ".join([*sorted(suites), *(f.name for f in plugins)]),
         "  timing=  "
         + ", ".join(groups.get("timing", []))
         + "   (quick: a fast look; default; precise: numbers to publish)",

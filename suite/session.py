@@ -2,7 +2,7 @@
 
 `Measurer` is the one session-level way to measure: the device's ceilings, the climb to the card's steady
 state, the environment and the timer, then `measure(planned_case)`. `tierbench run` (RunSession, below),
-the asv benchmarks (suite/benchmarks/_harness.py) and the library API (suite/api.py) all go through it.
+the asv benchmarks (suite/benchmarks/_measure.py) and the library API (suite/api.py) all go through it.
 """
 
 from __future__ import annotations

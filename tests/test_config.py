@@ -248,7 +248,7 @@ def test_run_help_gives_a_figure_for_every_suite_with_a_committed_h200_run():
     from tierbench.suite.ops import builtin_families
     from tierbench.suite.run_help import UNDESCRIBED, suites_help
 
-    suites = suites_help(Path(tierbench.conf.__file__).parent, [f.name for f in builtin_families()])
+    suites = suites_help(Path(tierbench.conf.__file__).parent, builtin_families())
     assert UNDESCRIBED not in suites.values(), "a suite file without its help header"
     runs = Path(__file__).resolve().parents[1] / "results" / "runs"
     if not runs.is_dir():

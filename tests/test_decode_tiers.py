@@ -11,7 +11,6 @@ import torch.nn.functional as F
 from cpu_run import FAST, cpu_context
 
 from tierbench.suite.ops import attention, decode
-from tierbench.suite.providers import cuda_decode, vendor_decode
 from tierbench.suite.providers.base import Unavailable, call_provider
 from tierbench.suite.runner import RunContext, measure_case
 from tierbench.suite.tiers import interpreted
@@ -126,7 +125,7 @@ def test_top_left_causal_is_wrong_for_speculative_tokens(tmp_path):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=True)
 
     def bottom_right(q, k, v, lens, causal, scale):
-        mask = vendor_decode.length_mask(lens, q.shape[2], k.shape[2], causal)
+        mask = decode.length_mask(lens, q.shape[2], k.shape[2], causal)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=True)
 
     providers = [_mine("top-left", full, top_left), _mine("bottom-right", full, bottom_right)]
@@ -136,14 +135,14 @@ def test_top_left_causal_is_wrong_for_speculative_tokens(tmp_path):
 
 def test_sdpa_gets_a_mask_only_where_a_row_misses_a_key():
     one = decode.make_case(batch=2, heads=4, kv_heads=2, q_len=1, kv_len=64, head_dim=32, dtype="bf16")
-    assert not vendor_decode.needs_mask(one)
-    assert vendor_decode.needs_mask(RAGGED) and vendor_decode.needs_mask(PAGED)
-    mask = vendor_decode.length_mask(torch.tensor([5, 3], dtype=torch.int32), 2, 6, causal=True)
+    assert not decode.needs_mask(one)
+    assert decode.needs_mask(RAGGED) and decode.needs_mask(PAGED)
+    mask = decode.length_mask(torch.tensor([5, 3], dtype=torch.int32), 2, 6, causal=True)
     assert mask.shape == (2, 1, 2, 6)
     assert mask[0, 0].int().tolist() == [[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 0]]
     assert mask[1, 0].int().tolist() == [[1, 1, 0, 0, 0, 0], [1, 1, 1, 0, 0, 0]]
     assert (
-        vendor_decode.length_mask(torch.tensor([4], dtype=torch.int32), 2, 6, False)[0, 0].int().tolist()
+        decode.length_mask(torch.tensor([4], dtype=torch.int32), 2, 6, False)[0, 0].int().tolist()
         == [[1, 1, 1, 1, 0, 0]] * 2
     )
 
@@ -152,15 +151,15 @@ def test_sdpa_gets_a_mask_only_where_a_row_misses_a_key():
 
 
 def _cuda(name: str, op: str):
-    return next(p for p in cuda_decode.providers(list(OPS.values())) if p.name == name and p.op == op)
+    return next(p for p in decode.flash_attn_providers(list(OPS.values())) if p.name == name and p.op == op)
 
 
 def test_the_cuda_tier_lists_three_kvcache_entry_points_per_layout():
-    listed = [(p.name, p.op) for p in cuda_decode.providers(list(OPS.values()))]
+    listed = [(p.name, p.op) for p in decode.flash_attn_providers(list(OPS.values()))]
     assert listed == [
         (n, op) for op in ("decode", "decode_paged") for n in ("flash-attn-2", "flash-attn-3", "flash-attn-4")
     ]
-    assert all(p.tier == "cuda" for p in cuda_decode.providers(list(OPS.values())))
+    assert all(p.tier == "cuda" for p in decode.flash_attn_providers(list(OPS.values())))
 
 
 def test_on_a_cpu_flash_attn_names_what_to_install_or_the_device():
@@ -179,9 +178,9 @@ def fake_packages(monkeypatch):
         return torch.zeros_like(q)
 
     fns["flash_attn_with_kvcache"] = with_kvcache
-    monkeypatch.setattr(cuda_decode, "import_problem", lambda module, install: None)
-    monkeypatch.setattr(cuda_decode, "_attribute", lambda module, name: fns.get(name))
-    monkeypatch.setattr(cuda_decode, "_on_gpu", lambda device: (9, 0))
+    monkeypatch.setattr(decode, "import_problem", lambda module, install: None)
+    monkeypatch.setattr(decode, "_attribute", lambda module, name: fns.get(name))
+    monkeypatch.setattr(decode, "_on_gpu", lambda device: (9, 0))
     return fns
 
 

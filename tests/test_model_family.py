@@ -265,19 +265,20 @@ def test_shares_add_up_to_the_measured_parts_and_moves_follow_amdahl():
 
 @pytest.fixture
 def asv_suite(monkeypatch, tmp_path):
-    from tierbench.suite.benchmarks import _harness
+    from tierbench.suite.benchmarks import _cases, _settings, _table
 
     def use(overrides: str):
-        monkeypatch.setenv(_harness.SUITE_ENV, "smoke")
-        monkeypatch.setenv(_harness.OVERRIDES_ENV, overrides)
-        monkeypatch.setenv(_harness.CEILINGS_ENV, str(tmp_path / "ceilings"))
-        for cached in (_harness.catalog, _harness.compose_config, _harness._plan):
+        """The asv suite with these overrides: its table module, computed afresh."""
+        monkeypatch.setenv(_settings.SUITE_ENV, "smoke")
+        monkeypatch.setenv(_settings.OVERRIDES_ENV, overrides)
+        monkeypatch.setenv(_settings.CEILINGS_ENV, str(tmp_path / "ceilings"))
+        for cached in (_cases.catalog, _cases.compose_config, _cases.planned_suite):
             cached.cache_clear()
-        return _harness
+        return _table
 
     monkeypatch.chdir(tmp_path)
     yield use
-    for cached in (_harness.catalog, _harness.compose_config, _harness._plan):
+    for cached in (_cases.catalog, _cases.compose_config, _cases.planned_suite):
         cached.cache_clear()
 
 
@@ -288,13 +289,15 @@ ONLY_DECODE = (
 
 
 def test_asv_tracks_the_block_per_strategy_its_parts_measured_first(asv_suite):
-    harness = asv_suite(ONLY_DECODE)
-    table = harness.compute_table("model")
+    from tierbench.suite.benchmarks._cases import family_entries, part_entries
+    from tierbench.suite.benchmarks._measure import measure_family
+
+    table = asv_suite(ONLY_DECODE).compute_table("model")
     assert set(table.labels) == {"eager", "best-mix"} and len(table.labels["best-mix"]) == 1
-    assert harness._family_entries("matmul") == []  # the block's matmuls are no series of the Matmul class
-    assert len(harness._part_entries(harness._family_entries("model"))) == 9
+    assert family_entries("matmul") == []  # the block's matmuls are no series of the Matmul class
+    assert len(part_entries(family_entries("model"))) == 9
     (label,) = table.labels["best-mix"]
-    measured = harness.measure_family("model")
+    measured = measure_family("model")
     assert measured[(label, "best-mix")]["status"] == "ok", measured[(label, "best-mix")]["reason"]
     assert measured[(label, "best-mix")]["samples_s"] and set(measured) == {(label, "eager"), (label, "best-mix")}
 

@@ -4,15 +4,6 @@ Benchmarks: decode.Decode.track_<provider>(case), for every provider of the cata
 its own, so the attention classes keep their versions; a build without the decode family gives it no cases.
 """
 
-from ._harness import FamilyBenchmark, finish_class, measure_family
+from ._harness import family_class
 
-
-class Decode(FamilyBenchmark):
-    family = "decode"
-
-    # Defined in each family's class: asv keys a setup_cache by its source line, one cache per family.
-    def setup_cache(self):
-        return measure_family(self.family)
-
-
-finish_class(Decode)
+Decode = family_class("decode", __name__)

@@ -5,7 +5,8 @@ bias)) and matmul.MatmulFp8 (FP8 operands), forward, for every provider of the c
 op: each series keeps its own version, so the plain product's history did not restart when the others joined.
 """
 
-from ._harness import FamilyBenchmark, finish_class, measure_family
+from ._harness import FamilyBenchmark, finish_class
+from ._measure import measure_family
 
 
 class Matmul(FamilyBenchmark):

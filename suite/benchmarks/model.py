@@ -7,15 +7,6 @@ best mix is chosen from their records; the parts are tracked by no class of thei
 and versions stay as they were.
 """
 
-from ._harness import FamilyBenchmark, finish_class, measure_family
+from ._harness import family_class
 
-
-class Model(FamilyBenchmark):
-    family = "model"
-
-    # Defined in each family's class: asv keys a setup_cache by its source line, one cache per family.
-    def setup_cache(self):
-        return measure_family(self.family)
-
-
-finish_class(Model)
+Model = family_class("model", __name__)

@@ -4,14 +4,7 @@
 Benchmarks: plugins.Plugins.track_<provider>(case), the case naming its op; none without plugins.
 """
 
-from ._harness import PLUGINS, FamilyBenchmark, finish_class, measure_family
+from ._cases import PLUGINS
+from ._harness import family_class
 
-
-class Plugins(FamilyBenchmark):
-    family = PLUGINS
-
-    def setup_cache(self):
-        return measure_family(self.family)
-
-
-finish_class(Plugins)
+Plugins = family_class(PLUGINS, __name__)

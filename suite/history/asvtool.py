@@ -20,7 +20,7 @@ from .fill_package_dirs import add_missing_package_dirs
 
 CONFIG_NAME = "asv.conf.json"
 BUILD_COMMIT_FILE = provenance.BUILD_COMMIT_FILE  # beside an offline build's suite/: which commit it is
-# Tells the benchmark suite (suite/benchmarks/_harness.py) which build it must be importing.
+# Tells the benchmark suite (suite/benchmarks/_guard.py) which build it must be importing.
 BUILD_ENV = "TIERBENCH_ASV_BUILD"
 _PATH_KEYS = ("repo", "benchmark_dir", "env_dir", "results_dir", "html_dir")
 _PATH_DEFAULTS = {

@@ -320,22 +320,22 @@ def versions_ab(
 ) -> Report:
     """A paired A/B of two commits' builds of the plugin on the asv suite's cases (its overrides): every plugin
     provider, or only the (method, label) series `wanted` (rows then named by their asv keys)."""
-    from ..benchmarks import _harness
+    from ..benchmarks import _cases, _settings
     from ..run_command import decide_interpreter
     from . import measured_ab, plugin_versions
 
-    overrides = _harness.overrides()
+    overrides = _settings.overrides()
     decide_interpreter(overrides)
     base, head = plugin_versions.load_pair(str(build(config, base_sha)), str(build(config, head_sha)))
     base.label, head.label = base_sha[:8], head_sha[:8]
     cfg, device, planned = measured_ab.plan(overrides, base.catalog)
     pairs, _ = plugin_versions.version_pairs(planned, base, head)
-    builtin = _harness.builtin_family_names()
+    builtin = _cases.builtin_family_names()
     if wanted is not None:
         named = []
         for pair in pairs:
             method = asv_name(pair.base.name.rsplit("@", 1)[0])
-            label = _harness.case_label(pair.case, with_op=pair.case.family not in builtin)
+            label = _cases.case_label(pair.case, with_op=pair.case.family not in builtin)
             key = wanted.get((method, label))
             if key is not None:
                 named.append(measured_ab.Pair(key, pair.case, pair.op, pair.base, pair.head))

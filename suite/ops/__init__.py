@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from .base import Case, Family, Op, View, WorkModel
+from .base import Case, Family, FamilySuite, Op, View, WorkModel
 
 
 def builtin_families() -> list[Family]:
@@ -35,4 +35,4 @@ def builtin_op(name: str) -> Op:
     return ops[name]
 
 
-__all__ = ["Case", "Family", "Op", "View", "WorkModel", "builtin_families", "builtin_op"]
+__all__ = ["Case", "Family", "FamilySuite", "Op", "View", "WorkModel", "builtin_families", "builtin_op"]

@@ -197,6 +197,18 @@ class Op:
 
 
 @dataclass(frozen=True)
+class FamilySuite:
+    """A family's own `suite=<family>`, declared by the family instead of a file of conf/suite/: for a
+    built-in family, its shapes (conf/shapes/<family>.yaml) alone; for a plugin's, its section's defaults.
+    The three lines are what `tierbench run --help` shows of it, as a suite file's header says them."""
+
+    help: str  # what it measures
+    on_cpu: str = "GPU-sized"  # how long it takes on the main job's 2 cores (README), or GPU-sized
+    # How long it took in the committed H200 runs, naming the run (a test holds each named run committed).
+    on_h200: str = "not yet measured"
+
+
+@dataclass(frozen=True)
 class Family:
     """Ops that share a config section (`<name>.*`), a case generator and a view.
 
@@ -206,6 +218,8 @@ class Family:
     providers(ops): the family's own providers of these ops (those of its ops that a run has), beyond what
     each tier's adapter makes of an op: special entry points such as decode's SDPA over a KV cache. From a
     plugin's family they join the plugin's PROVIDERS and are checked as those are.
+    suite: its own `suite=<family>` and that suite's help (FamilySuite); a file conf/suite/<family>.yaml,
+    where one exists, is that suite instead. A plugin's family gets one without declaring it.
     """
 
     name: str
@@ -216,6 +230,7 @@ class Family:
     validate: Callable[[Any], list[str]] = field(default=lambda section: [])
     order: int = 100  # where the family comes in a suite, on a page and in the config (lower first)
     providers: Callable[[list[Op]], list[Any]] | None = None
+    suite: FamilySuite | None = None
 
 
 def randn(

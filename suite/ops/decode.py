@@ -18,25 +18,50 @@ spread evenly from kv_len down to kv_len / 2. Grouped-query heads: query head h 
 h // (heads // kv_heads). causal=True is bottom-right aligned, as flash-attn defines it for decode: query
 token i sees keys 0..i + cache_seqlens[b] − q_len (the new tokens are the last q_len keys of the cache),
 which is what speculative decoding verifies; with one token it masks nothing. SDPA's `is_causal` is top-left
-aligned, so the vendor tier passes the mask materialised (providers/vendor_decode.py).
+aligned, so the vendor tier passes the mask materialised (its providers below).
 
 Work model: decode is bandwidth-bound. Bytes: K and V read once over each sequence's actual length, q read
 and o written once (cache_seqlens and the block table, a few bytes per sequence, are left out). FLOPs: what
 is computed, 4·heads·head_dim per (query row, key it sees): q_len·n_b keys per sequence of length n_b, or
 with causal q_len·n_b − q_len·(q_len − 1)/2 (the kernels' tile padding is not counted).
+
+The family's own providers are declared here too (`FAMILY.providers`), beside the op they call: SDPA with
+each backend pinned over the cache (vendor tier) and flash-attn's KV-cache entry points (cuda tier). The
+catalog puts them in their tiers' places; the triton tier calls tierbench.kernels.attention_with_kvcache.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
 import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from ..providers.base import Inputs, Provider, Unavailable, needs_cuda
+from ..providers.cuda_flash_attn import FLASH_ATTN, FlashAttnPackage, _heads_first
+from ..providers.cuda_packages import CudaTierProvider, _attribute, _on_gpu, import_problem, package_version_of
+from ..providers.vendor import SDPA_BACKENDS, first_call
 from .attention import HeadLayout, layout_problems, repeat_kv
-from .base import Case, DType, Family, Op, View, WorkModel, choice_name, element_size, hi_precision, positive, randn
+from .base import (
+    Case,
+    DType,
+    Family,
+    FamilySuite,
+    Op,
+    View,
+    WorkModel,
+    choice_name,
+    element_size,
+    hi_precision,
+    positive,
+    randn,
+)
 
 
 class CacheLayout(Enum):
@@ -397,7 +422,7 @@ _COMMON: dict[str, Any] = dict(
     family="decode",
     reference=decode_ref,
     work=work,
-    eager=False,  # the vendor tier's decode is SDPA with each backend pinned (providers/vendor_decode.py)
+    eager=False,  # the vendor tier's decode is SDPA with each backend pinned (sdpa_providers below)
     options=options,
     kernel="attention_with_kvcache",
 )
@@ -426,12 +451,233 @@ PAGED_OP = Op(
 )
 
 
+# -- the vendor tier's providers ------------------------------------------------------------------------
+#
+# The vendor tier's decode: SDPA with each backend pinned, grouped K/V heads through `enable_gqa`.
+#
+# SDPA reads a contiguous cache as it is (its heads-first shape is what SDPA takes; the sequence-first memory
+# behind it is what its flash backend prefers). Each sequence's length and the bottom-right causal mask (SDPA's
+# `is_causal` is top-left aligned) become one boolean mask, built while preparing; where no row misses a key
+# (every sequence full, one query token or not causal) no mask is passed, which is what lets the flash backend,
+# which takes none, run. SDPA has no block table, so a paged cache is not an input it can take: those cases
+# are skipped with that reason rather than timed with a gather no serving stack would make.
+
+
+def needs_mask(case: Case) -> bool:
+    """Whether some query row of the case misses a key of the cache."""
+    p = case.params
+    return p["lengths"] != "full" or (bool(p["causal"]) and p["q_len"] > 1)
+
+
+def _sdpa_prepare(backend: SDPBackend):
+    def prepare(inputs: Inputs, options: dict[str, Any], case: Case):
+        q, k, v, lens = inputs["q"], inputs["k_cache"], inputs["v_cache"], inputs["cache_seqlens"]
+        mask = length_mask(lens, q.shape[2], k.shape[2], bool(options["causal"])) if needs_mask(case) else None
+        scale = options["scale"]
+
+        def call() -> torch.Tensor:
+            with sdpa_kernel([backend]):
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=True)
+
+        first_call(backend, call)
+        return call
+
+    return prepare
+
+
+def _sdpa_function(backend: SDPBackend):
+    """The same call as a function of decode's signature (for a composed chain): the mask, where the case
+    needs one, made from the lengths at each call."""
+
+    def function(case: Case):
+        masked = needs_mask(case)
+
+        def decode(q, k_cache, v_cache, cache_seqlens, causal: bool, scale: float) -> torch.Tensor:
+            mask = length_mask(cache_seqlens, q.shape[2], k_cache.shape[2], bool(causal)) if masked else None
+            with sdpa_kernel([backend]):
+                return F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=mask, scale=scale, enable_gqa=True)
+
+        return decode
+
+    return function
+
+
+def _sdpa_why(name: str, op: str):
+    def why_unavailable(case: Case, device: torch.device) -> str | None:
+        if op == "decode_paged":
+            return (
+                "SDPA takes no block table: a paged KV cache is not an input it has (gathering the blocks "
+                "first would time a copy no serving stack makes)"
+            )
+        if name in ("sdpa-cudnn", "sdpa-efficient"):  # CUDA-only backends; math and flash run on a CPU too
+            return needs_cuda(device)
+        return None
+
+    return why_unavailable
+
+
+def sdpa_providers(ops: list[Op]) -> list[Provider]:
+    """SDPA's backends over the cache, one provider per backend and op."""
+    names = {op.name for op in ops}
+    return [
+        Provider(
+            name,
+            "vendor",
+            op,
+            _sdpa_prepare(backend),
+            _sdpa_why(name, op),
+            function=_sdpa_function(backend) if op == "decode" else None,
+        )
+        for op in ("decode", "decode_paged")
+        if op in names
+        for name, backend in SDPA_BACKENDS.items()
+    ]
+
+
+# -- the cuda tier's providers --------------------------------------------------------------------------
+#
+# The cuda tier's decode: flash-attn's KV-cache entry points, contiguous and paged.
+#
+# - flash-attn 2: `flash_attn.flash_attn_interface.flash_attn_with_kvcache(q, k_cache, v_cache,
+#   cache_seqlens=, block_table=)`; a paged cache's blocks must hold a multiple of 256 keys (flash_api.cpp).
+# - flash-attn 3: `flash_attn_interface.flash_attn_with_kvcache(..., cache_seqlens=, page_table=)`; any block
+#   size. A build whose function takes no `page_table` runs the contiguous cases only.
+# - flash-attn 4 (`flash_attn.cute`) has no `flash_attn_with_kvcache`: its varlen entry point
+#   `flash_attn_varlen_func(q, k, v, seqused_k=, page_table=)` takes batched q and caches with per-sequence
+#   lengths, which is the same step. Where its kernels lack a feature (paged KV on 9.x in the versions read
+#   while writing this) the package asserts: that message becomes the skip reason.
+#
+# The packages take sequence-first tensors, which is how the op's inputs are laid out in memory: `.transpose(1,
+# 2)` gives them back without a copy (a copy is made, while preparing, only for inputs laid out otherwise).
+# The output (batch, q_len, heads, head_dim) is viewed back heads-first for the check. causal is bottom-right
+# aligned in all three, as the op defines it.
+
+# provider -> (the KV-cache function, its keyword for the lengths, its keyword for the block table).
+ENTRY_POINTS = {
+    "flash-attn-2": ("flash_attn_with_kvcache", "cache_seqlens", "block_table"),
+    "flash-attn-3": ("flash_attn_with_kvcache", "cache_seqlens", "page_table"),
+    "flash-attn-4": ("flash_attn_varlen_func", "seqused_k", "page_table"),
+}
+FA2_PAGE_MULTIPLE = 256
+
+
+def _takes(fn: Any, keyword: str) -> bool:
+    try:
+        return keyword in inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a compiled function without a signature: let the call decide
+        return True
+
+
+def _flash_why(pkg: FlashAttnPackage, op: str) -> Callable[[Case, torch.device], str | None]:
+    _, lengths_kw, table_kw = ENTRY_POINTS[pkg.provider]
+
+    def why(case: Case, device: torch.device) -> str | None:
+        if reason := import_problem(pkg.module, pkg.install):
+            return reason
+        fn = _attribute(pkg.module, pkg.function)
+        if not callable(fn):
+            return f"package broken: {pkg.module} has no {pkg.function}; reinstall: {pkg.install}"
+        if not _takes(fn, lengths_kw):
+            return f"{pkg.module}.{pkg.function} of this install takes no {lengths_kw} (per-sequence lengths)"
+        if op == "decode_paged":
+            if not _takes(fn, table_kw):
+                return f"{pkg.provider}: {pkg.module}.{pkg.function} of this install takes no {table_kw} (paged KV)"
+            page = int(case.params["page_size"])
+            if pkg.provider == "flash-attn-2" and page % FA2_PAGE_MULTIPLE:
+                return (
+                    f"page_size {page} unsupported: flash-attn-2 takes paged KV caches in blocks of a multiple of "
+                    f"{FA2_PAGE_MULTIPLE} keys"
+                )
+        cc = _on_gpu(device)
+        if isinstance(cc, str):
+            return cc
+        return pkg.rule(cc, case.params["dtype"], int(case.params["head_dim"]))
+
+    return why
+
+
+def _as_stored(t: torch.Tensor) -> torch.Tensor:
+    """(rows, heads, seq, head_dim) as the packages take it: a view where the memory already is so."""
+    return t.transpose(1, 2).contiguous()
+
+
+def _flash_prepare(pkg: FlashAttnPackage, op: str) -> Callable[[Inputs, dict[str, Any], Case], Callable[[], Any]]:
+    _, lengths_kw, table_kw = ENTRY_POINTS[pkg.provider]
+
+    def prepare(inputs: Inputs, options: dict[str, Any], case: Case) -> Callable[[], Any]:
+        fn = _attribute(pkg.module, pkg.function)
+        if fn is None:
+            raise Unavailable(f"{pkg.module} has no {pkg.function}")
+        q, k, v = (_as_stored(inputs[n]) for n in ("q", "k_cache", "v_cache"))
+        kwargs: dict[str, Any] = {lengths_kw: inputs["cache_seqlens"]}
+        if op == "decode_paged":
+            kwargs[table_kw] = inputs["block_table"]
+        kwargs |= {"softmax_scale": float(options["scale"]), "causal": bool(options["causal"])}
+
+        def call() -> torch.Tensor:
+            out = fn(q, k, v, **kwargs)
+            return out[0] if isinstance(out, tuple) else out  # flash-attn 4 returns (out, lse)
+
+        if pkg.provider == "flash-attn-4":
+            # Its kernels assert what they cannot do (paged KV or split-KV on some architectures): a reason.
+            try:
+                call()
+            except (AssertionError, NotImplementedError) as exc:
+                version = package_version_of(pkg.distributions) or "(version unknown)"
+                raise Unavailable(f"flash-attn-4 {version} cannot run this case: {exc}") from None
+        return call
+
+    return prepare
+
+
+def _flash_function(pkg: FlashAttnPackage) -> Callable[[Case], Callable[..., torch.Tensor]]:
+    """The contiguous-cache call as a function of decode's signature (for a composed chain): the caches seen
+    sequence-first (no copy where their memory already is), the output seen heads-first."""
+    _, lengths_kw, _ = ENTRY_POINTS[pkg.provider]
+
+    def function(case: Case) -> Callable[..., torch.Tensor]:
+        fn = _attribute(pkg.module, pkg.function)
+
+        def decode(q, k_cache, v_cache, cache_seqlens, causal: bool, scale: float) -> torch.Tensor:
+            q, k, v = (_as_stored(t) for t in (q, k_cache, v_cache))
+            out = fn(q, k, v, **{lengths_kw: cache_seqlens}, softmax_scale=float(scale), causal=bool(causal))
+            return _heads_first(out[0] if isinstance(out, tuple) else out)
+
+        return decode
+
+    return function
+
+
+def flash_attn_providers(ops: list[Op]) -> list[Provider]:
+    """flash-attn 2, 3 and 4's KV-cache entry points, one provider per package and op."""
+    names = {op.name for op in ops}
+    out: list[Provider] = []
+    for op in ("decode", "decode_paged"):
+        if op not in names:
+            continue
+        for base in FLASH_ATTN:
+            pkg = replace(base, function=ENTRY_POINTS[base.provider][0])
+            out.append(
+                CudaTierProvider(
+                    pkg.provider,
+                    "cuda",
+                    op,
+                    _flash_prepare(pkg, op),
+                    _flash_why(pkg, op),
+                    package=pkg.distributions[0],
+                    to_op_layout=_heads_first,
+                    function=_flash_function(pkg) if op == "decode" else None,
+                    distributions=pkg.distributions,
+                    owner_of=pkg.owner_of,
+                    version_module=pkg.version_module,
+                )
+            )
+    return out
+
+
 def own_providers(ops: list[Op]) -> list[Any]:
     """SDPA's backends over the KV cache (vendor tier) and flash-attn's KV-cache entry points (cuda tier)."""
-    # Imported here: both modules import this one.
-    from ..providers import cuda_decode, vendor_decode
-
-    return vendor_decode.providers(ops) + cuda_decode.providers(ops)
+    return sdpa_providers(ops) + flash_attn_providers(ops)
 
 
 FAMILY = Family(
@@ -448,5 +694,11 @@ FAMILY = Family(
     ),
     validate=validate,
     providers=own_providers,
+    # suite=decode: conf/shapes/decode.yaml alone.
+    suite=FamilySuite(
+        "Llama-3 8B/70B decode steps over 1k-128k-key KV caches, contiguous and paged",
+        on_cpu="GPU-sized",
+        on_h200="7 min (h200-decode-1)",
+    ),
     order=3,
 )

@@ -4,8 +4,8 @@ vendor: the op's eager formula (and SDPA's pinned backends for attention and dec
 compiled by torch.compile (compiler.py), XLA (xla.py, the formula in jax.numpy) and TVM (tvm_compiler.py);
 triton: tierbench.kernels' function of the op's name; cuda: the authors' packages (cuda_tier.py, a module per package);
 portable: tierbench's Mojo kernels through MAX and the formula through IREE (portable.py). A family's own
-providers (decode's SDPA over a KV cache and flash-attn's KV-cache entry points, in vendor_decode.py and
-cuda_decode.py) are the family's to declare (`Family.providers`); they join the list in their tier's place.
+providers (decode's SDPA over a KV cache and flash-attn's KV-cache entry points) are declared by the family's
+module beside its ops (`Family.providers`, suite/ops/decode.py); they join the list in their tier's place.
 """
 
 from __future__ import annotations

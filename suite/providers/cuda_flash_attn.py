@@ -4,7 +4,8 @@ from the repository's hopper/ folder) and flash-attn 4 (`flash_attn.cute`, CuTe 
 
 The packages take (batch, seq, heads, head_dim): inputs are converted while preparing, outside the timed call,
 and the checked output is viewed back as (batch, heads, seq, head_dim). Which cases each runs is read from its
-own checks (flash_api.cpp, flash_attn/cute/interface.py). Decode's KV-cache entry points are in cuda_decode.py.
+own checks (flash_api.cpp, flash_attn/cute/interface.py). Decode's KV-cache entry points are declared by its
+family (suite/ops/decode.py).
 """
 
 from __future__ import annotations

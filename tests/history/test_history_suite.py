@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tierbench.suite.benchmarks import _harness
+from tierbench.suite.benchmarks import _cases, _harness, _measure, _settings, _table
 
 REPO = Path(__file__).resolve().parents[2]
 TINY_MATMUL = "matmul.ops=[matmul] matmul.modes=[fwd] matmul.dtypes=[fp32] matmul.square=[32]"
@@ -14,18 +14,18 @@ TINY_MATMUL = "matmul.ops=[matmul] matmul.modes=[fwd] matmul.dtypes=[fp32] matmu
 
 @pytest.fixture
 def table(monkeypatch):
-    def build(overrides: str, family: str = "matmul") -> _harness.FamilyTable:
-        monkeypatch.setenv(_harness.SUITE_ENV, "smoke")
-        monkeypatch.setenv(_harness.OVERRIDES_ENV, overrides)
-        _harness.catalog.cache_clear()
-        _harness.compose_config.cache_clear()
-        _harness._plan.cache_clear()
-        return _harness.compute_table(family)
+    def build(overrides: str, family: str = "matmul") -> _table.FamilyTable:
+        monkeypatch.setenv(_settings.SUITE_ENV, "smoke")
+        monkeypatch.setenv(_settings.OVERRIDES_ENV, overrides)
+        _cases.catalog.cache_clear()
+        _cases.compose_config.cache_clear()
+        _cases.planned_suite.cache_clear()
+        return _table.compute_table(family)
 
     yield build
-    _harness.catalog.cache_clear()
-    _harness.compose_config.cache_clear()
-    _harness._plan.cache_clear()
+    _cases.catalog.cache_clear()
+    _cases.compose_config.cache_clear()
+    _cases.planned_suite.cache_clear()
 
 
 def test_params_are_the_runnable_cases_of_each_provider(table):
@@ -43,7 +43,7 @@ def test_interpreted_triton_is_checked_and_its_benchmark_says_it_is_not_timed(ta
     monkeypatch.chdir(tmp_path)  # measure_family leaves its table in asv's cache folder, the working folder
     labels = table(f"providers=[eager,triton] {TINY_MATMUL}").labels
     assert labels == {"eager": ["32^3 fp32 fwd"], "triton": ["32^3 fp32 fwd"]}
-    cache = _harness.measure_family("matmul")
+    cache = _measure.measure_family("matmul")
     assert cache[("32^3 fp32 fwd", "eager")]["status"] == "ok"
     entry = cache[("32^3 fp32 fwd", "triton")]
     assert entry["status"] == "skipped" and entry["reason"].startswith("correct, not timed")
@@ -58,11 +58,11 @@ def test_interpreted_triton_is_checked_and_its_benchmark_says_it_is_not_timed(ta
 
 def test_asv_keeps_measured_ceilings_in_the_users_cache_not_the_checkout(table, monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.delenv(_harness.CEILINGS_ENV, raising=False)
+    monkeypatch.delenv(_settings.CEILINGS_ENV, raising=False)
     monkeypatch.chdir(tmp_path)
     committed = sorted(p.name for p in (REPO / "results" / "ceilings").iterdir())
     table(f"providers=[eager] {TINY_MATMUL}")
-    assert _harness.measure_family("matmul")[("32^3 fp32 fwd", "eager")]["status"] == "ok"
+    assert _measure.measure_family("matmul")[("32^3 fp32 fwd", "eager")]["status"] == "ok"
     assert [p.suffix for p in (tmp_path / "cache" / "tierbench" / "ceilings").iterdir()] == [".json"]
     assert sorted(p.name for p in (REPO / "results" / "ceilings").iterdir()) == committed
 
@@ -75,14 +75,14 @@ def test_version_follows_the_cases_and_timing_not_the_providers(table):
 
 
 def test_the_nightly_selection_composes(monkeypatch):
-    monkeypatch.setenv(_harness.SUITE_ENV, "nightly")
-    monkeypatch.delenv(_harness.OVERRIDES_ENV, raising=False)
-    _harness.compose_config.cache_clear()
+    monkeypatch.setenv(_settings.SUITE_ENV, "nightly")
+    monkeypatch.delenv(_settings.OVERRIDES_ENV, raising=False)
+    _cases.compose_config.cache_clear()
     try:
-        cfg = _harness.compose_config()
+        cfg = _cases.compose_config()
         assert list(cfg.matmul.square) == [4096] and cfg.attention.causal is None  # causal and not
     finally:
-        _harness.compose_config.cache_clear()
+        _cases.compose_config.cache_clear()
 
 
 def test_a_class_restricted_to_causal_cases_keeps_the_version_of_the_causal_only_suite(table):
@@ -90,8 +90,8 @@ def test_a_class_restricted_to_causal_cases_keeps_the_version_of_the_causal_only
     seqs = "providers=[sdpa-math] attention.seq_lens=[64,128] attention.tokens=128"
     before = table(f"{seqs} attention.causal=true", family="attention")
     both = table(f"{seqs} attention.causal=null", family="attention")
-    causal = _harness.compute_table("attention", {"causal": True})
-    non_causal = _harness.compute_table("attention", {"causal": False})
+    causal = _table.compute_table("attention", {"causal": True})
+    non_causal = _table.compute_table("attention", {"causal": False})
     assert causal.version == before.version and causal.labels == before.labels
     assert both.version != before.version  # the unrestricted family would have started a new series
     assert non_causal.family == "attention-causal-False" and non_causal.version != causal.version
@@ -102,12 +102,12 @@ def test_a_class_restricted_to_causal_cases_keeps_the_version_of_the_causal_only
 def test_the_decode_class_tracks_the_decode_cases_of_its_providers(table):
     t = table("providers=[sdpa-math,sdpa-cudnn]", family="decode")
     assert t.family == "decode" and t.labels == {"sdpa-math": ["tiny-gqa B2 H4/2 q1 KV256 D64 ragged causal bf16 fwd"]}
-    assert _harness.compute_table("attention").version != t.version
+    assert _table.compute_table("attention").version != t.version
 
 
 def test_a_plugins_families_get_series_of_their_own_class(table, monkeypatch):
     monkeypatch.syspath_prepend(str(REPO / "examples" / "plugin"))
-    t = table("plugins=[bench_plugin] providers=[eager,my-swiglu] norm.enabled=false", family=_harness.PLUGINS)
+    t = table("plugins=[bench_plugin] providers=[eager,my-swiglu] norm.enabled=false", family=_cases.PLUGINS)
     # The user's Triton kernel is checked under the interpreter (its benchmark an asv skip saying so).
     both = ["swiglu 256x512 bf16 fwd", "swiglu 256x512 bf16 bwd"]
     assert t.labels == {"eager": both, "my-swiglu": both} and t.family == "plugins"
@@ -117,9 +117,9 @@ def test_method_names_and_thinning():
     assert _harness.method_name("sdpa-flash") == "track_sdpa_flash"
     assert _harness.method_name("compile-max-autotune") == "track_compile_max_autotune"
     values = [float(i) for i in range(1000)]
-    kept = _harness._thin(values, 200)
+    kept = _measure._thin(values, 200)
     assert len(kept) == 200 and kept[0] == 0.0 and kept[-1] == 999.0
-    assert _harness._thin(values[:50], 200) == values[:50]
+    assert _measure._thin(values[:50], 200) == values[:50]
 
 
 def test_nightly_yaml_and_the_fallback_for_old_builds_give_the_same_cases(compose, catalog):
@@ -128,7 +128,7 @@ def test_nightly_yaml_and_the_fallback_for_old_builds_give_the_same_cases(compos
     from tierbench.suite.plan import cases_from_config
 
     from_yaml = [c for c, _ in cases_from_config(compose(["suite=nightly"]), catalog)]
-    as_old = [*_harness.NIGHTLY_OVERRIDES, "attention.models=[]", "decode.enabled=false", "pointwise.enabled=false"]
+    as_old = [*_settings.NIGHTLY_OVERRIDES, "attention.models=[]", "decode.enabled=false", "pointwise.enabled=false"]
     from_overrides = [c for c, _ in cases_from_config(compose(as_old), catalog)]
     # Builds older than nightly.yaml have neither the GEMM epilogue nor the FP8 product, nor passes, nor the
     # decode family: the fallback gives the plain forward cases; the yaml adds those ops, the decode family and
@@ -160,7 +160,7 @@ def test_the_committed_gpu_history_continues(compose, catalog, monkeypatch):
     from tierbench.suite.benchmarks import attention, matmul, norm
     from tierbench.suite.plan import cases_from_config
 
-    monkeypatch.delenv(_harness.MAX_SAMPLES_ENV, raising=False)
+    monkeypatch.delenv(_settings.MAX_SAMPLES_ENV, raising=False)
     committed = json.loads((REPO / "results" / "asv" / "benchmarks.json").read_text())
     cfg = compose(["suite=nightly", "timing=default"])
     cases = [c for c, _ in cases_from_config(cfg, catalog)]
@@ -168,11 +168,11 @@ def test_the_committed_gpu_history_continues(compose, catalog, monkeypatch):
     classes = {"matmul.Matmul": matmul.Matmul, "norm.Norm": norm.Norm, "attention.Attention": attention.Attention}
     for name, cls in classes.items():
         assert cls.where.get("mode") == "fwd", name
-        ids = [c.case_id for c in cases if c.family == cls.family and _harness.selects(c, cls.where)]
+        ids = [c.case_id for c in cases if c.family == cls.family and _cases.selects(c, cls.where)]
         stored = {k: v["version"] for k, v in committed.items() if k.startswith(name + ".track_")}
         assert stored, name
-        assert set(stored.values()) == {_harness.series_version(ids, cfg, "cuda")}, name
-    backward = [c for c in cases if _harness.selects(c, attention.AttentionBackward.where)]
+        assert set(stored.values()) == {_table.series_version(ids, cfg, "cuda")}, name
+    backward = [c for c in cases if _cases.selects(c, attention.AttentionBackward.where)]
     assert backward and all(c.mode == "bwd" for c in backward)
 
 
@@ -180,4 +180,4 @@ def test_a_case_of_a_build_without_passes_counts_as_forward():
     from types import SimpleNamespace
 
     old = SimpleNamespace(op="matmul", params={"m": 1, "dtype": "bf16"})
-    assert _harness.selects(old, {"mode": "fwd"}) and not _harness.selects(old, {"mode": "bwd"})
+    assert _cases.selects(old, {"mode": "fwd"}) and not _cases.selects(old, {"mode": "bwd"})
