@@ -21,16 +21,16 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
 
 # name -> module that defines it (imported on first access, so `import tierbench` costs nothing)
 _API = {
-    "measure": "tierbench.suite.api",
-    "Measurement": "tierbench.suite.records",
+    "measure": "tierbench.suite.measure.api",
+    "Measurement": "tierbench.suite.store.records",
     # what a plugin defines (docs/plugins.md)
     "Op": "tierbench.suite.ops.base",
     "Family": "tierbench.suite.ops.base",
     "FamilySuite": "tierbench.suite.ops.base",
     "View": "tierbench.suite.ops.base",
-    "CostPanel": "tierbench.suite.panels",
-    "TradePanel": "tierbench.suite.panels",
-    "ModelPanel": "tierbench.suite.panels",
+    "CostPanel": "tierbench.suite.show.panels",
+    "TradePanel": "tierbench.suite.show.panels",
+    "ModelPanel": "tierbench.suite.show.panels",
     "Case": "tierbench.suite.ops.base",
     "WorkModel": "tierbench.suite.ops.base",
     "DType": "tierbench.suite.ops.base",

@@ -29,8 +29,8 @@ except ImportError:
     flash_attn_func = None
 
 # isort: split
-from tierbench.suite.checking import check
-from tierbench.suite.envinfo import telemetry
+from tierbench.suite.measure.checking import check
+from tierbench.suite.measure.envinfo import telemetry
 from tierbench.timing import CudaEventTimer, TimingSettings, bring_to_steady_state
 
 hopper = importlib.import_module("tierbench.kernels._attention_hopper")

@@ -27,7 +27,7 @@ import triton
 from gpu_variants import norm_label  # the same labels as the do_bench sweep
 
 # isort: split
-from tierbench.suite.checking import check
+from tierbench.suite.measure.checking import check
 from tierbench.timing import CudaEventTimer, TimingSettings
 
 nm = importlib.import_module("tierbench.kernels.norm")

@@ -1,7 +1,7 @@
 """The correctness bounds in force, by dtype name: the one table the check uses and the readers judge by.
 
 Torch-free, so that every reader of records (summary, export, the site, compare) can judge a stored error
-again under today's bounds without loading torch. suite/checking.py maps torch dtypes onto these names.
+again under today's bounds without loading torch. suite/measure/checking.py maps torch dtypes onto these names.
 
 Two bounds per output dtype:
 - norm-wise: ||out - ref|| / ||ref||, so it means the same for every op and size;

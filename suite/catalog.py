@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from .compose import mix_providers
 from .config import RESERVED_SECTIONS, CompileMode
+from .measure.compose import mix_providers
 from .ops import builtin_families
 from .ops.base import Family, Op
 from .plugins import Plugin, PluginError

@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .naming import slug
-from .reading import timed
+from .store.reading import timed
 from .units import quantity, sig
 
 if TYPE_CHECKING:  # torch is imported only to measure: the site reads ceilings without it
     import torch
 
-    from .records import Measurement
+    from .store.records import Measurement
 
 # 3: the FP8 rate (torch._scaled_mm) joined; caches without it are measured again.
 CEILINGS_VERSION = 3
@@ -158,7 +158,7 @@ def user_cache() -> Path:
 def default_folders() -> list[Path]:
     """Where ceilings are looked up without a `ceilings_dir`: the user's cache (where a new measurement goes),
     then the committed results/ceilings of the tierbench checkout this Python imports, if any."""
-    from . import provenance
+    from .measure import provenance
 
     folders = [user_cache()]
     root = provenance.checkout_root()

@@ -8,12 +8,18 @@ import sys
 
 # subcommand -> (module with main(argv) -> int, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("tierbench.suite.run_command", "measure a suite (Hydra app: overrides, --multirun sweeps)"),
-    "summary": ("tierbench.suite.markdown", "a run as Markdown tables per op family"),
-    "profile": ("tierbench.suite.profile_command", "one measurement of a run again under the profiler: a trace"),
-    "spread": ("tierbench.suite.spread", "how far the medians of two runs differ (an A/A check)"),
-    "report": ("tierbench.suite.site.command", "build the comparison site (results/site/; --publish: results/html/)"),
-    "export": ("tierbench.suite.export", "runs' records as one CSV, Parquet or JSON-lines table"),
+    "run": ("tierbench.suite.commands.run_command", "measure a suite (Hydra app: overrides, --multirun sweeps)"),
+    "summary": ("tierbench.suite.show.markdown", "a run as Markdown tables per op family"),
+    "profile": (
+        "tierbench.suite.commands.profile_command",
+        "one measurement of a run again under the profiler: a trace",
+    ),
+    "spread": ("tierbench.suite.scale.spread", "how far the medians of two runs differ (an A/A check)"),
+    "report": (
+        "tierbench.suite.show.site.command",
+        "build the comparison site (results/site/; --publish: results/html/)",
+    ),
+    "export": ("tierbench.suite.show.export", "runs' records as one CSV, Parquet or JSON-lines table"),
     "compare": ("tierbench.suite.history.compare_command", "regression report between two commits (asv)"),
     "nightly": ("tierbench.suite.history.nightly_command", "benchmark new commits with asv, publish the site"),
 }
@@ -35,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
             print(USAGE)
             return 0
         if args[0] in ("-V", "--version"):
-            from .provenance import describe
+            from .measure.provenance import describe
 
             print(describe())
             return 0

@@ -19,7 +19,7 @@ from tierbench.timing import TimingSettings
 
 from .ops import builtin_families
 from .ops.base import Family
-from .reading import RUNS_ROOT
+from .store.reading import RUNS_ROOT
 
 # Generous enough for a compiler's autotuning of one large shape, short enough that a hung provider costs
 # minutes, not the night.
@@ -46,7 +46,7 @@ class Metric(Enum):
 
 
 class Isolation(Enum):
-    """Where providers run while a run measures them (suite/isolation.py)."""
+    """Where providers run while a run measures them (suite/measure/isolation.py)."""
 
     process = "process"
     none = "none"
@@ -112,7 +112,7 @@ class RunBase:
     html: bool = True
     # Print the table of ranked providers per case at the end of the run.
     table: bool = True
-    # Spread the suite over devices, one job per device (suite/launch.py): all (every visible GPU), a number
+    # Spread the suite over devices, one job per device (suite/scale/launch.py): all (every visible GPU), a number
     # of jobs (GPUs 0..n-1, or CPU jobs with device=cpu) or a list of GPU indices; null: one job.
     devices: Any = None
     shard: ShardConf = field(default_factory=ShardConf)

@@ -38,9 +38,9 @@ def smoke_cases(catalog: Catalog) -> dict[str, Case]:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    from .commands.run_command import conf_dir
     from .config import register_configs
-    from .plan import cases_from_config
-    from .run_command import conf_dir
+    from .measure.plan import cases_from_config
 
     register_configs(catalog.families)
     GlobalHydra.instance().clear()

@@ -84,7 +84,7 @@ PORTABLE = Tier(
 )
 
 # Not a rung of the ladder: a composite op (a model's block) run with the fastest correct provider of each of
-# its parts, whichever tier each comes from (suite/compose.py).
+# its parts, whichever tier each comes from (suite/measure/compose.py).
 MIX = Tier("mix", 5, "#0072B2", "the fastest correct provider of each part, composed (model blocks)", rung=False)
 
 BUILTIN: dict[str, Tier] = {t.name: t for t in (VENDOR, COMPILER, TRITON, CUDA, PORTABLE, MIX)}

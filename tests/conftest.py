@@ -59,8 +59,8 @@ def compose(catalog):
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    from tierbench.suite.commands.run_command import conf_dir
     from tierbench.suite.config import register_configs
-    from tierbench.suite.run_command import conf_dir
 
     register_configs(catalog.families)
 

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from tierbench.suite.ceilings import Ceilings
-from tierbench.suite.runner import RunContext
+from tierbench.suite.measure.runner import RunContext
 from tierbench.timing import CpuTimer, TimingSettings
 
 CPU = torch.device("cpu")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from tierbench.suite.checking import TOLERANCE, check, check_all
+from tierbench.suite.measure.checking import TOLERANCE, check, check_all
 
 
 def test_correct_low_precision_output_passes():

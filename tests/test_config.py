@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from cli_runner import tierbench_cli
 
-from tierbench.suite.plan import PlanError, cases_from_config, make_plan, resolve_device, select_providers
+from tierbench.suite.measure.plan import PlanError, cases_from_config, make_plan, resolve_device, select_providers
 
 
 @pytest.mark.parametrize(
@@ -153,9 +153,9 @@ def test_bad_overrides_exit_2_and_name_the_choices(tmp_path, override, expected)
 
 
 def test_every_key_of_the_schema_and_hydras_own_pass_the_key_check(catalog):
-    from tierbench.suite import run_command
+    from tierbench.suite.commands import run_command
+    from tierbench.suite.commands.config_keys import check_overrides, schema_keys
     from tierbench.suite.config import run_schema
-    from tierbench.suite.config_keys import check_overrides, schema_keys
 
     schema = run_schema(catalog.families)
     conf = Path(run_command.conf_dir())
@@ -212,7 +212,7 @@ def test_a_value_that_cannot_work_exits_2_before_any_run_folder(tmp_path, overri
 
 
 def test_run_help_teaches_groups_keys_suites_and_examples(capsys):
-    from tierbench.suite import run_command
+    from tierbench.suite.commands import run_command
 
     assert run_command.main(["--help"]) == 0
     text = capsys.readouterr().out
@@ -245,8 +245,8 @@ def test_run_help_gives_a_figure_for_every_suite_with_a_committed_h200_run():
     import re
 
     import tierbench.conf
+    from tierbench.suite.commands.run_help import UNDESCRIBED, suites_help
     from tierbench.suite.ops import builtin_families
-    from tierbench.suite.run_help import UNDESCRIBED, suites_help
 
     suites = suites_help(Path(tierbench.conf.__file__).parent, builtin_families())
     assert UNDESCRIBED not in suites.values(), "a suite file without its help header"

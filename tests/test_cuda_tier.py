@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from tierbench.suite.catalog import build
+from tierbench.suite.measure.runner import measure_case
 from tierbench.suite.ops.base import Case
 from tierbench.suite.providers import cuda_tier
 from tierbench.suite.providers.cuda_flash_attn import (
@@ -23,7 +24,6 @@ from tierbench.suite.providers.cuda_flash_attn import (
 )
 from tierbench.suite.providers.cuda_packages import device_problem, import_problem, package_version_of
 from tierbench.suite.providers.cuda_quack import quack_backward_problem, quack_rule
-from tierbench.suite.runner import measure_case
 
 CPU = torch.device("cpu")
 CATALOG = build(entry_points=False)

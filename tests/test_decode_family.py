@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from tierbench.suite.ceilings import Ceilings
+from tierbench.suite.measure.plan import PlanError, cases_from_config, make_plan
 from tierbench.suite.ops import attention, decode
 from tierbench.suite.ops.attention import attention_ref
-from tierbench.suite.plan import PlanError, cases_from_config, make_plan
 
 REPO = Path(__file__).resolve().parent.parent
 CPU = torch.device("cpu")

@@ -10,9 +10,9 @@ import torch
 import torch.nn.functional as F
 from cpu_run import FAST, cpu_context
 
+from tierbench.suite.measure.runner import RunContext, measure_case
 from tierbench.suite.ops import attention, decode
 from tierbench.suite.providers.base import Unavailable, call_provider
-from tierbench.suite.runner import RunContext, measure_case
 from tierbench.suite.tiers import interpreted
 from tierbench.timing import CudaEventTimer
 

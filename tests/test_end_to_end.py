@@ -14,8 +14,8 @@ import pytest
 from cli_runner import tierbench_cli
 from cpu_run import RUN_TIMING
 
-from tierbench.suite.reading import read_records
-from tierbench.suite.records import RECORDS_FILE
+from tierbench.suite.store.reading import read_records
+from tierbench.suite.store.records import RECORDS_FILE
 
 # The providers that run a runtime of their own (the compiler tier's XLA and TVM, the portable tier).
 OTHER_RUNTIMES = ("xla", "tvm", "mojo", "iree")
@@ -127,7 +127,7 @@ def test_smoke_suite_with_every_tier_on_cpu(tmp_path):
 
 @pytest.mark.slow
 def test_interrupted_run_keeps_its_records_and_resume_finishes_it(tmp_path, compose, catalog):
-    from tierbench.suite.plan import make_plan
+    from tierbench.suite.measure.plan import make_plan
 
     # The vendor tier on the plain product's three passes and the forward of the rest: long enough to kill.
     small = ["suite=smoke", "tiers=[vendor]", "matmul.ops=[matmul]", "matmul.dtypes=[fp32]"]
@@ -211,7 +211,7 @@ def test_multirun_sweep_writes_one_run_per_job(tmp_path):
 def test_resume_takes_the_run_folder_as_well_as_its_id(tmp_path, compose, catalog):
     import torch
 
-    from tierbench.suite.session import RunSession
+    from tierbench.suite.measure.session import RunSession
 
     runs, cpu = tmp_path / "runs", torch.device("cpu")
     first = RunSession.open(

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from tierbench.suite import export
-from tierbench.suite.reading import read_records
-from tierbench.suite.records import Measurement, RecordWriter
+from tierbench.suite.show import export
+from tierbench.suite.store.reading import read_records
+from tierbench.suite.store.records import Measurement, RecordWriter
 
 
 def _rec(run: str, provider: str, median: float | None, **extra) -> Measurement:

@@ -15,9 +15,9 @@ import yaml
 from omegaconf import OmegaConf
 
 import tierbench.conf
+from tierbench.suite.commands.run_help import declared_help, suites_help
+from tierbench.suite.measure.plan import planned_cases
 from tierbench.suite.ops import builtin_families
-from tierbench.suite.plan import planned_cases
-from tierbench.suite.run_help import declared_help, suites_help
 
 REPO = Path(__file__).resolve().parents[1]
 BENCHMARKS = REPO / "suite" / "benchmarks"
@@ -80,7 +80,7 @@ def test_family_class_tracks_any_builtin_familys_runnable_providers(compose, cat
     """The one-line declaration works for every built-in family: its class's methods are the catalog's
     providers that run one of its cases here, with no list anywhere."""
     from tierbench.suite.benchmarks import _cases, _harness, _settings
-    from tierbench.suite.plan import make_plan, resolve_device
+    from tierbench.suite.measure.plan import make_plan, resolve_device
 
     monkeypatch.setenv(_settings.SUITE_ENV, "smoke")
     monkeypatch.delenv(_settings.OVERRIDES_ENV, raising=False)
@@ -168,7 +168,7 @@ def test_a_declared_suite_is_the_familys_shapes_alone_with_its_help(compose, cat
 
 
 def test_run_help_lists_a_declared_suite_among_the_files(catalog):
-    from tierbench.suite.run_help import render
+    from tierbench.suite.commands.run_help import render
 
     text = render(CONF, catalog)
     groups = next(line for line in text.splitlines() if line.startswith("  suite=   "))
@@ -182,8 +182,8 @@ def test_a_plugins_family_may_describe_its_suite_in_the_help(monkeypatch):
     import dataclasses
 
     from tierbench.suite.catalog import build
+    from tierbench.suite.commands.run_help import render
     from tierbench.suite.ops.base import FamilySuite
-    from tierbench.suite.run_help import render
 
     monkeypatch.chdir(REPO / "examples" / "plugin")
     catalog = build(["bench_plugin"], entry_points=False)

@@ -7,8 +7,8 @@ import torch
 
 from tierbench.suite.catalog import build
 from tierbench.suite.ceilings import Ceilings
+from tierbench.suite.measure.runner import RunContext, measure_case
 from tierbench.suite.ops.base import Case
-from tierbench.suite.runner import RunContext, measure_case
 from tierbench.timing import CudaEventTimer, TimingSettings, bring_to_steady_state
 
 pytestmark = pytest.mark.gpu

@@ -21,13 +21,13 @@ import pytest
 from cli_runner import tierbench_cli
 from cpu_run import FAST, RUN_TIMING, cpu_context
 
+from tierbench.suite.measure.plan import PlannedCase
+from tierbench.suite.measure.runner import RunContext, measure_case, run_plan
 from tierbench.suite.ops import norm
-from tierbench.suite.plan import PlannedCase
 from tierbench.suite.providers import vendor
 from tierbench.suite.providers.base import Provider
-from tierbench.suite.reading import read_records
-from tierbench.suite.records import RECORDS_FILE, Measurement
-from tierbench.suite.runner import RunContext, measure_case, run_plan
+from tierbench.suite.store.reading import read_records
+from tierbench.suite.store.records import RECORDS_FILE, Measurement
 
 PLUGINS = Path(__file__).resolve().parent / "plugins"
 THREE_ROUNDS = dataclasses.replace(FAST, rounds=3)

@@ -13,12 +13,13 @@ import pytest
 import torch
 from cpu_run import cpu_context
 
-from tierbench.suite import profiling, tiers
+from tierbench.suite import tiers
 from tierbench.suite.catalog import build
+from tierbench.suite.measure import profiling
+from tierbench.suite.measure.runner import measure_case
 from tierbench.suite.ops import _matmul_epilogue as epilogue
 from tierbench.suite.ops import attention, decode, matmul, norm
 from tierbench.suite.providers.xla import storage_order
-from tierbench.suite.runner import measure_case
 
 CPU = torch.device("cpu")
 CATALOG = build(entry_points=False)

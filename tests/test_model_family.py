@@ -9,16 +9,16 @@ import pytest
 import torch
 from cpu_run import cpu_context
 
-from tierbench.suite import blocks
-from tierbench.suite import compose as composing
 from tierbench.suite.ceilings import Ceilings
+from tierbench.suite.measure import compose as composing
+from tierbench.suite.measure.plan import PlanError, make_plan
+from tierbench.suite.measure.runner import RunContext, measure_case
 from tierbench.suite.ops import model
 from tierbench.suite.ops.attention import attention_ref
-from tierbench.suite.plan import PlanError, make_plan
-from tierbench.suite.presentation import Presentation
 from tierbench.suite.providers.base import Provider
-from tierbench.suite.records import Measurement
-from tierbench.suite.runner import RunContext, measure_case
+from tierbench.suite.show import blocks
+from tierbench.suite.show.presentation import Presentation
+from tierbench.suite.store.records import Measurement
 
 CPU = torch.device("cpu")
 # hidden 32 = 2 query heads of 16 over 1 K/V head; MLP 48; 2 sequences of 8 tokens (decode: 12 cached keys).
@@ -328,8 +328,8 @@ def test_the_triton_tiers_kernels_compose_into_the_block(catalog, phase):
     """Every part by the Triton tier's kernel (on a CPU through the interpreter), on the chain's own tensors:
     q, k and v are strided views of the QKV projection, the cache is written in place. Within the block's
     bounds, every gradient of the training pass too."""
-    from tierbench.suite.checking import check_all
-    from tierbench.suite.passes import Pass, leaf_inputs, reference_outputs
+    from tierbench.suite.measure.checking import check_all
+    from tierbench.suite.measure.passes import Pass, leaf_inputs, reference_outputs
 
     case = model.make_case("t", phase, 2, 32 if phase == "decode" else 16, 128, 2, 1, 64, 96, "bf16")
     op = catalog.ops[case.op]
@@ -350,7 +350,7 @@ def test_the_triton_tiers_kernels_compose_into_the_block(catalog, phase):
 
 
 def test_a_sweep_deals_a_blocks_parts_to_the_blocks_shard():
-    from tierbench.suite.balance import together
+    from tierbench.suite.scale.balance import together
 
     dealt = together([0, 1, 1, 0, 1], ["a", "b", "block", "c", "other"], {"block": ["a", "b", "c"], "gone": ["c"]})
     assert dealt == [1, 1, 1, 1, 1]

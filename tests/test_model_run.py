@@ -9,7 +9,7 @@ import pytest
 from cli_runner import tierbench_cli
 from cpu_run import RUN_TIMING
 
-from tierbench.suite.reading import read_records
+from tierbench.suite.store.reading import read_records
 
 # The smoke's model alone, shorter still; the vendor and compiler tiers and the mix (the Triton kernels are
 # checked by their own tests and by the smoke).

@@ -12,9 +12,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 PROBE = """
 import importlib, sys
-for name in ("tierbench.kernels", "tierbench.suite", "tierbench.suite.runner", "tierbench.conf"):
+for name in ("tierbench.kernels", "tierbench.suite", "tierbench.suite.measure.runner", "tierbench.conf"):
     importlib.import_module(name)
-importlib.import_module("tierbench.suite.site.build")  # the site's pages are a package of their own
+importlib.import_module("tierbench.suite.show.site.build")  # the site's pages are a package of their own
 for name in ("kernels", "suite", "conf"):
     try:
         importlib.import_module(name)

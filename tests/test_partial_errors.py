@@ -17,10 +17,10 @@ import torch
 from cpu_run import FAST
 
 from tierbench.suite.ceilings import Ceilings
-from tierbench.suite.checking import tolerances
+from tierbench.suite.measure.checking import tolerances
+from tierbench.suite.measure.runner import RunContext, measure_case
 from tierbench.suite.ops import _matmul_epilogue, _matmul_fp8, attention, decode, matmul, model, norm, pointwise
 from tierbench.suite.providers.base import Prepared, Provider
-from tierbench.suite.runner import RunContext, measure_case
 from tierbench.timing import make_timer
 
 # Many providers and cases, each judged on its record alone: one round of one or two calls is enough.

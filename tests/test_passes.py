@@ -9,9 +9,9 @@ import torch.nn.functional as F
 from cpu_run import cpu_context
 
 from tierbench.suite.ceilings import Ceilings
+from tierbench.suite.measure.runner import RunContext, measure_case
 from tierbench.suite.ops import attention, norm
 from tierbench.suite.providers.base import Provider
-from tierbench.suite.runner import RunContext, measure_case
 from tierbench.timing import TimingSettings
 
 OPS = {op.name: op for op in (*norm.FAMILY.ops, *attention.FAMILY.ops)}

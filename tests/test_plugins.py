@@ -24,7 +24,7 @@ from cpu_run import FAST, RUN_TIMING
 import tierbench
 from tierbench.suite.catalog import build
 from tierbench.suite.plugins import PluginError
-from tierbench.suite.reading import read_records
+from tierbench.suite.store.reading import read_records
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "plugin"
 SMALL = ["suite=smoke", *RUN_TIMING, "matmul.enabled=false", "attention.enabled=false", "decode.enabled=false",
@@ -327,9 +327,9 @@ def test_a_plugins_family_has_a_suite_of_its_own_and_joins_the_others(monkeypatc
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    from tierbench.suite.commands.run_command import conf_dir
     from tierbench.suite.config import family_suites, register_configs
-    from tierbench.suite.plan import make_plan
-    from tierbench.suite.run_command import conf_dir
+    from tierbench.suite.measure.plan import make_plan
 
     monkeypatch.chdir(EXAMPLE)
     catalog = build(["bench_plugin"], entry_points=False)

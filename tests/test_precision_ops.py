@@ -10,14 +10,14 @@ import torch
 import torch.nn.functional as F
 from cpu_run import FAST, cpu_context
 
-from tierbench.suite import runner
 from tierbench.suite.ceilings import Ceilings
-from tierbench.suite.checking import FP8_TOLERANCE, check, fp8_tolerance, tolerances
+from tierbench.suite.measure import runner
+from tierbench.suite.measure.checking import FP8_TOLERANCE, check, fp8_tolerance, tolerances
+from tierbench.suite.measure.plan import PlanError, cases_from_config, make_plan
+from tierbench.suite.measure.runner import RunContext, measure_case
 from tierbench.suite.ops import _matmul_epilogue as epilogue
 from tierbench.suite.ops import _matmul_fp8 as fp8
-from tierbench.suite.plan import PlanError, cases_from_config, make_plan
 from tierbench.suite.providers import cuda_quack_fp8
-from tierbench.suite.runner import RunContext, measure_case
 
 CPU = torch.device("cpu")
 

@@ -7,8 +7,9 @@ import json
 import pytest
 from omegaconf import OmegaConf
 
-from tierbench.suite import cli, profile_command
-from tierbench.suite.records import CONFIG_FILE
+from tierbench.suite import cli
+from tierbench.suite.commands import profile_command
+from tierbench.suite.store.records import CONFIG_FILE
 
 SMALL_NORMS = [
     "suite=smoke",

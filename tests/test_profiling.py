@@ -8,14 +8,14 @@ import pytest
 import torch
 from cpu_run import cpu_context
 
-from tierbench.suite import profiling
 from tierbench.suite.catalog import build
+from tierbench.suite.measure import profiling
+from tierbench.suite.measure.plan import PlannedCase
+from tierbench.suite.measure.runner import RunContext, measure_case, run_plan
 from tierbench.suite.ops import matmul, norm
-from tierbench.suite.plan import PlannedCase
 from tierbench.suite.providers.base import Provider
-from tierbench.suite.reading import read_launches, read_records
-from tierbench.suite.records import Measurement
-from tierbench.suite.runner import RunContext, measure_case, run_plan
+from tierbench.suite.store.reading import read_launches, read_records
+from tierbench.suite.store.records import Measurement
 
 CATALOG = build(entry_points=False)
 

@@ -7,9 +7,9 @@ import torch
 from omegaconf import OmegaConf
 
 from tierbench.suite.ceilings import Ceilings
-from tierbench.suite.plan import make_plan
-from tierbench.suite.records import CONFIG_FILE
-from tierbench.suite.runner import RunContext, measure_case
+from tierbench.suite.measure.plan import make_plan
+from tierbench.suite.measure.runner import RunContext, measure_case
+from tierbench.suite.store.records import CONFIG_FILE
 from tierbench.timing import CudaEventTimer, TimingSettings
 
 pytestmark = pytest.mark.gpu

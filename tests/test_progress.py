@@ -7,14 +7,14 @@ import logging
 
 from cpu_run import cpu_context
 
-from tierbench.suite import progress
 from tierbench.suite.ceilings import Ceilings
+from tierbench.suite.measure import progress
+from tierbench.suite.measure.plan import PlannedCase
+from tierbench.suite.measure.runner import WIDE_SPREAD, run_plan, spread_warning, summarize
 from tierbench.suite.ops import matmul
-from tierbench.suite.plan import PlannedCase
 from tierbench.suite.providers import vendor
-from tierbench.suite.reading import read_records
-from tierbench.suite.records import Measurement
-from tierbench.suite.runner import WIDE_SPREAD, run_plan, spread_warning, summarize
+from tierbench.suite.store.reading import read_records
+from tierbench.suite.store.records import Measurement
 
 CASE = matmul.make_case(32, 32, 32, "fp32", "fwd", "32^3")
 CEILINGS = Ceilings(device_name="cpu", copy_gbps=10.0, matmul_tflops={"fp32": 0.1})
@@ -97,7 +97,7 @@ def test_a_provider_checked_but_not_timed_is_said_to_be_correct_not_skipped(capl
 
 
 def test_the_final_table_wraps_a_long_reason_instead_of_cutting_it():
-    from tierbench.suite import table
+    from tierbench.suite.show import table
 
     reason = "needs compute capability 8.0 or newer; this device has 7.5 " + "and more words " * 12 + "THE-END"
     r = Measurement(

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import torch
 
-from tierbench.suite import ceilings, provenance
-from tierbench.suite.envinfo import environment
+from tierbench.suite import ceilings
+from tierbench.suite.measure import provenance
+from tierbench.suite.measure.envinfo import environment
 from tierbench.suite.naming import slug
 
 REPO = Path(__file__).resolve().parent.parent
@@ -98,7 +99,7 @@ def test_the_checkouts_committed_ceilings_are_found(tmp_path, monkeypatch):
 
 def test_a_checkout_whose_files_differ_from_its_commit_says_so(tmp_path, monkeypatch):
     """A commit alone does not say what ran when tracked files changed: the record and the site say so."""
-    from tierbench.suite.site.pages.meta import commit_text
+    from tierbench.suite.show.site.pages.meta import commit_text
 
     checkout = tmp_path / "checkout"
     _git_repo(checkout)

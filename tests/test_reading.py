@@ -1,4 +1,4 @@
-"""suite/reading.py: one rule for which folders a name means, and what views ask of records."""
+"""suite/store/reading.py: one rule for which folders a name means, and what views ask of records."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tierbench.suite import reading, runmeta
-from tierbench.suite.records import CONFIG_FILE, RECORDS_FILE, Measurement
+from tierbench.suite.store import reading, runmeta
+from tierbench.suite.store.records import CONFIG_FILE, RECORDS_FILE, Measurement
 
 
 def _record(

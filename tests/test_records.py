@@ -10,9 +10,9 @@ import re
 
 import pytest
 
-from tierbench.suite.reading import read_records
-from tierbench.suite.records import RECORDS_FILE, Measurement, RecordWriter, create_run_dir
-from tierbench.suite.runfolder import RunFolderError
+from tierbench.suite.store.reading import read_records
+from tierbench.suite.store.records import RECORDS_FILE, Measurement, RecordWriter, create_run_dir
+from tierbench.suite.store.runfolder import RunFolderError
 
 
 def _record(provider: str, status: str = "ok", **fields) -> Measurement:

@@ -19,12 +19,12 @@ import pytest
 import torch
 from cpu_run import RUN_TIMING
 
-from tierbench.suite import run_command
 from tierbench.suite.ceilings import Ceilings, device_name
+from tierbench.suite.commands import run_command
 from tierbench.suite.naming import slug
-from tierbench.suite.reading import read_records
-from tierbench.suite.records import RECORDS_FILE
-from tierbench.suite.runfolder import LOCK_FILE, RunInUse, RunLock
+from tierbench.suite.store.reading import read_records
+from tierbench.suite.store.records import RECORDS_FILE
+from tierbench.suite.store.runfolder import LOCK_FILE, RunInUse, RunLock
 
 # Two measurements (eager LayerNorm and RMSNorm, 512 x 1024), a second or two on a CPU.
 SMALL = [
@@ -79,7 +79,7 @@ def test_a_run_folder_held_by_another_process_is_refused_naming_it(run, dirs):
     assert run("run_id=held")[0] == 0
     (results / "held" / RECORDS_FILE).unlink()  # so that a resume has work to do
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from tierbench.suite.runfolder import RunLock; "
+        [sys.executable, "-c", "import sys, time; from tierbench.suite.store.runfolder import RunLock; "
          "RunLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(120)", str(results / "held")],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -285,7 +285,7 @@ def test_a_config_that_measures_nothing_exits_2_before_any_folder(run, dirs, ove
 
 def test_a_run_with_no_work_writes_no_report(compose, catalog, dirs, capsys):
     """A shard dealt nothing (more shards than cases) finishes with no records: no report, no error."""
-    from tierbench.suite.session import RunSession
+    from tierbench.suite.measure.session import RunSession
 
     results, ceilings = dirs
     cfg = compose([*SMALL, f"results_dir={results}", f"ceilings_dir={ceilings}", "html=true"])

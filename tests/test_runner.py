@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from tierbench import interrupts
+from tierbench.suite.measure.plan import PlannedCase
+from tierbench.suite.measure.runner import is_oom, measure_case, run_plan
 from tierbench.suite.ops import matmul
-from tierbench.suite.plan import PlannedCase
 from tierbench.suite.providers import compiler, vendor
 from tierbench.suite.providers.base import Provider, Unavailable
-from tierbench.suite.reading import read_records
-from tierbench.suite.records import Measurement
-from tierbench.suite.runner import is_oom, measure_case, run_plan
+from tierbench.suite.store.reading import read_records
+from tierbench.suite.store.records import Measurement
 
 OP = matmul.OP
 CASE = matmul.make_case(48, 40, 24, "fp32", "fwd", "48x40x24")

@@ -15,9 +15,9 @@ import yaml
 from cli_runner import tierbench_cli
 from cpu_run import RUN_TIMING
 
-from tierbench.suite import sweep
-from tierbench.suite.plan import make_plan
-from tierbench.suite.reading import read_records, sweep_runs
+from tierbench.suite.measure.plan import make_plan
+from tierbench.suite.scale import sweep
+from tierbench.suite.store.reading import read_records, sweep_runs
 
 REPO = Path(__file__).resolve().parent.parent
 # A cut-down smoke suite: matmul's forward and the three norms, vendor tier only (4 cases, one provider each).
@@ -78,8 +78,8 @@ def test_a_two_job_joblib_sweep_is_one_logical_run_with_a_single_runs_keys(tmp_p
     keys = [r.key for r in records]
     assert len(keys) == len(set(keys)) and set(keys) == {r.key for r in read_records(tmp_path / "runs" / "single")}
 
-    from tierbench.suite import markdown
-    from tierbench.suite.site import build
+    from tierbench.suite.show import markdown
+    from tierbench.suite.show.site import build
 
     assert markdown.main([sid, "--runs", str(tmp_path / "runs")]) == 0
     summary = capsys.readouterr().out

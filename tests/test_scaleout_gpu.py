@@ -11,8 +11,8 @@ import torch
 from cli_runner import tierbench_cli
 from cpu_run import RUN_TIMING
 
-from tierbench.suite import sweep
-from tierbench.suite.reading import read_records, sweep_runs
+from tierbench.suite.scale import sweep
+from tierbench.suite.store.reading import read_records, sweep_runs
 
 CUT = ["suite=smoke", "tiers=[vendor]", *RUN_TIMING, "matmul.modes=[fwd]", "attention.enabled=false"]
 CUT += ["pointwise.enabled=false", "model.enabled=false", "norm.kinds=[layer_norm,rms_norm,bias_gelu_layer_norm]"]
@@ -41,7 +41,7 @@ def test_each_shard_takes_a_gpu_of_its_own(tmp_path):
     assert all(uuid and uuid.startswith("GPU-") for _, uuid in placements)
     timed = [r for r in records if r.status == "ok"]
     assert timed
-    from tierbench.suite.envinfo import _nvml
+    from tierbench.suite.measure.envinfo import _nvml
 
     if _nvml() is not None:  # nvidia-ml-py (the gpu extra) installed: what else ran on the host's GPUs
         assert all("busy_gpus" in r.telemetry and r.telemetry["other_processes"] == [] for r in timed)
@@ -55,7 +55,7 @@ def test_a_gpu_another_job_holds_is_never_shared(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys, time; from pathlib import Path; from tierbench.suite import sweep; "
+            "import sys, time; from pathlib import Path; from tierbench.suite.scale import sweep; "
             f"sweep.claim(Path({str(claims)!r}), {uuid!r}, {{'sweep': 'other', 'shard': '0/1'}}); "
             "print('held', flush=True); time.sleep(600)",
         ],

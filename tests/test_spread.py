@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from cli_runner import tierbench_cli
 
-from tierbench.suite import spread
-from tierbench.suite.records import Measurement, RecordWriter
+from tierbench.suite.scale import spread
+from tierbench.suite.store.records import Measurement, RecordWriter
 
 
 def _rec(provider: str, median: float, status: str = "ok") -> Measurement:

@@ -6,13 +6,15 @@ import json
 
 from cli_runner import tierbench_cli
 
-from tierbench.suite import markdown, runmeta, spread, table
 from tierbench.suite.catalog import build
-from tierbench.suite.presentation import Presentation
-from tierbench.suite.records import Measurement, RecordWriter
-from tierbench.suite.site.pages.run_report import run_page
-from tierbench.suite.site.runs import load_run
-from tierbench.suite.summary import rank
+from tierbench.suite.scale import spread
+from tierbench.suite.show import markdown, table
+from tierbench.suite.show.presentation import Presentation
+from tierbench.suite.show.site.pages.run_report import run_page
+from tierbench.suite.show.site.runs import load_run
+from tierbench.suite.show.summary import rank
+from tierbench.suite.store import runmeta
+from tierbench.suite.store.records import Measurement, RecordWriter
 
 META = runmeta.RunMeta("r", "attention", **runmeta.describe_catalog(build(entry_points=False)))
 SHOWN = Presentation.of([META])
@@ -145,7 +147,7 @@ def test_a_record_judged_again_names_no_winner_and_says_why():
     rejudged.element_errors = {"dq": 0.105, "dk": 0.02, "dv": 0.02}
     fast = _rec("triton", "triton", 1.0)
     fast.case = dict(rejudged.case)
-    from tierbench.suite.verdicts import rejudge
+    from tierbench.suite.store.verdicts import rejudge
 
     rows = markdown.tables([fast, rejudge(rejudged)], SHOWN)
     (row,) = [row for table in rows.values() for row in table["rows"]]

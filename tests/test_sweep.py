@@ -12,9 +12,9 @@ import pytest
 from cpu_run import RUN_TIMING
 from omegaconf import OmegaConf
 
-from tierbench.suite import balance, launch, sweep
-from tierbench.suite.plan import PlanError, make_plan, timing_settings
-from tierbench.suite.shard_job import ShardSpec, gpu_candidates, is_sharded, parse_devices, shard_spec
+from tierbench.suite.measure.plan import PlanError, make_plan, timing_settings
+from tierbench.suite.scale import balance, launch, sweep
+from tierbench.suite.scale.shard_job import ShardSpec, gpu_candidates, is_sharded, parse_devices, shard_spec
 
 
 def _cfg(**shard):
@@ -83,7 +83,7 @@ def test_assign_puts_the_costliest_first_into_the_lightest_shard():
 def test_a_suite_of_very_different_cases_is_split_by_cost(compose, catalog):
     """suite=all over every tier: cases of 3 to 9 providers, and an earlier run that says which cases' compiles
     took a minute (as max-autotune's do on the large shapes)."""
-    from tierbench.suite.records import Measurement
+    from tierbench.suite.store.records import Measurement
 
     cfg = compose(["suite=all", "device=cpu"])
     plan = make_plan(cfg, catalog)
@@ -125,7 +125,7 @@ def test_a_suite_of_very_different_cases_is_split_by_cost(compose, catalog):
 
 
 def test_earlier_measurements_replace_the_model(compose, catalog):
-    from tierbench.suite.records import Measurement
+    from tierbench.suite.store.records import Measurement
 
     timing = timing_settings(compose(RUN_TIMING).timing)
     old = Measurement(
@@ -238,7 +238,7 @@ def test_the_shipped_slurm_config_composes(compose):
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from tierbench.suite.run_command import conf_dir
+    from tierbench.suite.commands.run_command import conf_dir
 
     compose()  # registers the run schema
     GlobalHydra.instance().clear()

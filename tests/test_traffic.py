@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from cpu_run import cpu_context
 
-from tierbench.suite import traffic
 from tierbench.suite.catalog import build
+from tierbench.suite.measure import traffic
+from tierbench.suite.measure.runner import RunContext, measure_case
 from tierbench.suite.ops import norm
-from tierbench.suite.runner import RunContext, measure_case
 
 SAMPLE = Path(__file__).parent / "samples" / "ncu-dram-details.csv"
 # Two kernels (GELU, then LayerNorm), each read and written once: the sample's four DRAM values.

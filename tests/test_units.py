@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tierbench.suite.site import charts, model
+from tierbench.suite.show.site import charts, model
 from tierbench.suite.units import quantity, sig
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from tierbench.suite import bounds
-from tierbench.suite.reading import read_records
-from tierbench.suite.records import Measurement, RecordWriter
-from tierbench.suite.verdicts import CORRECT_NOT_TIMED, checked_correct, rejudge
+from tierbench.suite.store.reading import read_records
+from tierbench.suite.store.records import Measurement, RecordWriter
+from tierbench.suite.store.verdicts import CORRECT_NOT_TIMED, checked_correct, rejudge
 
 REPO = Path(__file__).resolve().parents[1]
 

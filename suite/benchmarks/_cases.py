@@ -26,7 +26,7 @@ def case_label(case: Any, with_op: bool = False) -> str:
 def catalog() -> Any:
     """The catalog of `tierbench run`: built-in families and providers, and the plugins the overrides name."""
     from tierbench.suite.catalog import build
-    from tierbench.suite.run_command import plugin_names
+    from tierbench.suite.commands.run_command import plugin_names
 
     decide_interpreter()
     return build(plugin_names(overrides()))
@@ -53,7 +53,7 @@ def planned_suite() -> tuple[Any, Any, list[tuple[Any, str, Any]]]:
     A provider whose tier is not comparable here (Triton under its CPU interpreter) is measured as
     `tierbench run` measures it: checked, never timed; its benchmark is an asv skip that says so when its
     result is correct, and a failure naming the error when it is not."""
-    from tierbench.suite.plan import PlannedCase, make_plan, resolve_device
+    from tierbench.suite.measure.plan import PlannedCase, make_plan, resolve_device
 
     cfg = compose_config()
     device = resolve_device(cfg.device)

@@ -28,8 +28,8 @@ def measure_family(family: str, where: Mapping[str, Any] | None = None) -> dict[
     `Measurer` of `tierbench run`: {(label, provider): status, reason, samples_s}."""
     import torch
 
-    from tierbench.suite.plan import timing_settings
-    from tierbench.suite.session import Measurer
+    from tierbench.suite.measure.plan import timing_settings
+    from tierbench.suite.measure.session import Measurer
 
     cfg, device, _ = planned_suite()
     check_build()

@@ -51,7 +51,7 @@ NIGHTLY_OVERRIDES = (
 def decide_interpreter() -> None:
     """As `tierbench run` decides it, before any Triton kernel (tierbench's or a plugin's) is defined: on a
     CPU, Triton's kernels run through its interpreter (checked, never timed), not into "0 active drivers"."""
-    from tierbench.suite.run_command import decide_interpreter as decide
+    from tierbench.suite.commands.run_command import decide_interpreter as decide
 
     decide(overrides())
 

@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import provenance
+from ..measure import provenance
 from ..naming import slug
 from .fill_package_dirs import add_missing_package_dirs
 

@@ -128,7 +128,7 @@ def runs(args: argparse.Namespace, refs: list[str], settings) -> Report:
 
 
 def _start(overrides: list[str]) -> None:
-    from ..run_command import decide_interpreter
+    from ..commands.run_command import decide_interpreter
 
     decide_interpreter(overrides)  # before any plugin defines a Triton kernel, as `tierbench run` decides it
 
@@ -136,8 +136,8 @@ def _start(overrides: list[str]) -> None:
 def providers_here(args: argparse.Namespace, overrides: list[str], settings) -> Report:
     """Two providers of the plan's cases measured A/B here (the plugins the overrides name, and installed ones)."""
     from ..catalog import build
+    from ..commands.run_command import plugin_names
     from ..plugins import PluginError
-    from ..run_command import plugin_names
 
     base, head = args.providers
     if base == head:

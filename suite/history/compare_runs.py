@@ -23,8 +23,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from ..reading import find_run, read_records
-from ..records import CONFIG_FILE, Measurement
+from ..store.reading import find_run, read_records
+from ..store.records import CONFIG_FILE, Measurement
 from ..text import plain
 from .asvresults import BenchmarkResult, ResultsError
 from .compare import Report, Row, compare_row, sort_rows

@@ -78,7 +78,7 @@ def measure_pairs(
 ) -> dict[str, Halves]:
     """`rounds` rounds of every pair; `measure(PlannedCase)` is a Measurer's. The pairs of one case share its
     rounds (one measure of the case with all their providers)."""
-    from ..plan import PlannedCase
+    from ..measure.plan import PlannedCase
 
     by_case: dict[str, list[Pair]] = {}
     for pair in pairs:
@@ -170,9 +170,9 @@ def compose(overrides: list[str], catalog: Any) -> Any:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    from ..commands.config_keys import UnknownKey, check_overrides
+    from ..commands.run_command import conf_dir
     from ..config import register_configs
-    from ..config_keys import UnknownKey, check_overrides
-    from ..run_command import conf_dir
 
     schema = register_configs(catalog.families)
     try:
@@ -192,7 +192,7 @@ def compose(overrides: list[str], catalog: Any) -> Any:
 def plan(overrides: list[str], catalog: Any) -> tuple[Any, Any, list[Any]]:
     """(config, device, planned cases) of the overrides, as `tierbench run` plans them; a composite op's parts
     are left out (its best mix is no provider to compare)."""
-    from ..plan import PlanError, make_plan, resolve_device
+    from ..measure.plan import PlanError, make_plan, resolve_device
 
     cfg = compose(overrides, catalog)
     try:
@@ -205,8 +205,8 @@ def plan(overrides: list[str], catalog: Any) -> tuple[Any, Any, list[Any]]:
 
 def open_measurer(cfg: Any, device: Any, tiers: dict[str, Any], workdir: Path) -> Any:
     """The session `tierbench run` measures in (ceilings, steady state, one timer), in this process."""
-    from ..plan import timing_settings
-    from ..session import Measurer
+    from ..measure.plan import timing_settings
+    from ..measure.session import Measurer
 
     return Measurer.open(
         device,

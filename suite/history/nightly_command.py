@@ -58,7 +58,7 @@ from .inputs import at_least, commits_spec, write_text
 from .inputs import machine_name as machine_arg
 from .stats import Settings
 
-SITE_MODULE = "tierbench.suite.site.command"
+SITE_MODULE = "tierbench.suite.show.site.command"
 
 
 def _parser() -> argparse.ArgumentParser:

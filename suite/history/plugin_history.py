@@ -31,8 +31,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .. import provenance
 from ..benchmarks.identity import GitSource, called_modules, digest, imported_names, is_ours
+from ..measure import provenance
 from ..text import plain
 from .asvtool import AsvConfig, AsvError, build_commit
 from .compare import Report, attach_confirmations
@@ -56,7 +56,7 @@ def is_tierbench(repo: Path) -> bool:
 
 def overrides_plugins() -> tuple[str, ...]:
     """The plugins that TIERBENCH_ASV_OVERRIDES names (`plugins=[...]`): the asv suite loads these too."""
-    from ..run_command import plugin_names
+    from ..commands.run_command import plugin_names
 
     try:
         words = shlex.split(os.environ.get(OVERRIDES_ENV, ""))
@@ -321,7 +321,7 @@ def versions_ab(
     """A paired A/B of two commits' builds of the plugin on the asv suite's cases (its overrides): every plugin
     provider, or only the (method, label) series `wanted` (rows then named by their asv keys)."""
     from ..benchmarks import _cases, _settings
-    from ..run_command import decide_interpreter
+    from ..commands.run_command import decide_interpreter
     from . import measured_ab, plugin_versions
 
     overrides = _settings.overrides()

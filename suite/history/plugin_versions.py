@@ -25,8 +25,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .. import provenance
 from ..benchmarks.identity import digest
+from ..measure import provenance
 from ..plugins import ENTRY_POINT_GROUP, PluginError
 from ..text import plain
 from .asvtool import AsvError, git

@@ -12,14 +12,14 @@ from enum import Enum
 import torch
 import torch.nn.functional as F
 
-from ..panels_format1 import EPILOGUE_COST
+from ..show.panels_format1 import EPILOGUE_COST
 from ._gemm import matmul_ref
 from .base import Case, Op, WorkModel, element_size, per_pass, randn
 
 OP_NAME = "matmul_bias_gelu"
 
 # The matmul page's table of what the epilogue costs over the plain product, per tier (torch-free, beside
-# what older runs imply: suite/panels_format1.py).
+# what older runs imply: suite/show/panels_format1.py).
 COST = EPILOGUE_COST
 
 

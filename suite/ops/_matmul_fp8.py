@@ -9,7 +9,7 @@ The inputs are the quantised operands and their scales, made from random float32
 a (M, K) row-major and b (K, N) column-major (b = bt.T for a row-major bt (N, K)), both K-major as
 Hopper's FP8 tensor cores read them. The reference is the float64 (CPU) / float32 (GPU) product of the
 dequantised operands, so the format's rounding is the inputs' own and not an error of any provider; the
-check's tolerance is the output's, plus room for FP8 accumulation (suite/checking.py).
+check's tolerance is the output's, plus room for FP8 accumulation (suite/measure/checking.py).
 
 Forward only: an FP8 backward is a training recipe of its own (gradients quantised per step, usually to
 e5m2, against e4m3 operands), not the derivative of this forward; e5m2 operands are left out with it

@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from ..checking import gradient_bounds
-from ..panels_format1 import RECOMPUTATION
+from ..measure.checking import gradient_bounds
+from ..show.panels_format1 import RECOMPUTATION
 from .base import Case, DType, Family, Mode, Op, View, WorkModel, choice_name, element_size, per_pass, positive, randn
 
 # Query rows per chunk of the reference, so its score matrix stays a few hundred MiB at any length.

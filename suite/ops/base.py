@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from ..presentation import View
-from ..reading import DEFAULT_BASELINE
+from ..show.presentation import View
+from ..store.reading import DEFAULT_BASELINE
 
 DTYPES: dict[str, torch.dtype] = {
     "fp16": torch.float16,
@@ -141,12 +141,12 @@ class Op:
     results: the forward's outputs by name, in the order formula, reference and kernels return them: one (a
     tensor), or several (a tuple: the fused residual add + RMSNorm returns the normalized rows and the sum).
     parts(case): a composite op's chain, each part a case of another op at the composite's shapes, measured
-    through that op's family; the plan measures them before the composite (suite/compose.py).
+    through that op's family; the plan measures them before the composite (suite/measure/compose.py).
     chain(functions): the composite as a function of its signature, each part computed by functions[name]
     (a function of that part's op's signature, its options bound): what a composed strategy runs.
     writes: inputs the op writes by design (a decode step's new keys and values go into its KV cache): the
     runner restores them after each provider without calling that a fault.
-    tolerance: per output dtype, (norm-wise, elementwise) bounds in place of suite/checking.py's, where the
+    tolerance: per output dtype, (norm-wise, elementwise) bounds in place of suite/measure/checking.py's, where the
     op is a chain whose roundings add up (a model's block); the op's module says why.
     """
 
@@ -165,7 +165,7 @@ class Op:
     dynamic_dims: dict[str, tuple[int, ...]] = field(default_factory=dict)
     case: Callable[..., Case] | None = None
     why_unavailable: Callable[[Case, torch.device], str | None] | None = None
-    # Per output dtype, an elementwise bound for the gradients in place of suite/checking.py's (None: that
+    # Per output dtype, an elementwise bound for the gradients in place of suite/measure/checking.py's (None: that
     # one), where the computation itself is ill-conditioned in 16 bits; the op's module says why.
     gradient_element_tolerance: dict[torch.dtype, float] | None = None
     results: tuple[str, ...] = (OUT,)

@@ -22,8 +22,8 @@ Each part is an ordinary case of its own op at exactly the block's shapes (`part
 before the block through its family: same check, timer and records. The block itself is measured per
 strategy: `eager` (the formula below: each part's eager formula, attention by SDPA's default dispatch),
 `compile` (torch.compile of that whole formula: the only place cross-op fusion shows) and `best-mix` (the
-fastest correct provider of each part in this run, composed: suite/compose.py), each checked against the
-block's float64/float32 reference (_model_reference.py). suite/blocks.py turns the records into the model
+fastest correct provider of each part in this run, composed: suite/measure/compose.py), each checked against the
+block's float64/float32 reference (_model_reference.py). suite/show/blocks.py turns the records into the model
 view.
 """
 
@@ -40,8 +40,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ..checking import own_tolerance
-from ..panels import ModelPanel
+from ..measure.checking import own_tolerance
+from ..show.panels import ModelPanel
 from . import attention, decode, matmul, norm, pointwise
 from ._model_reference import block_ref, decode_block_ref, merge_heads, split_heads
 from .base import Case, DType, Family, Op, Part, View, WorkModel, choice_name, positive, randn

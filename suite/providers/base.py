@@ -3,7 +3,7 @@
 A provider says whether it can run a case here (and why not), prepares once outside the timed region
 (layout changes, compilation) and hands back a zero-argument callable that computes the op's output.
 The backward modes need nothing more of it: the runner differentiates that callable with autograd (see
-suite/passes.py), against the inputs or, where the provider converted them, against its own copies.
+suite/measure/passes.py), against the inputs or, where the provider converted them, against its own copies.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class Provider:
     # tierbench's Mojo kernels and IREE's compiled formulas); None: as its tier says.
     own_code: bool | None = None
     # (case) -> the provider as a plain function of its op's signature, fn(*tensors, **options), where it is
-    # one: what a composite op's composed strategies call on the chain's own tensors (suite/compose.py).
+    # one: what a composite op's composed strategies call on the chain's own tensors (suite/measure/compose.py).
     # None: it cannot be composed (its preparation does work per input that a call would have to repeat).
     function: Callable[[Case], Callable[..., Any]] | None = None
     # A provider made from the run's other measurements (a composite op's best mix): given the case and the

@@ -20,7 +20,7 @@ from cli_runner import tierbench_cli
 from cpu_run import RUN_TIMING
 
 from tierbench.suite.history import compare_command
-from tierbench.suite.records import CONFIG_FILE, Measurement, RecordWriter
+from tierbench.suite.store.records import CONFIG_FILE, Measurement, RecordWriter
 
 ROUNDS, REPS = 5, 20
 ENV = {"device_type": "cpu", "device_name": "x86_64"}

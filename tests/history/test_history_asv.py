@@ -284,7 +284,7 @@ def test_a_second_machine_leaves_the_first_ones_history_intact(second_machine):
 
 
 def test_the_published_pages_work_offline(second_machine):
-    from tierbench.suite.site import browser
+    from tierbench.suite.show.site import browser
 
     if browser.find_chromium() is None:
         pytest.skip("headless Chromium not installed (apt-get install -y chromium)")

@@ -125,7 +125,7 @@ def test_method_names_and_thinning():
 def test_nightly_yaml_and_the_fallback_for_old_builds_give_the_same_cases(compose, catalog):
     """The fallback serves builds older than nightly.yaml, which have neither the decode and pointwise families
     nor attention's models: here those are switched off to compose what such a build composes."""
-    from tierbench.suite.plan import cases_from_config
+    from tierbench.suite.measure.plan import cases_from_config
 
     from_yaml = [c for c, _ in cases_from_config(compose(["suite=nightly"]), catalog)]
     as_old = [*_settings.NIGHTLY_OVERRIDES, "attention.models=[]", "decode.enabled=false", "pointwise.enabled=false"]
@@ -143,7 +143,7 @@ def test_nightly_yaml_and_the_fallback_for_old_builds_give_the_same_cases(compos
 
 
 def test_the_nightly_decode_class_is_new_and_small(compose, catalog):
-    from tierbench.suite.plan import cases_from_config
+    from tierbench.suite.measure.plan import cases_from_config
 
     cases = [c for c, _ in cases_from_config(compose(["suite=nightly"]), catalog) if c.family == "decode"]
     assert len(cases) == 8 and {c.op for c in cases} == {"decode", "decode_paged"}
@@ -158,7 +158,7 @@ def test_the_committed_gpu_history_continues(compose, catalog, monkeypatch):
     import json
 
     from tierbench.suite.benchmarks import attention, matmul, norm
-    from tierbench.suite.plan import cases_from_config
+    from tierbench.suite.measure.plan import cases_from_config
 
     monkeypatch.delenv(_settings.MAX_SAMPLES_ENV, raising=False)
     committed = json.loads((REPO / "results" / "asv" / "benchmarks.json").read_text())

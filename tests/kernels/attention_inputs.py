@@ -2,7 +2,7 @@
 
 import torch
 
-from tierbench.suite.checking import TOLERANCE
+from tierbench.suite.measure.checking import TOLERANCE
 
 
 def random_qkv(b: int, h: int, sq: int, sk: int, d: int, dtype: torch.dtype, device, seed: int = 0, kv_heads=None):

@@ -11,7 +11,7 @@ if not torch.cuda.is_available():
 
 import pytest  # noqa: E402
 
-from tierbench.suite.checking import TOLERANCE  # noqa: E402 - the project's one tolerance table
+from tierbench.suite.measure.checking import TOLERANCE  # noqa: E402 - the project's one tolerance table
 
 
 def pytest_configure(config):

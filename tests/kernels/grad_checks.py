@@ -8,9 +8,9 @@ from collections.abc import Callable, Sequence
 import torch
 from reference_precision import high, no_tf32
 
-from tierbench.suite.checking import ELEMENT_TOLERANCE, TOLERANCE, element_error
+from tierbench.suite.measure.checking import ELEMENT_TOLERANCE, TOLERANCE, element_error
 
-# The elementwise bound is the suite's (suite/checking.py): no element off by more than ELEMENT_TOLERANCE of
+# The elementwise bound is the suite's (suite/measure/checking.py): no element off by more than ELEMENT_TOLERANCE of
 # (the reference's RMS + its own size). The L2 tolerance alone lets a small wrong or unwritten block through
 # (a zeroed tile of a large gradient moves the L2 error little); this bound does not. Measured against the
 # RMS alone it would fail correct kernels: the first rows of a causal head attend to a few keys, their dq is

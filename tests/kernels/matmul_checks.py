@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from reference_precision import exact_matmul, high
 
-from tierbench.suite.checking import TOLERANCE
+from tierbench.suite.measure.checking import TOLERANCE
 
 # Worst-case accumulation error of one term of K, relative to sum_k |a_ik b_kj| (four fp32 unit roundoffs).
 FP32_ACCUMULATION_PER_TERM = 2.0**-22

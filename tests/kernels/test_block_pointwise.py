@@ -6,7 +6,7 @@ import torch
 from grad_checks import assert_grad_close
 
 from tierbench.kernels import add_rms_norm, residual_add, swiglu
-from tierbench.suite.checking import ELEMENT_TOLERANCE, TOLERANCE, element_error
+from tierbench.suite.measure.checking import ELEMENT_TOLERANCE, TOLERANCE, element_error
 from tierbench.suite.ops.norm import RMS_NORM_EPS, add_rms_norm_ref
 from tierbench.suite.ops.pointwise import residual_add_ref, swiglu_ref
 

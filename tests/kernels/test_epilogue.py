@@ -15,7 +15,7 @@ from reference_precision import exact_matmul, high
 
 from tierbench.kernels import matmul_bias_gelu
 from tierbench.kernels._common import _LAST_LAUNCH, last_launch
-from tierbench.suite.checking import TOLERANCE
+from tierbench.suite.measure.checking import TOLERANCE
 
 ep = importlib.import_module("tierbench.kernels.epilogue")
 mm = importlib.import_module("tierbench.kernels.matmul")

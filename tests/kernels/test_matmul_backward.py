@@ -14,7 +14,7 @@ from reference_precision import exact_matmul
 
 from tierbench.kernels import matmul
 from tierbench.kernels._common import last_launch
-from tierbench.suite.checking import check
+from tierbench.suite.measure.checking import check
 
 mm = importlib.import_module("tierbench.kernels.matmul")
 DTYPES = [torch.float16, torch.bfloat16, torch.float32]

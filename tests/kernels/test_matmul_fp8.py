@@ -14,14 +14,14 @@ from reference_precision import exact_matmul, high
 
 from tierbench.kernels import matmul_fp8
 from tierbench.kernels._common import last_launch
-from tierbench.suite.checking import FP8_TOLERANCE, fp8_tolerance
+from tierbench.suite.measure.checking import FP8_TOLERANCE, fp8_tolerance
 
 f8 = importlib.import_module("tierbench.kernels.matmul_fp8")
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 FP8_MAX = {E4M3: 448.0, E5M2: 57344.0}
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
-# The FP8 tolerances are the project's (suite/checking.py): against the dequantised product fp8_tolerance of
+# The FP8 tolerances are the project's (suite/measure/checking.py): against the dequantised product fp8_tolerance of
 # the output dtype, end to end FP8_TOLERANCE per format.
 # Accumulation term of the elementwise bound on a GPU, as a factor of sum_k |a b|: each BLOCK_K (128) step
 # summed with ~14 bits kept before it joins the fp32 accumulator (not yet measured).

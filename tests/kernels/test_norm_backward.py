@@ -11,7 +11,7 @@ from grad_checks import assert_grad_close, grad_errors, reference_grads
 
 from tierbench.kernels import bias_gelu_layer_norm, layer_norm, rms_norm
 from tierbench.kernels._common import last_launch
-from tierbench.suite.checking import ELEMENT_TOLERANCE, TOLERANCE
+from tierbench.suite.measure.checking import ELEMENT_TOLERANCE, TOLERANCE
 from tierbench.suite.ops.norm import bias_gelu_layer_norm_ref, layer_norm_ref, rms_norm_ref
 
 nm = importlib.import_module("tierbench.kernels.norm")

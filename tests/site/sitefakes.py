@@ -8,9 +8,9 @@ import random
 from pathlib import Path
 from typing import Any
 
-from tierbench.suite import runmeta
 from tierbench.suite.catalog import build
-from tierbench.suite.records import Measurement
+from tierbench.suite.store import runmeta
+from tierbench.suite.store.records import Measurement
 
 # What a run of the built-in catalog writes into run.json (views, baselines, tiers).
 CATALOG_META = runmeta.describe_catalog(build(entry_points=False))
@@ -186,7 +186,7 @@ def shipped_cases(
     """The cases conf/shapes/<family>.yaml makes (attention: only its grouped-query models), as full_suite_cases."""
     from omegaconf import OmegaConf
 
-    from tierbench.suite.run_command import conf_dir
+    from tierbench.suite.commands.run_command import conf_dir
 
     catalog = build(entry_points=False)
     fam = catalog.family(family)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tierbench.suite.site import command
+from tierbench.suite.show.site import command
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "results"

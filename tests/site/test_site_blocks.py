@@ -9,8 +9,8 @@ import pytest
 from sitefakes import record, write_run
 
 # isort: split
-from tierbench.suite import runmeta
-from tierbench.suite.site import browser, build
+from tierbench.suite.show.site import browser, build
+from tierbench.suite.store import runmeta
 
 PARTS = (  # name, op, family, eager ms (prefill; decode a tenth of it)
     ("attn_norm", "rms_norm", "norm", 0.2),

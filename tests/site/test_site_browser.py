@@ -17,7 +17,7 @@ import pytest
 from sitefakes import CEILINGS, full_suite_records, record, write_asv, write_run
 
 # isort: split
-from tierbench.suite.site import browser, build, command
+from tierbench.suite.show.site import browser, build, command
 
 pytestmark = pytest.mark.skipif(
     browser.find_chromium() is None,

@@ -9,7 +9,7 @@ import pytest
 from sitefakes import full_suite_records, record, write_asv, write_run
 
 # isort: split
-from tierbench.suite.site import build, command
+from tierbench.suite.show.site import build, command
 
 HOSTILE = {
     "provider": "<script>alert('provider')</script>",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import re
 
-from tierbench.suite.site import charts, model
-from tierbench.suite.site.charts import Axis
-from tierbench.suite.site.model import Point
+from tierbench.suite.show.site import charts, model
+from tierbench.suite.show.site.charts import Axis
+from tierbench.suite.show.site.model import Point
 
 
 class Texts:

@@ -10,7 +10,7 @@ from sitefakes import record, write_run
 
 # isort: split
 from tierbench.suite.ops import attention, decode
-from tierbench.suite.site import build
+from tierbench.suite.show.site import build
 
 CPU_ENV = {"device_type": "cpu", "device_name": "x86_64", "threads": 2, "torch": "2.13.0", "git_commit": None}
 CPU_CEILINGS = {"device_name": "cpu x86_64 x2 threads", "copy_gbps": 30.0, "matmul_tflops": {"bf16": 0.2}}

@@ -6,8 +6,8 @@ from sitefakes import record, write_run
 
 # isort: split
 from tierbench.suite.ops._matmul_epilogue import COST
-from tierbench.suite.site import build
-from tierbench.suite.site.cost import cost_rows
+from tierbench.suite.show.site import build
+from tierbench.suite.show.site.cost import cost_rows
 
 SHAPE = {"m": 4096, "n": 4096, "k": 4096, "dtype": "bf16"}
 

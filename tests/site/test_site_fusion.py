@@ -9,13 +9,14 @@ from dataclasses import replace
 import pytest
 from cpu_run import cpu_ceilings, cpu_context
 
-from tierbench.suite import fusion, markdown, runmeta
 from tierbench.suite.catalog import build
+from tierbench.suite.measure.runner import measure_case
 from tierbench.suite.ops import norm
-from tierbench.suite.presentation import Presentation
-from tierbench.suite.records import RecordWriter
-from tierbench.suite.runner import measure_case
-from tierbench.suite.site import build as site_build
+from tierbench.suite.show import fusion, markdown
+from tierbench.suite.show.presentation import Presentation
+from tierbench.suite.show.site import build as site_build
+from tierbench.suite.store import runmeta
+from tierbench.suite.store.records import RecordWriter
 
 CATALOG = build(entry_points=False)
 META = runmeta.describe_catalog(CATALOG)
@@ -106,9 +107,9 @@ def test_the_site_builds_from_these_records_without_torch(tmp_path, cpu_records)
     _write_run(tmp_path / "runs", "cpu1", _with_traffic(cpu_records))
     code = (
         "import sys\n"
-        "from tierbench.suite.site import command\n"
+        "from tierbench.suite.show.site import command\n"
         f"assert command.main(['--runs', {str(tmp_path / 'runs')!r}, '--out', {str(tmp_path / 'html')!r}]) == 0\n"
-        "from tierbench.suite import markdown\n"
+        "from tierbench.suite.show import markdown\n"
         f"assert markdown.main([{str(tmp_path / 'runs' / 'cpu1')!r}]) == 0\n"
         "assert 'torch' not in sys.modules, 'the views loaded torch'\n"
     )

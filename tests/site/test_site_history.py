@@ -5,7 +5,7 @@ from __future__ import annotations
 from sitefakes import write_asv
 
 # isort: split
-from tierbench.suite.site import history
+from tierbench.suite.show.site import history
 
 
 def test_reads_series_per_parameter_combination_and_machine(tmp_path):

@@ -7,13 +7,13 @@ import json
 import pytest
 from sitefakes import CATALOG_META, record, write_run
 
-from tierbench.suite.presentation import Presentation
-from tierbench.suite.records import Measurement
-from tierbench.suite.runmeta import RunMeta
+from tierbench.suite.show.presentation import Presentation
+from tierbench.suite.store.records import Measurement
+from tierbench.suite.store.runmeta import RunMeta
 
 # isort: split
-from tierbench.suite.site import build, model
-from tierbench.suite.site import runs as site_runs
+from tierbench.suite.show.site import build, model
+from tierbench.suite.show.site import runs as site_runs
 
 
 def _runs(tree, *specs):
@@ -180,7 +180,7 @@ def test_styles_give_every_provider_a_distinct_color_and_marker_pair():
 
 
 def test_chart_groups_put_the_passes_of_one_group_side_by_side():
-    from tierbench.suite.presentation import View
+    from tierbench.suite.show.presentation import View
 
     view = View("tflops", "TFLOP/s", "sequence length", ("dtype", "head_dim"))
 

@@ -7,11 +7,11 @@ import json
 from sitefakes import CATALOG_META, record, write_run
 
 # isort: split
-from tierbench.suite import runmeta
-from tierbench.suite.panels import CostPanel, ModelPanel, TradePanel, panel_from_json, panel_json
-from tierbench.suite.panels_format1 import FORMAT_1_PANELS
-from tierbench.suite.presentation import Presentation, View
-from tierbench.suite.site import build
+from tierbench.suite.show.panels import CostPanel, ModelPanel, TradePanel, panel_from_json, panel_json
+from tierbench.suite.show.panels_format1 import FORMAT_1_PANELS
+from tierbench.suite.show.presentation import Presentation, View
+from tierbench.suite.show.site import build
+from tierbench.suite.store import runmeta
 
 # A plugin's family of two ops: `fused` is `plain` with something more, and its view asks for their cost table.
 FUSED = CostPanel(
@@ -116,7 +116,7 @@ def test_a_slice_label_from_run_json_only_names_values():
     attribute, format spec or conversion; a stray brace stays a brace)."""
     from dataclasses import replace
 
-    from tierbench.suite.site import trade
+    from tierbench.suite.show.site import trade
 
     spec = FORMAT_1_PANELS["attention"][0]
     key = ("bf16", 128, False, 16, 8)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from sitefakes import CATALOG_META, record, write_run
 
 # isort: split
-from tierbench.suite.presentation import Presentation
-from tierbench.suite.runmeta import RunMeta
-from tierbench.suite.site import build, model
+from tierbench.suite.show.presentation import Presentation
+from tierbench.suite.show.site import build, model
+from tierbench.suite.store.runmeta import RunMeta
 
 
 def _sdpa_reason(batch: int, seq: int) -> str:

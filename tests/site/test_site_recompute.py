@@ -9,9 +9,9 @@ from sitefakes import record, write_run
 
 # isort: split
 from tierbench.suite.catalog import build as build_catalog
+from tierbench.suite.measure.runner import measure_case
 from tierbench.suite.ops import attention
-from tierbench.suite.runner import measure_case
-from tierbench.suite.site import build, trade
+from tierbench.suite.show.site import build, trade
 
 CPU_ENV = {"device_type": "cpu", "device_name": "x86_64", "threads": 2}
 

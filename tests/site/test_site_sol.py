@@ -14,8 +14,9 @@ import pytest
 from sitefakes import CEILINGS, record, write_run
 
 # isort: split
-from tierbench.suite import ceilings, export, markdown
-from tierbench.suite.site import build, runs
+from tierbench.suite import ceilings
+from tierbench.suite.show import export, markdown
+from tierbench.suite.show.site import build, runs
 
 REPO = Path(__file__).resolve().parents[2]
 BF16_PEAK = CEILINGS["matmul_tflops"]["bf16"]  # 720 TFLOP/s on the synthetic H100

@@ -5,8 +5,8 @@ from __future__ import annotations
 from sitefakes import GPU_ENV, record, write_run
 
 # isort: split
-from tierbench.suite import runmeta
-from tierbench.suite.site import build, runs
+from tierbench.suite.show.site import build, runs
+from tierbench.suite.store import runmeta
 
 SWEEP = "sweep-20260101-000000-abcdef"
 

@@ -12,7 +12,7 @@ import pytest
 from sitefakes import GPU_ENV, record, write_asv, write_run
 
 # isort: split
-from tierbench.suite.site import build, command
+from tierbench.suite.show.site import build, command
 
 RLO = "\u202e"  # right-to-left override: reverses the text after it
 HEBREW = "\u05de\u05db\u05e9\u05d9\u05e8"  # a right-to-left word, which may stand in a name legitimately

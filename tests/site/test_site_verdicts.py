@@ -7,8 +7,8 @@ import json
 from sitefakes import write_asv
 
 # isort: split
-from tierbench.suite.site import history
-from tierbench.suite.site.pages.trends import trend_pages
+from tierbench.suite.show.site import history
+from tierbench.suite.show.site.pages.trends import trend_pages
 
 
 def _report(compare_dir, head: str, series: list[dict], format_: int = 2) -> None:
