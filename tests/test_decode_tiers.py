@@ -179,8 +179,8 @@ def fake_packages(monkeypatch):
 
     fns["flash_attn_with_kvcache"] = with_kvcache
     monkeypatch.setattr(decode, "import_problem", lambda module, install: None)
-    monkeypatch.setattr(decode, "_attribute", lambda module, name: fns.get(name))
-    monkeypatch.setattr(decode, "_on_gpu", lambda device: (9, 0))
+    monkeypatch.setattr(decode, "attribute", lambda module, name: fns.get(name))
+    monkeypatch.setattr(decode, "on_gpu", lambda device: (9, 0))
     return fns
 
 

@@ -236,7 +236,7 @@ def test_quack_fp8_takes_per_tensor_scales_as_its_one_alpha(monkeypatch):
         return (A.float() @ B.float() * alpha).to(out_dtype)
 
     monkeypatch.setattr(cuda_quack_fp8, "import_problem", lambda module, install: None)
-    monkeypatch.setattr(cuda_quack_fp8, "_attribute", lambda module, name: gemm)
+    monkeypatch.setattr(cuda_quack_fp8, "attribute", lambda module, name: gemm)
     row = fp8.make_case(32, 32, 32, "per_row")
     assert "not scaling=per_row" in cuda_quack_fp8._quack_fp8_why(row, torch.device("cuda"))
     tensor = fp8.make_case(32, 32, 32, "per_tensor")
@@ -249,7 +249,7 @@ def test_quack_fp8_takes_per_tensor_scales_as_its_one_alpha(monkeypatch):
     def old_gemm(A, B, out=None):
         return A
 
-    monkeypatch.setattr(cuda_quack_fp8, "_attribute", lambda module, name: old_gemm)
+    monkeypatch.setattr(cuda_quack_fp8, "attribute", lambda module, name: old_gemm)
     assert "gemm takes no alpha or out_dtype" in cuda_quack_fp8._quack_fp8_why(tensor, torch.device("cuda"))
     assert "alpha" in inspect.signature(gemm).parameters
 

@@ -44,8 +44,8 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ..providers.base import Inputs, Provider, Unavailable, needs_cuda
-from ..providers.cuda_flash_attn import FLASH_ATTN, FlashAttnPackage, _heads_first
-from ..providers.cuda_packages import CudaTierProvider, _attribute, _on_gpu, import_problem, package_version_of
+from ..providers.cuda_flash_attn import FLASH_ATTN, FlashAttnPackage, heads_first
+from ..providers.cuda_packages import CudaTierProvider, attribute, import_problem, on_gpu, package_version_of
 from ..providers.vendor import SDPA_BACKENDS, first_call
 from .attention import HeadLayout, layout_problems, repeat_kv
 from .base import (
@@ -574,7 +574,7 @@ def _flash_why(pkg: FlashAttnPackage, op: str) -> Callable[[Case, torch.device],
     def why(case: Case, device: torch.device) -> str | None:
         if reason := import_problem(pkg.module, pkg.install):
             return reason
-        fn = _attribute(pkg.module, pkg.function)
+        fn = attribute(pkg.module, pkg.function)
         if not callable(fn):
             return f"package broken: {pkg.module} has no {pkg.function}; reinstall: {pkg.install}"
         if not _takes(fn, lengths_kw):
@@ -588,7 +588,7 @@ def _flash_why(pkg: FlashAttnPackage, op: str) -> Callable[[Case, torch.device],
                     f"page_size {page} unsupported: flash-attn-2 takes paged KV caches in blocks of a multiple of "
                     f"{FA2_PAGE_MULTIPLE} keys"
                 )
-        cc = _on_gpu(device)
+        cc = on_gpu(device)
         if isinstance(cc, str):
             return cc
         return pkg.rule(cc, case.params["dtype"], int(case.params["head_dim"]))
@@ -605,7 +605,7 @@ def _flash_prepare(pkg: FlashAttnPackage, op: str) -> Callable[[Inputs, dict[str
     _, lengths_kw, table_kw = ENTRY_POINTS[pkg.provider]
 
     def prepare(inputs: Inputs, options: dict[str, Any], case: Case) -> Callable[[], Any]:
-        fn = _attribute(pkg.module, pkg.function)
+        fn = attribute(pkg.module, pkg.function)
         if fn is None:
             raise Unavailable(f"{pkg.module} has no {pkg.function}")
         q, k, v = (_as_stored(inputs[n]) for n in ("q", "k_cache", "v_cache"))
@@ -636,12 +636,12 @@ def _flash_function(pkg: FlashAttnPackage) -> Callable[[Case], Callable[..., tor
     _, lengths_kw, _ = ENTRY_POINTS[pkg.provider]
 
     def function(case: Case) -> Callable[..., torch.Tensor]:
-        fn = _attribute(pkg.module, pkg.function)
+        fn = attribute(pkg.module, pkg.function)
 
         def decode(q, k_cache, v_cache, cache_seqlens, causal: bool, scale: float) -> torch.Tensor:
             q, k, v = (_as_stored(t) for t in (q, k_cache, v_cache))
             out = fn(q, k, v, **{lengths_kw: cache_seqlens}, softmax_scale=float(scale), causal=bool(causal))
-            return _heads_first(out[0] if isinstance(out, tuple) else out)
+            return heads_first(out[0] if isinstance(out, tuple) else out)
 
         return decode
 
@@ -665,7 +665,7 @@ def flash_attn_providers(ops: list[Op]) -> list[Provider]:
                     _flash_prepare(pkg, op),
                     _flash_why(pkg, op),
                     package=pkg.distributions[0],
-                    to_op_layout=_heads_first,
+                    to_op_layout=heads_first,
                     function=_flash_function(pkg) if op == "decode" else None,
                     distributions=pkg.distributions,
                     owner_of=pkg.owner_of,

@@ -19,7 +19,7 @@ import torch
 from ..ops.attention import RECOMPUTING_BACKWARD_PRODUCTS, executed_flops
 from ..ops.base import Case, Op
 from .base import Inputs, Prepared, Provider, Unavailable
-from .cuda_packages import CC, CudaTierProvider, _attribute, _cc, _dtype_problem, _on_gpu, _too_old, import_problem
+from .cuda_packages import CC, CudaTierProvider, attribute, cc_text, dtype_problem, import_problem, on_gpu, too_old
 
 # (compute capability, dtype name, head_dim) -> why the package cannot run it, or None.
 AttentionRule = Callable[[CC, str, int], str | None]
@@ -29,8 +29,8 @@ def flash_attn_2_rule(cc: CC, dtype: str, head_dim: int) -> str | None:
     """csrc/flash_attn/flash_api.cpp: cc major >= 8 (older releases took only 8.x and 9.0, and Blackwell
     needs a build with its kernels, 2.8.2+), fp16/bf16, head_dim <= 256 (padded to a multiple of 8 inside)."""
     if cc < (8, 0):
-        return _too_old(cc, "flash-attn-2", (8, 0))
-    if reason := _dtype_problem(dtype, "flash-attn-2"):
+        return too_old(cc, "flash-attn-2", (8, 0))
+    if reason := dtype_problem(dtype, "flash-attn-2"):
         return reason
     if not 1 <= head_dim <= 256:
         return f"head_dim {head_dim} unsupported: flash-attn-2 takes head_dim up to 256"
@@ -41,13 +41,13 @@ def flash_attn_3_rule(cc: CC, dtype: str, head_dim: int) -> str | None:
     """hopper/flash_api.cpp: sm90a kernels, plus sm80 ones since 2025 (unless built without); no Blackwell
     kernels; fp16/bf16 (fp8 e4m3 too, not benchmarked); head_dim a multiple of 8 up to 256."""
     if cc < (8, 0):
-        return _too_old(cc, "flash-attn-3", (8, 0))
+        return too_old(cc, "flash-attn-3", (8, 0))
     if cc >= (10, 0):
         return (
-            f"compute capability {_cc(cc)} not supported: flash-attn-3 has kernels for 8.x and 9.0 only "
+            f"compute capability {cc_text(cc)} not supported: flash-attn-3 has kernels for 8.x and 9.0 only "
             f"(Hopper build); on Blackwell use flash-attn-4"
         )
-    if reason := _dtype_problem(dtype, "flash-attn-3"):
+    if reason := dtype_problem(dtype, "flash-attn-3"):
         return reason
     if head_dim % 8 or not 8 <= head_dim <= 256:
         return f"head_dim {head_dim} unsupported: flash-attn-3 takes multiples of 8 up to 256"
@@ -66,10 +66,10 @@ def flash_attn_4_rule(cc: CC, dtype: str, head_dim: int) -> str | None:
     8..256 on 9.x, 8..128 or 256 on 10.x/11.x; 8.x and 12.x go through the SM80-MMA kernel (shared memory)."""
     major = cc[0]
     if major < 8:
-        return _too_old(cc, "flash-attn-4", (8, 0))
+        return too_old(cc, "flash-attn-4", (8, 0))
     if major > 12:
-        return f"compute capability {_cc(cc)} not supported: flash-attn-4 has kernels for 8.x to 12.x"
-    if reason := _dtype_problem(dtype, "flash-attn-4"):
+        return f"compute capability {cc_text(cc)} not supported: flash-attn-4 has kernels for 8.x to 12.x"
+    if reason := dtype_problem(dtype, "flash-attn-4"):
         return reason
     if head_dim % 8 or head_dim < 8:
         return f"head_dim {head_dim} unsupported: flash-attn-4 takes multiples of 8"
@@ -82,7 +82,7 @@ def flash_attn_4_rule(cc: CC, dtype: str, head_dim: int) -> str | None:
         largest = min(256, smem // 512 // 8 * 8)
         if head_dim > largest:
             return (
-                f"head_dim {head_dim} unsupported: flash-attn-4 on {_cc(cc)} (SM80-MMA kernel, "
+                f"head_dim {head_dim} unsupported: flash-attn-4 on {cc_text(cc)} (SM80-MMA kernel, "
                 f"{smem // 1024} KB shared memory) takes multiples of 8 up to {largest}"
             )
     return None
@@ -93,7 +93,7 @@ def flash_attn_4_backward_rule(cc: CC, head_dim: int) -> str | None:
     SM90 and SM100 kernels); the SM80-MMA path that runs 8.x and 12.x forwards has no backward there."""
     if not 9 <= cc[0] <= 11:
         return (
-            f"no backward on compute capability {_cc(cc)}: flash-attn-4's backward runs on 9.x to 11.x "
+            f"no backward on compute capability {cc_text(cc)}: flash-attn-4's backward runs on 9.x to 11.x "
             f"(its 8.x and 12.x kernels are forward only)"
         )
     return None
@@ -153,9 +153,9 @@ def _flash_why(pkg: FlashAttnPackage) -> Callable[[Case, torch.device], str | No
     def why(case: Case, device: torch.device) -> str | None:
         if reason := import_problem(pkg.module, pkg.install):
             return reason
-        if not callable(_attribute(pkg.module, pkg.function)):
+        if not callable(attribute(pkg.module, pkg.function)):
             return f"package broken: {pkg.module} has no {pkg.function}; reinstall: {pkg.install}"
-        cc = _on_gpu(device)
+        cc = on_gpu(device)
         if isinstance(cc, str):
             return cc
         head_dim = int(case.params["head_dim"])
@@ -176,7 +176,7 @@ def _flash_executed_flops(case: Case) -> float:
 
 def _flash_prepare(pkg: FlashAttnPackage) -> Callable[[Inputs, dict[str, Any], Case], Prepared]:
     def prepare(inputs: Inputs, options: dict[str, Any], case: Case) -> Prepared:
-        fn = _attribute(pkg.module, pkg.function)
+        fn = attribute(pkg.module, pkg.function)
         if fn is None:
             raise Unavailable(f"{pkg.module} has no {pkg.function}")
         # One copy each into (batch, seq, heads, head_dim), here: the timed call sees contiguous inputs, and
@@ -203,7 +203,7 @@ def _flash_function(pkg: FlashAttnPackage) -> Callable[[Case], Callable[..., tor
     (no copy where their memory already is, as a QKV projection leaves it), the output seen heads-first."""
 
     def function(case: Case) -> Callable[..., torch.Tensor]:
-        fn = _attribute(pkg.module, pkg.function)
+        fn = attribute(pkg.module, pkg.function)
 
         def attention(q, k, v, causal: bool, scale: float) -> torch.Tensor:
             out = fn(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), softmax_scale=scale, causal=causal)
@@ -214,7 +214,7 @@ def _flash_function(pkg: FlashAttnPackage) -> Callable[[Case], Callable[..., tor
     return function
 
 
-def _heads_first(out: torch.Tensor) -> torch.Tensor:
+def heads_first(out: torch.Tensor) -> torch.Tensor:
     return out.transpose(1, 2)
 
 
@@ -228,7 +228,7 @@ def providers(ops: list[Op]) -> list[Provider]:
             _flash_prepare(pkg),
             _flash_why(pkg),
             package=pkg.distributions[0],
-            to_op_layout=_heads_first,
+            to_op_layout=heads_first,
             executed_flops=_flash_executed_flops,
             function=_flash_function(pkg),
             distributions=pkg.distributions,

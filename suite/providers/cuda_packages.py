@@ -45,7 +45,8 @@ def import_problem(module: str, install: str) -> str | None:
     return f"package broken: {module} is installed but does not import ({detail}); reinstall: {install}"
 
 
-def _attribute(module: str, name: str) -> Any:
+def attribute(module: str, name: str) -> Any:
+    """`module.name`, or None where the module does not import or lacks it."""
     loaded = _import(module)
     return getattr(loaded, name, None) if isinstance(loaded, ModuleType) else None
 
@@ -99,19 +100,19 @@ def device_problem(device: torch.device) -> str | None:
     return needs_cuda(device)
 
 
-def _cc(cc: CC) -> str:
+def cc_text(cc: CC) -> str:
     return f"{cc[0]}.{cc[1]}"
 
 
-def _too_old(cc: CC, who: str, need: CC) -> str:
-    return f"compute capability {_cc(cc)} too old: {who} needs {_cc(need)} or newer"
+def too_old(cc: CC, who: str, need: CC) -> str:
+    return f"compute capability {cc_text(cc)} too old: {who} needs {cc_text(need)} or newer"
 
 
-def _dtype_problem(dtype: str, who: str, allowed: tuple[str, ...] = HALF) -> str | None:
+def dtype_problem(dtype: str, who: str, allowed: tuple[str, ...] = HALF) -> str | None:
     return None if dtype in allowed else f"dtype {dtype} unsupported: {who} takes {' and '.join(allowed)}"
 
 
-def _on_gpu(device: torch.device) -> CC | str:
+def on_gpu(device: torch.device) -> CC | str:
     """The device's compute capability, or why there is none."""
     reason = device_problem(device)
     return reason if reason else torch.cuda.get_device_capability(device)

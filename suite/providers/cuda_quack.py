@@ -15,12 +15,12 @@ from .base import Inputs, Provider
 from .cuda_packages import (
     CC,
     CudaTierProvider,
-    _attribute,
-    _dtype_problem,
-    _on_gpu,
-    _too_old,
+    attribute,
+    dtype_problem,
     import_problem,
+    on_gpu,
     package_version_of,
+    too_old,
 )
 
 
@@ -28,8 +28,8 @@ def quack_rule(cc: CC, dtype: str) -> str | None:
     """quack's README: H100 or B200/B300 (its 0.6 kernels also have SM8x/SM12x fallbacks, not advertised);
     x in fp16, bf16 or fp32."""
     if cc < (9, 0):
-        return _too_old(cc, "quack", (9, 0))
-    return _dtype_problem(dtype, "quack", ("fp16", "bf16", "fp32"))
+        return too_old(cc, "quack", (9, 0))
+    return dtype_problem(dtype, "quack", ("fp16", "bf16", "fp32"))
 
 
 QUACK_MODULE = "quack.rmsnorm"  # holds both rmsnorm and layernorm_fwd (`quack.rmsnorm` the attribute is the function)
@@ -42,7 +42,7 @@ QUACK_BACKWARD = {"rms_norm": True, "layer_norm": False}
 
 def _quack_function_problem(op: str) -> str | None:
     name = QUACK_FUNCTIONS[op]
-    fn = _attribute(QUACK_MODULE, name)
+    fn = attribute(QUACK_MODULE, name)
     version = package_version_of(("quack-kernels",), module="quack")
     if not callable(fn):
         # layernorm_fwd is in quack 0.2-0.3 and 0.6+, not in 0.4-0.5.
@@ -71,7 +71,7 @@ def _quack_why(op: str) -> Callable[[Case, torch.device], str | None]:
             return reason
         if case.mode != "fwd" and (reason := quack_backward_problem(op)):
             return reason
-        cc = _on_gpu(device)
+        cc = on_gpu(device)
         if isinstance(cc, str):
             return cc
         return quack_rule(cc, case.params["dtype"])
@@ -81,7 +81,7 @@ def _quack_why(op: str) -> Callable[[Case, torch.device], str | None]:
 
 def _quack_prepare(op: str) -> Callable[[Inputs, dict[str, Any], Case], Callable[[], Any]]:
     def prepare(inputs: Inputs, options: dict[str, Any], case: Case) -> Callable[[], Any]:
-        fn = _attribute(QUACK_MODULE, QUACK_FUNCTIONS[op])
+        fn = attribute(QUACK_MODULE, QUACK_FUNCTIONS[op])
         x, eps = inputs["x"], float(options["eps"])
         if op == "rms_norm":
             weight = inputs["weight"]
@@ -94,7 +94,7 @@ def _quack_prepare(op: str) -> Callable[[Inputs, dict[str, Any], Case], Callable
 
 
 def _quack_rms_norm_function(case: Case) -> Callable[..., torch.Tensor]:
-    fn = _attribute(QUACK_MODULE, QUACK_FUNCTIONS["rms_norm"])
+    fn = attribute(QUACK_MODULE, QUACK_FUNCTIONS["rms_norm"])
     return lambda x, weight, eps: fn(x, weight, eps=eps)
 
 

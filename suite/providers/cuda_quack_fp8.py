@@ -11,7 +11,7 @@ import torch
 
 from ..ops.base import Case, Op
 from .base import Inputs, Provider
-from .cuda_packages import CudaTierProvider, _attribute, _on_gpu, _too_old, import_problem, package_version_of
+from .cuda_packages import CudaTierProvider, attribute, import_problem, on_gpu, package_version_of, too_old
 from .cuda_quack import QUACK_INSTALL
 
 # quack's GEMM: A (M, K) and B (K, N), both K-major for FP8 (the layouts matmul_fp8's inputs have), D =
@@ -22,7 +22,7 @@ QUACK_GEMM_MODULE = "quack.gemm_interface"
 def _quack_fp8_why(case: Case, device: torch.device) -> str | None:
     if reason := import_problem(QUACK_GEMM_MODULE, QUACK_INSTALL):
         return reason
-    fn = _attribute(QUACK_GEMM_MODULE, "gemm")
+    fn = attribute(QUACK_GEMM_MODULE, "gemm")
     version = package_version_of(("quack-kernels",), module="quack")
     if not callable(fn):
         return f"quack-kernels {version} has no {QUACK_GEMM_MODULE}.gemm; upgrade: pip install -U quack-kernels"
@@ -34,14 +34,14 @@ def _quack_fp8_why(case: Case, device: torch.device) -> str | None:
             f"quack's gemm takes one scale for the product (alpha), not scaling={case.params['scaling']} "
             f"(a scale per row of a and per column of b)"
         )
-    cc = _on_gpu(device)
+    cc = on_gpu(device)
     if isinstance(cc, str):
         return cc
-    return _too_old(cc, "quack's FP8 GEMM", (9, 0)) if cc < (9, 0) else None
+    return too_old(cc, "quack's FP8 GEMM", (9, 0)) if cc < (9, 0) else None
 
 
 def _quack_fp8_prepare(inputs: Inputs, options: dict[str, Any], case: Case) -> Callable[[], Any]:
-    fn = _attribute(QUACK_GEMM_MODULE, "gemm")
+    fn = attribute(QUACK_GEMM_MODULE, "gemm")
     a, b = inputs["a"], inputs["b"]
     # The two per-tensor scales as quack's one alpha: a one-element product, made once here.
     alpha = (inputs["scale_a"] * inputs["scale_b"]).reshape(1)
