@@ -1,12 +1,15 @@
 """GPU check-and-time script for the Triton kernels' configs and variants (not collected by pytest).
 
-    python experiments/gpu_variants.py [--family matmul,norm,attention] [--quick]
+    python experiments/gpu_variants.py [--family matmul,small,norm,attention] [--quick]
 
 For each family and target shape: checks every variant against an fp32 torch reference, times it with
 triton.testing.do_bench (median) next to its torch peer (torch.matmul, F.layer_norm, F.rms_norm, SDPA's
 flash backend), and prints one row per variant: shape, variant, ms, TFLOP/s or GB/s, ratio to the peer,
 relative error. A failing variant prints its error and the run goes on. Meant to finish in about four
-minutes on an H200; the winners are what the autotune lists in kernels/*.py should hold.
+minutes on an H200; the winners are what the autotune lists in kernels/*.py should hold. The `small` family
+(matmul 512^3-2048^3 tile variants of both paths, and the bias+GELU epilogue against the plain kernel under
+one config) is timed with CUDA graphs (`do_bench_cudagraph`), as the suite times them, since a launch is a
+large part of a 10-microsecond kernel.
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 import triton
-from triton.testing import do_bench
+from triton.testing import do_bench, do_bench_cudagraph
 
 # The package re-exports functions under its submodules' names: fetch the modules themselves.
 attn_mod = importlib.import_module("tierbench.kernels.attention")
 mm_mod = importlib.import_module("tierbench.kernels.matmul")
+epi_mod = importlib.import_module("tierbench.kernels.epilogue")
+act_mod = importlib.import_module("tierbench.kernels._activations")
 norm_mod = importlib.import_module("tierbench.kernels.norm")
 
 ROWS: list[str] = []
@@ -49,7 +54,12 @@ def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
     return ((out - ref).norm() / ref.norm()).item()
 
 
+GRAPHED = False  # the small family times under CUDA graphs
+
+
 def bench(fn: Callable[[], object]) -> float:
+    if GRAPHED:
+        return do_bench_cudagraph(fn, rep=50, return_mode="median")
     return do_bench(fn, warmup=10, rep=50, return_mode="median")
 
 
@@ -158,6 +168,90 @@ def bench_matmul(quick: bool) -> None:
         "TFLOP/s",
         peer,
     )
+
+
+def small_variants(a: torch.Tensor, b: torch.Tensor) -> list[tuple[str, Callable[[], torch.Tensor]]]:
+    """Tiles small enough to give 512^3-2048^3 problems more programs than the autotune list's smallest."""
+    cfg = mm_mod._cfg
+    out = [("auto (autotuned)", lambda: mm_mod.matmul(a, b))]
+    for path in ("tma", "ptr"):
+        for bm, bn, bk, w, s in [
+            (64, 64, 64, 4, 3),
+            (64, 64, 64, 4, 4),
+            (64, 64, 128, 4, 3),
+            (64, 128, 64, 4, 4),
+            (128, 64, 64, 4, 4),
+            (128, 128, 64, 4, 4),
+            (128, 128, 64, 8, 3),
+            (32, 64, 64, 4, 4),
+            (64, 32, 64, 4, 4),
+        ]:
+            c = cfg(bm, bn, bk, w, s, group_m=4)
+
+            def forced(c=c, p=path):
+                return mm_mod._matmul_forward(a, b, path=p, config=c)
+
+            out.append((f"{path} {bm}x{bn}x{bk} w{w} s{s}", forced))
+    return out
+
+
+def bench_small(quick: bool) -> None:
+    global GRAPHED
+    GRAPHED = True
+    sizes = [512, 1024] if quick else [512, 768, 1024, 1536, 2048]
+    for n in sizes:
+        a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+        ref = a.float() @ b.float()
+        peer = bench(lambda a=a, b=b: torch.matmul(a, b))
+        shape = f"{n}^3 bf16 graphed"
+        flops = 2.0 * n**3
+        row("small", shape, "torch.matmul (peer)", peer, f"{flops / peer * 1e-9:.1f} TFLOP/s", "1.000", "-")
+        run_variants("small", shape, small_variants(a, b), ref, 1e-2, flops, "TFLOP/s", peer)
+    for n in [2048] if quick else [1024, 2048, 4096]:
+        _epilogue_shape(n)
+    GRAPHED = False
+
+
+def _epilogue_shape(n: int) -> None:
+    """The epilogue against the plain kernel, each config forced on both: the difference is the epilogue's."""
+    cfg = mm_mod._cfg
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    bias = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    plain_ref = a.float() @ b.float()
+    refs = {
+        "plain": plain_ref,
+        "erf": F.gelu(plain_ref + bias.float()),
+        "tanh": F.gelu(plain_ref + bias.float(), approximate="tanh"),
+    }
+    plain = bench(lambda: mm_mod.matmul(a, b))
+    shape = f"{n}^3 bf16 epilogue"
+    flops = 2.0 * n**3
+    row("epilogue", shape, "plain Triton matmul (peer)", plain, f"{flops / plain * 1e-9:.1f} TFLOP/s", "1.000", "-")
+    variants = [
+        ("erf", "autotuned", lambda: epi_mod.matmul_bias_gelu(a, b, bias)),
+        ("tanh", "autotuned", lambda: epi_mod.matmul_bias_gelu(a, b, bias, "tanh")),
+    ]
+    configs = [
+        cfg(128, 256, 64, 8, 3),
+        cfg(128, 256, 64, 8, 3, subtile=True),
+        cfg(128, 128, 64, 4, 4),
+        cfg(128, 128, 64, 8, 4, subtile=True),
+    ]
+    for c in configs:
+        k = c.kwargs
+        name = f"{k['BLOCK_M']}x{k['BLOCK_N']} w{c.num_warps} s{c.num_stages}{' sub' if k['EPI_SUBTILE'] else ''}"
+        variants.append(("plain", name, lambda c=c: mm_mod._matmul_forward(a, b, path="tma", config=c)))
+        for label in ("erf", "tanh"):
+            act = act_mod.GELU_CODES["none" if label == "erf" else "tanh"]
+
+            def fused(c=c, act=act):
+                return epi_mod._forward(a, b, bias, act, False, path="tma", config=c)[0]
+
+            variants.append((label, name, fused))
+    for label, name, fn in variants:
+        run_variants("epilogue", shape, [(f"{label} {name}", fn)], refs[label], 1e-2, flops, "TFLOP/s", plain)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -299,7 +393,7 @@ def bench_attention(quick: bool) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--family", default="matmul,norm,attention")
+    p.add_argument("--family", default="matmul,small,norm,attention")
     p.add_argument("--quick", action="store_true", help="one shape per family")
     args = p.parse_args()
     if not torch.cuda.is_available():
@@ -308,7 +402,7 @@ def main() -> None:
     log(f"{props.name}, {props.multi_processor_count} SMs")
     log(f"torch {torch.__version__}, triton {triton.__version__}")
     torch.manual_seed(0)
-    fams = {"matmul": bench_matmul, "norm": bench_norm, "attention": bench_attention}
+    fams = {"matmul": bench_matmul, "small": bench_small, "norm": bench_norm, "attention": bench_attention}
     for fam in args.family.split(","):
         log(f"== {fam}")
         try:
