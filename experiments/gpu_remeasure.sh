@@ -49,9 +49,9 @@ tb_run() {  # seconds run_id overrides...
 
 mkdir -p results/gpu-tests
 for step in "$@"; do
-  name=${step%%:*}
-  seconds=${step#*:}
-  [ "$seconds" = "$step" ] && seconds=540
+  # The seconds follow the last colon (test node ids have colons of their own).
+  name=$step seconds=540
+  if [[ ${step##*:} =~ ^[0-9]+$ ]]; then name=${step%:*} seconds=${step##*:}; fi
   case "$name" in
     all) tb_run "$seconds" "$label-all" suite=all ;;
     training) tb_run "$seconds" "$label-training" suite=training ;;
