@@ -306,8 +306,10 @@ def _gpu_records(case, op, tmp_path, names=None):
 
 
 def _runs_or_says_why(records, must_run):
+    # A peer may be judged incorrect (on an H100, XLA's dbias at 4096^3 reads 1.4% off in bf16): the check
+    # doing its job, said with the failing check; a peer that errors is a harness bug.
     for name, r in records.items():
-        assert r.status in ("ok", "skipped"), (name, r.status, r.reason)
+        assert r.status in ("ok", "skipped", "incorrect"), (name, r.status, r.reason)
         assert r.status == "ok" or r.reason, name
     for name in must_run:
         assert records[name].status == "ok", (name, records[name].reason)

@@ -78,5 +78,8 @@ def test_traffic_against_the_minimum_shows_the_fusion(compose, catalog, tmp_path
     assert triton.traffic_bytes is not None, triton.traffic_reason
     eager_x, triton_x = eager.traffic_bytes / eager.min_bytes, triton.traffic_bytes / triton.min_bytes
     print(f"traffic / minimum: eager {eager_x:.2f}, triton {triton_x:.2f}")
-    assert 0.9 <= triton_x <= 1.5  # one pass over x and the output
+    # Writes still in L2 when the kernel ends are not DRAM bytes yet: ncu may count up to one L2 fewer
+    # (on an H100, 4096 x 4096 bf16 read 0.72x: 19 MB of a 50 MB L2 unwritten).
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    assert triton.min_bytes - l2 <= triton.traffic_bytes <= 1.5 * triton.min_bytes  # one pass over x and the output
     assert eager_x >= 2.0  # three kernels, each reading and writing the tensor
