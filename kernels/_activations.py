@@ -3,13 +3,18 @@
 `ACTIVATION` codes (a constexpr of the kernels): NONE, GELU (exact, erf) and GELU_TANH (the tanh
 approximation, as `torch.nn.functional.gelu(..., approximate="tanh")`). The tanh form is written as
 x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3), since 0.5 (1 + tanh(u)) = sigmoid(2u): one exp, and the
-tails saturate to x or -0 without a NaN.
+tails saturate to x or -0 without a NaN. The exact GELU's forward is x * Phi(x) with Phi the fused norm's
+fitted form (kernels/_norm_math.py, float32 precision: the GELU within 7.8e-7): libdevice's erff, a branch
+and two polynomials, made the epilogue 0.53x of the plain kernel at 2048^3 on an H100.
 """
 
 from __future__ import annotations
 
 import triton
 import triton.language as tl
+
+from ._common import INTERPRET
+from ._norm_math import _gelu_erf
 
 NONE = 0
 GELU = 1
@@ -22,6 +27,7 @@ _SQRT1_2: tl.constexpr = tl.constexpr(0.7071067811865476)
 _INV_SQRT_2PI: tl.constexpr = tl.constexpr(0.3989422804014327)
 _SQRT_2_OVER_PI: tl.constexpr = tl.constexpr(0.7978845608028654)
 _TANH_CUBIC: tl.constexpr = tl.constexpr(0.044715)
+_INLINE_PTX: tl.constexpr = tl.constexpr(not INTERPRET)  # MUFU exp2 and reciprocal (PTX only compiled)
 
 
 @triton.jit
@@ -35,7 +41,7 @@ def _sigmoid_2u(x):
 def activate(x, ACTIVATION: tl.constexpr):
     """The activation of fp32 `x`."""
     if ACTIVATION == 1:
-        return 0.5 * x * (1.0 + tl.math.erf(x * _SQRT1_2))
+        return _gelu_erf(x, 1, True, _INLINE_PTX)
     elif ACTIVATION == 2:
         return x * _sigmoid_2u(x)
     else:

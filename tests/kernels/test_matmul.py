@@ -121,3 +121,13 @@ def test_matmul_validation(device, wrong_device):
 def test_matmul_gpu_full_size(m, n, k, dtype, assert_close):
     a, b = _inputs(m, n, k, dtype, "cuda", seed=3)
     assert_close(matmul(a, b), matmul_ref(a, b), dtype, f"matmul {m}x{n}x{k}")
+
+
+def test_small_16_bit_products_take_the_pointer_kernel_on_a_gpu():
+    # The rule as the GPU applies it (interpret=False); under the interpreter the TMA kernel keeps its tests.
+    assert mm.prefers_pointer(512, 512, 512, 2, interpret=False)
+    assert mm.prefers_pointer(1024, 768, 1024, 2, interpret=False)
+    assert not mm.prefers_pointer(1536, 1536, 1536, 2, interpret=False)
+    assert not mm.prefers_pointer(16, 4096, 4096, 2, interpret=False)  # skinny: not measured, TMA kept
+    assert not mm.prefers_pointer(512, 512, 512, 4, interpret=False)  # fp32: not measured, TMA kept
+    assert not mm.prefers_pointer(512, 512, 512, 2, interpret=True)
