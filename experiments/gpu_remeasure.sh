@@ -11,7 +11,9 @@
 #   traffic                                       the norm family at 16384 x 4096 with ncu's DRAM bytes
 #   tests=FILE,FILE,...                           pytest -m gpu of those test files (junit XML kept)
 # Everything measured is packed, after every step, into $OUT/results.tar.gz (the run folders and the
-# ceilings) with the log in $OUT/log; unpack the tar at the repository root on the machine that commits.
+# ceilings) with the log in $OUT/log; unpack the tar at the repository root on the machine that commits,
+# before the next command: each command starts from the checkout's run folders, so one extended by the last
+# command and not unpacked is resumed from its older copy (its newer records measured again).
 set -uo pipefail
 commit=$1
 label=$2
