@@ -12,6 +12,17 @@ Steps (each can run in its own command; results accumulate under results/):
            measured, compared with HEAD, suspects re-measured A/B: the Triton matmul series must be
            `confirmed` slower by about the ratio this script measures directly for that config, every other
            series not confirmed
+  plant    for each P of --plant (default 3,5,10): a commit on top of HEAD whose Triton norm forward does P%
+           more work (the same kernel again over the first P% of rows, its output dropped; branch
+           asv-planted-P), measured with HEAD in one session (`--bench`, default the norm forward), judged
+           and re-measured A/B: the Triton norm series must be `confirmed` with an excess within half of
+           what this script times directly (HEAD's kernel against the planted pair), nothing else
+           confirmed. Prints each A/B's verdict, interval and cost (seconds per series)
+
+On a machine without the repository's history (a copy of the checkout): make a bundle where the history is,
+`git bundle create .gitbundle/main.bundle main` (.gitbundle is ignored), carry it, and there run
+`git clone -q .gitbundle/main.bundle /tmp/repo && cd /tmp/repo && python experiments/gpu_history.py ...`;
+bring back /tmp/repo/results/asv, results/noise and results/compare.
 
 Set TIERBENCH_ASV_OVERRIDES to shrink the suite (e.g. "providers=[eager,triton]") and pass --bench to select
 families; both change nothing about the benchmarks' names or versions.
@@ -26,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from tierbench.suite.history import asvresults, publish
@@ -58,6 +70,22 @@ _matmul_tma_tuned = triton.autotune(configs=[{SLOW_CONFIG}], key=["M", "N", "K"]
 _matmul_ptr_tuned = triton.autotune(configs=[{SLOW_CONFIG}], key=["M", "N", "K"])(_matmul_ptr_kernel)
 """
 MATMUL_FILE = "kernels/matmul.py"
+NORM_FILE = "kernels/norm.py"
+PLANT_BRANCH = "asv-planted-{pct}"
+PLANT_BENCH = r"norm\.Norm\."
+# The planted work: kernels/norm.py's launcher runs its kernel again over the first PCT% of the rows.
+PLANT_PATCH = """
+
+# --- asv history experiment (experiments/gpu_history.py): {pct}% more work in the norm forward ------------
+_unplanted_norm_forward = _norm_forward
+
+
+def _norm_forward(x, *args, mean=None, rstd=None, **kwargs):
+    y = _unplanted_norm_forward(x, *args, mean=mean, rstd=rstd, **kwargs)
+    rows = x.reshape(-1, x.shape[-1])
+    _unplanted_norm_forward(rows[: max(1, rows.shape[0] * {pct} // 100)], *args, **kwargs)
+    return y
+"""
 
 
 def _nightly(config: AsvConfig, machine: str, commits: list[str], bench: str | None, aa: int = 0) -> None:
@@ -124,17 +152,33 @@ def make_slowed_commit(repo: Path, base: str) -> str:
     for needed in ("def _cfg(", "_matmul_tma_kernel", "_matmul_ptr_kernel", "import triton"):
         if needed not in source:
             raise AsvError(f"{MATMUL_FILE} at {base[:8]} has no {needed!r}: update SLOW_PATCH in {__file__}")
+    message = f"asv experiment: Triton matmul pinned to {SLOW_CONFIG} (deliberately slow)"
+    return _patched_commit(repo, base, MATMUL_FILE, source + SLOW_PATCH, message, SLOW_BRANCH)
+
+
+def make_planted_commit(repo: Path, base: str, pct: int) -> str:
+    """A commit on top of `base` whose norm forward does `pct`% more work; branch asv-planted-<pct>."""
+    source = git(["show", f"{base}:{NORM_FILE}"], repo)
+    if "def _norm_forward(" not in source:
+        raise AsvError(f"{NORM_FILE} at {base[:8]} has no _norm_forward: update PLANT_PATCH in {__file__}")
+    message = f"asv experiment: the Triton norm forward does {pct}% more work (a planted slowdown)"
+    return _patched_commit(
+        repo, base, NORM_FILE, source + PLANT_PATCH.format(pct=pct), message, PLANT_BRANCH.format(pct=pct)
+    )
+
+
+def _patched_commit(repo: Path, base: str, path: str, text: str, message: str, branch: str) -> str:
+    # Written through a temporary index: the working tree and the real index are untouched.
     with tempfile.TemporaryDirectory() as tmp:
-        patched = Path(tmp) / "matmul.py"
-        patched.write_text(source + SLOW_PATCH)
+        patched = Path(tmp) / "patched.py"
+        patched.write_text(text)
         blob = git(["hash-object", "-w", str(patched)], repo).strip()
         env_index = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         _git_env(["read-tree", base], repo, env_index)
-        _git_env(["update-index", "--cacheinfo", f"100644,{blob},{MATMUL_FILE}"], repo, env_index)
+        _git_env(["update-index", "--cacheinfo", f"100644,{blob},{path}"], repo, env_index)
         tree = _git_env(["write-tree"], repo, env_index).strip()
-    message = f"asv experiment: Triton matmul pinned to {SLOW_CONFIG} (deliberately slow)"
     sha = _git_env(["commit-tree", tree, "-p", base, "-m", message], repo, {}).strip()
-    git(["update-ref", f"refs/heads/{SLOW_BRANCH}", sha], repo)
+    git(["update-ref", f"refs/heads/{branch}", sha], repo)
     return sha
 
 
@@ -216,9 +260,83 @@ def step_slow(config: AsvConfig, machine: str, bench: str | None) -> bool:
     return ok
 
 
+def expected_planted(pct: int) -> dict[str, float]:
+    """The Triton norm forward's slowdown under the planted work, per asv case label, timed directly."""
+    import torch
+
+    from tierbench.suite.benchmarks import _cases
+    from tierbench.timing import TimingSettings, bring_to_steady_state, make_timer
+
+    norm = importlib.import_module("tierbench.kernels.norm")
+    cfg, device, entries = _cases.planned_suite()
+    settings = TimingSettings.from_config(cfg.timing)
+    bring_to_steady_state(device, settings.steady_state_s)
+    timer = make_timer(settings, device)
+    out = {}
+    for case, label, _ in entries:
+        if case.params.get("mode") != "fwd" or case.op not in ("layer_norm", "rms_norm", "bias_gelu_layer_norm"):
+            continue
+        p = case.params
+        x = torch.randn(p["rows"], p["hidden"], device=device, dtype=case.dtype)
+        w, b, xb = (torch.randn(p["hidden"], device=device, dtype=case.dtype) for _ in range(3))
+        args = {
+            "layer_norm": (w, b, None, 1e-5, False),
+            "rms_norm": (w, None, None, 1e-6, True),
+            "bias_gelu_layer_norm": (w, b, xb, 1e-5, False),
+        }[case.op]
+        extra = x[: max(1, x.shape[0] * pct // 100)]
+
+        def planted(x=x, extra=extra, args=args):
+            norm._norm_forward(x, *args)
+            norm._norm_forward(extra, *args)
+
+        samples = timer.measure({"head": lambda x=x, args=args: norm._norm_forward(x, *args), "planted": planted})
+        out[label] = statistics.median(samples["planted"]) / statistics.median(samples["head"])
+    return out
+
+
+def step_plant(config: AsvConfig, machine: str, pcts: list[int], bench: str | None) -> bool:
+    head = require_commit(config.repo, "HEAD")
+    ok = True
+    for pct in pcts:
+        planted = make_planted_commit(config.repo, head, pct)
+        print(f"== planted {pct}%: commit {planted[:8]} on top of {head[:8]}", flush=True)
+        expected = expected_planted(pct)
+        _nightly(config, machine, [head, planted], bench or PLANT_BENCH)
+        started = time.monotonic()
+        report = _report(
+            config,
+            machine,
+            asvresults.find(config.results_dir, machine, head),
+            asvresults.find(config.results_dir, machine, planted),
+        )
+        spent = time.monotonic() - started
+        judged = [row for row in report.rows if row.verdict]
+        for row in report.rows:
+            planted_series = row.key.startswith("norm.Norm.track_triton(")
+            label = row.key.split("('", 1)[-1].rstrip("')")
+            want = expected.get(label)
+            v = row.verdict
+            ratio = v.ratio if v else float("nan")
+            said = f"{row.key}: {row.state}" + (f", ratio {v.ratio:.3f} [{v.ci_low:.3f}, {v.ci_high:.3f}]" if v else "")
+            said += f" ({row.decided_by})" if row.decided_by else ""
+            if planted_series:
+                close = want is None or abs((ratio - 1) / (want - 1) - 1) <= 0.5
+                good = row.state == "confirmed" and close
+                print(f"{'PASS' if good else 'FAIL'} {said}" + (f" (timed directly: {want:.3f})" if want else ""))
+            else:
+                good = row.state != "confirmed"
+                print(f"{'ok  ' if good else 'FAIL'} {said}")
+            ok = ok and good
+        print(f"planted {pct}%: judging and A/B {spent:.0f} s, {spent / max(1, len(judged)):.0f} s per series")
+    print(f"planted slowdowns: {'PASS' if ok else 'FAIL'}")
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python experiments/gpu_history.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("--steps", default="history,aa,slow", help="comma-separated: history, aa, slow")
+    p.add_argument("--steps", default="history,aa,slow", help="comma-separated: history, aa, slow, plant")
+    p.add_argument("--plant", default="3,5,10", help="plant: the extra work of each planted commit, in percent")
     p.add_argument("--commits", type=int, default=3, help="history: this many commits up to HEAD")
     p.add_argument("--aa-runs", type=int, default=3, help="aa: A/A runs behind the noise model")
     p.add_argument("--machine", help="asv machine name (default: <gpu>-<host>)")
@@ -226,10 +344,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bench", help="asv --bench regex for every step")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     steps = [s for s in args.steps.split(",") if s]
-    unknown = [s for s in steps if s not in ("history", "aa", "slow")]
+    unknown = [s for s in steps if s not in ("history", "aa", "slow", "plant")]
     try:
         if unknown:
-            raise AsvError(f"unknown steps {unknown}; valid choices: history, aa, slow")
+            raise AsvError(f"unknown steps {unknown}; valid choices: history, aa, slow, plant")
         config = find_config(args.config)
         machine = args.machine or machine_name()
         ok = True
@@ -239,6 +357,9 @@ def main(argv: list[str] | None = None) -> int:
             ok = step_aa(config, machine, args.aa_runs, args.bench) and ok
         if "slow" in steps:
             ok = step_slow(config, machine, args.bench) and ok
+        if "plant" in steps:
+            pcts = [int(p) for p in args.plant.split(",") if p]
+            ok = step_plant(config, machine, pcts, args.bench) and ok
         publish.publish(config)
     except (AsvError, asvresults.ResultsError) as exc:
         print(f"gpu_history: {exc}", file=sys.stderr)
