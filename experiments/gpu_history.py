@@ -202,13 +202,14 @@ def expected_slowdowns() -> dict[str, float]:
     import torch
 
     from tierbench.suite.benchmarks import _cases
-    from tierbench.timing import TimingSettings, bring_to_steady_state, make_timer
+    from tierbench.suite.measure.plan import timing_settings
+    from tierbench.timing import bring_to_steady_state, make_timer
 
     mm = importlib.import_module("tierbench.kernels.matmul")  # the module: the package exports a function of that name
     cfg, device, entries = _cases.planned_suite()
     if device.type != "cuda":
         return {}
-    settings = TimingSettings.from_config(cfg.timing)
+    settings = timing_settings(cfg.timing)
     bring_to_steady_state(device, settings.steady_state_s)
     timer = make_timer(settings, device)
     slow = mm._cfg(*SLOW_ARGS)  # the config the slowed commit pins
@@ -265,11 +266,14 @@ def expected_planted(pct: int) -> dict[str, float]:
     import torch
 
     from tierbench.suite.benchmarks import _cases
-    from tierbench.timing import TimingSettings, bring_to_steady_state, make_timer
+    from tierbench.suite.measure.plan import timing_settings
+    from tierbench.timing import bring_to_steady_state, make_timer
 
     norm = importlib.import_module("tierbench.kernels.norm")
     cfg, device, entries = _cases.planned_suite()
-    settings = TimingSettings.from_config(cfg.timing)
+    if device.type != "cuda":  # Triton's interpreter is checked, never timed: no series to expect
+        return {}
+    settings = timing_settings(cfg.timing)
     bring_to_steady_state(device, settings.steady_state_s)
     timer = make_timer(settings, device)
     out = {}
