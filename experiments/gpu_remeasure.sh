@@ -10,6 +10,11 @@
 #   all, training, decode, model, fp8, epilogue   tierbench run of that suite (timing=quick, CUDA graphs)
 #   traffic                                       the norm family at 16384 x 4096 with ncu's DRAM bytes
 #   tests=FILE,FILE,...                           pytest -m gpu of those test files (junit XML kept)
+#   history=STEP,STEP,...                         experiments/gpu_history.py's steps (aa, plant, slow,
+#                                                 history) in a clone of the carried .gitbundle/main.bundle
+#                                                 (`git bundle create .gitbundle/main.bundle main` here);
+#                                                 asv's results, the noise runs and the reports come back
+#                                                 in $OUT/history.tar.gz
 # Everything measured is packed, after every step, into $OUT/results.tar.gz (the run folders and the
 # ceilings) with the log in $OUT/log; unpack the tar at the repository root on the machine that commits,
 # before the next command: each command starts from the checkout's run folders, so one extended by the last
@@ -74,7 +79,17 @@ for step in "$@"; do
         --junitxml="results/gpu-tests/junit-$tag.xml" ${files//,/ }
       echo "== pytest: exit $? $(date -u +%H:%M:%S)"
       ;;
-    *) echo "gpu_remeasure: unknown step $name (valid: all, training, decode, model, fp8, epilogue, traffic, tests=FILES)" >&2 ;;
+    history=*)
+      repo=/tmp/tierbench-repo
+      if [ ! -d "$repo/.git" ]; then
+        git clone -q .gitbundle/main.bundle "$repo" || { echo "== history: no .gitbundle/main.bundle to clone" >&2; continue; }
+      fi
+      echo "== gpu_history.py --steps ${name#history=} (at most ${seconds}s) $(date -u +%H:%M:%S)"
+      (cd "$repo" && timeout -s INT -k 30 "$seconds" python3 experiments/gpu_history.py --steps "${name#history=}")
+      echo "== gpu_history: exit $? $(date -u +%H:%M:%S)"
+      tar -czf "$out/history.tar.gz" -C "$repo" results/asv results/noise results/compare 2>/dev/null
+      ;;
+    *) echo "gpu_remeasure: unknown step $name (valid: all, training, decode, model, fp8, epilogue, traffic, tests=FILES, history=STEPS)" >&2 ;;
   esac
   pack
 done
