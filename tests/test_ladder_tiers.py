@@ -74,7 +74,7 @@ def test_xla_checks_and_times_every_formula_it_expresses(tmp_path, case):
     _assert_checked_and_timed(_measure(tmp_path, "xla", case), "compiler")
 
 
-@pytest.mark.parametrize("case", [EPILOGUE_BWD, RMS_NORM_BWD], ids=lambda c: f"{c.op}-{c.mode}")
+@pytest.mark.parametrize("case", [EPILOGUE_BWD, RMS_NORM_BWD, LAYER_NORM_BWD], ids=lambda c: f"{c.op}-{c.mode}")
 def test_tvm_checks_and_times_the_formulas_its_frontend_takes(tmp_path, case):
     _assert_checked_and_timed(_measure(tmp_path, "tvm", case), "compiler")
 

@@ -11,7 +11,10 @@ compact), the exported module transposing it back to the op's layout; they are h
 preparing. Backward: the formula's forward and autograd's backward traced together into one aten graph
 (make_fx), exported and compiled the same way; it returns the gradients from the inputs and the upstream
 gradient, so TVM's backward recomputes the forward (its records' executed work is the forward's plus the
-backward's).
+backward's). In that graph LayerNorm's forward is spelled out (mean, centred square, rsqrt): TVM 0.27's
+frontend imports `native_layer_norm` as its normalised output three times over, so the mean and 1/std that
+the backward reads were the output itself (dx off by 250%); its `native_layer_norm_backward` is right once
+they are.
 
 Outputs come back in the formula's dtypes: where TVM's build returns another (its CPU products of bf16
 operands come back in float32), the output is converted after TVM's call, and the timing includes that
@@ -65,6 +68,20 @@ class _Formula(torch.nn.Module):
 
     def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
         return self.op.formula(*[t.permute(inv) for t, inv in zip(tensors, self.inverse)], **self.options)
+
+
+def _native_layer_norm(x, shape, weight, bias, eps):
+    """aten.native_layer_norm in operators TVM imports faithfully: (y, mean, rstd), the statistics in fp32."""
+    dims = tuple(range(x.dim() - len(shape), x.dim()))
+    mean = x.float().mean(dims, keepdim=True)
+    centred = x.float() - mean
+    rstd = torch.rsqrt((centred * centred).mean(dims, keepdim=True) + eps)
+    y = centred * rstd
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y.to(x.dtype), mean, rstd
 
 
 def _joint(formula: _Formula, diff: tuple[int, ...]):
@@ -155,7 +172,9 @@ class _Runner:
             from torch.fx.experimental.proxy_tensor import make_fx
 
             with torch.enable_grad():  # autograd runs a backward with grad mode off; the trace needs it on
-                graph = make_fx(_joint(self.formula, self.diff), tracing_mode="fake")(dy, *self.views)
+                spelled_out = {torch.ops.aten.native_layer_norm.default: _native_layer_norm}
+                joint = _joint(self.formula, self.diff)
+                graph = make_fx(joint, tracing_mode="fake", decomposition_table=spelled_out)(dy, *self.views)
             self.bwd = _compile(graph, (dy, *self.views), self.device)
         tvm = importlib.import_module("tvm")
         grads = self._run(self.bwd, [tvm.runtime.from_dlpack(dy), *self.args])
