@@ -101,6 +101,16 @@ def test_iree_checks_and_times_the_compiled_formulas(tmp_path, case):
     _assert_checked_and_timed(_measure(tmp_path, "iree", case), "portable")
 
 
+def test_iree_says_why_where_it_cannot_compile_a_backward(tmp_path):
+    """iree-turbine cannot trace the backward of a masked score: skipped with IREE's message, not an error."""
+    record = _measure(tmp_path, "iree", _attention("fwd_bwd"))
+    if record.status == "ok":  # a later IREE that compiles it: then it must be right
+        _assert_checked_and_timed(record, "portable")
+    else:
+        assert record.status == "skipped", (record.status, record.reason)
+        assert record.reason.startswith("IREE does not compile this formula's backward: "), record.reason
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", [MATMUL, RMS_NORM], ids=lambda c: c.op)
 def test_mojo_kernels_are_checked_and_timed_as_own_code(tmp_path, case):

@@ -120,6 +120,12 @@ def with_op_rule(provider: Provider, op: Op) -> Provider:
     return dataclasses.replace(provider, why_unavailable=why)
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception's type and first non-blank line (a compiler's refusal, as a record's reason)."""
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:400]
+
+
 def package_version(distribution: str) -> str | None:
     try:
         return importlib.metadata.version(distribution)

@@ -7,7 +7,11 @@
   Forward only: a custom op has no autograd formula, so its backward passes are `skipped` with that reason.
 - `iree`: the op's torch formula compiled by IREE, an MLIR stack, as a torch.compile backend (iree-turbine's
   `iree_turbine`, through AOTAutograd, so the backward is IREE's too): its CPU target on a CPU, its CUDA
-  target on an NVIDIA GPU.
+  target on an NVIDIA GPU. It compiles while preparing (one call, and a backward where the case takes
+  gradients, on copies of the inputs), so where IREE refuses a formula the provider is `skipped` with
+  IREE's own message, as TVM's is: iree-turbine 3.x cannot trace the backward of a masked score
+  (masked_fill, where: a real scalar among its fake tensors; an additive mask: a `none` result it cannot
+  lower), nor compile SwiGLU's backward or a whole block.
 
 Timing: MAX imports each tensor with PyTorch's current stream and IREE's turbine ties its device to that
 stream, so on a GPU their work is ordered on the timer's stream; both run their own runtimes, which a CUDA
@@ -17,6 +21,7 @@ graph capture cannot be relied on to see, so they are timed by plain launches (t
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.resources
@@ -27,7 +32,7 @@ from typing import Any
 import torch
 
 from ..ops.base import Case, Op
-from .base import Inputs, Provider, missing_module, needs_compute_capability
+from .base import Inputs, Provider, Unavailable, first_line, missing_module, needs_compute_capability
 
 STREAM_JOIN = "torch-stream"
 
@@ -133,9 +138,30 @@ def _iree_prepare(op: Op):
     def prepare(inputs: Inputs, options: dict[str, Any], case: Case) -> Callable[[], torch.Tensor]:
         fn = _iree_compiled(op)
         args = op.args(inputs)
+        _compile_now(fn, args, options)
         return lambda: fn(*args, **options)
 
     return prepare
+
+
+def _compile_now(fn: Callable[..., Any], args: list[torch.Tensor], options: dict[str, Any]) -> None:
+    """One call, and one backward where an input takes a gradient, on copies of the inputs: IREE compiles
+    both here (the backward is otherwise compiled inside autograd's first backward), and a formula it cannot
+    compile is Unavailable with IREE's message. Running out of memory is no refusal: raised as it is."""
+    copies = [t.detach().clone().requires_grad_(t.requires_grad) for t in args]
+    leaves = [t for t in copies if t.requires_grad]
+    what = "this formula"
+    try:
+        with torch.enable_grad() if leaves else contextlib.nullcontext():
+            out = fn(*copies, **options)
+            outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,)) if o.requires_grad]
+            if leaves and outs:
+                what = "this formula's backward"
+                torch.autograd.grad(outs, leaves, [torch.ones_like(o) for o in outs], allow_unused=True)
+    except (torch.OutOfMemoryError, MemoryError):
+        raise
+    except Exception as exc:  # IREE's refusal, whatever it raises, is why it cannot run
+        raise Unavailable(f"IREE does not compile {what}: {first_line(exc)}") from exc
 
 
 def providers(ops: list[Op]) -> list[Provider]:

@@ -38,7 +38,7 @@ from typing import Any
 import torch
 
 from ..ops.base import Case, Op
-from .base import Inputs, Prepared, Provider, Unavailable, missing_module
+from .base import Inputs, Prepared, Provider, Unavailable, first_line, missing_module
 from .xla import storage_order
 
 STREAM_JOIN = "torch-stream"
@@ -105,19 +105,14 @@ def _compile(module: torch.nn.Module, example: tuple[torch.Tensor, ...], device:
             warnings.simplefilter("ignore", FutureWarning)  # torch.export's deprecation notes, once per shape
             mod = frontend.from_exported_program(torch.export.export(module, example))
     except Exception as exc:  # the frontend's refusal, whatever it raises, is why it cannot run
-        raise Unavailable(f"TVM's PyTorch frontend does not take this formula: {_first_line(exc)}") from exc
+        raise Unavailable(f"TVM's PyTorch frontend does not take this formula: {first_line(exc)}") from exc
     target = tvm.target.Target.from_device(tvm.cuda(device.index or 0)) if device.type == "cuda" else "llvm"
     try:
         executable = tvm.compile(mod, target=target)
     except Exception as exc:
-        raise Unavailable(f"TVM does not compile this formula: {_first_line(exc)}") from exc
+        raise Unavailable(f"TVM does not compile this formula: {first_line(exc)}") from exc
     dev = tvm.cuda(device.index or 0) if device.type == "cuda" else tvm.cpu()
     return relax.VirtualMachine(executable, dev)["main"]
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = [line for line in str(exc).splitlines() if line.strip()]
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:400]
 
 
 class _TvmCall(torch.autograd.Function):
