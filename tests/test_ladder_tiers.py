@@ -96,7 +96,7 @@ def test_tvm_says_why_where_its_frontend_refuses_a_formula(tmp_path):
     assert record.status == "ok" or (record.status == "skipped" and "TVM" in record.reason), record.reason
 
 
-@pytest.mark.parametrize("case", [MATMUL_BWD, _decode(0)], ids=lambda c: f"{c.op}-{c.mode}")
+@pytest.mark.parametrize("case", [MATMUL_BWD, RMS_NORM_BWD, _decode(0)], ids=lambda c: f"{c.op}-{c.mode}")
 def test_iree_checks_and_times_the_compiled_formulas(tmp_path, case):
     _assert_checked_and_timed(_measure(tmp_path, "iree", case), "portable")
 

@@ -157,7 +157,11 @@ def _compile_now(fn: Callable[..., Any], args: list[torch.Tensor], options: dict
             outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,)) if o.requires_grad]
             if leaves and outs:
                 what = "this formula's backward"
-                torch.autograd.grad(outs, leaves, [torch.ones_like(o) for o in outs], allow_unused=True)
+                # retain_graph: a backward compiled without it donates its buffers, and then refuses the
+                # bwd pass's repeated backward over one graph.
+                torch.autograd.grad(
+                    outs, leaves, [torch.ones_like(o) for o in outs], retain_graph=True, allow_unused=True
+                )
     except (torch.OutOfMemoryError, MemoryError):
         raise
     except Exception as exc:  # IREE's refusal, whatever it raises, is why it cannot run
