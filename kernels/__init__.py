@@ -9,67 +9,39 @@ norm_backward.py, attention_backward.py, swiglu.py, residual.py): the forward sa
 only where an input requires grad.
 
 Every public kernel takes its op's signature (the tensors in order, then keyword options), so the triton
-tier calls it as it calls the others; `DTYPES` says which input dtypes each accepts.
+tier calls it as it calls the others; `DTYPES` says which input dtypes each accepts. Each public module
+declares its kernels in `EXPORTS` (`_common.Export`: dtypes, launch log, compute capability), which this
+package gathers: a module whose name starts with `_` is private.
 """
+
+import importlib
+import pkgutil
 
 import torch
 
-from .attention import attention
-from .decode import attention_with_kvcache
-from .epilogue import matmul_bias_gelu
-from .matmul import matmul
-from .matmul_fp8 import matmul_fp8
-from .norm import bias_gelu_layer_norm, layer_norm, rms_norm
-from .residual import add_rms_norm, residual_add
-from .swiglu import swiglu
+from ._common import Export
 
-_FLOATS = (torch.float16, torch.bfloat16, torch.float32)
-_HALF = (torch.float16, torch.bfloat16)
-DTYPES: dict[str, tuple[torch.dtype, ...]] = {
-    "add_rms_norm": _FLOATS,
-    "attention": _HALF,
-    "attention_with_kvcache": _HALF,
-    "bias_gelu_layer_norm": _FLOATS,
-    "layer_norm": _FLOATS,
-    "matmul": _FLOATS,
-    "matmul_bias_gelu": _FLOATS,
-    "matmul_fp8": (torch.float8_e4m3fn, torch.float8_e5m2),
-    "residual_add": _FLOATS,
-    "rms_norm": _FLOATS,
-    "swiglu": _FLOATS,
+# Each public module declares what it exports (`EXPORTS`, kernels/_common.Export): a new kernel module joins
+# by declaring, with no line here. All modules are imported before any name is bound, so a kernel named as
+# its module (matmul, attention) is the function, never the module the import system sets in its place.
+_MODULES = [
+    importlib.import_module(f".{info.name}", __name__)
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name)
+    if not info.name.startswith("_")
+]
+_EXPORTS: dict[str, tuple[object, Export]] = {
+    name: (getattr(module, name), export)
+    for module in _MODULES
+    for name, export in getattr(module, "EXPORTS", {}).items()
 }
+globals().update({name: function for name, (function, _) in _EXPORTS.items()})
+
+DTYPES: dict[str, tuple[torch.dtype, ...]] = {name: export.dtypes for name, (_, export) in _EXPORTS.items()}
 # The launch log each kernel's forward writes (_common.last_launch): what a record names as its launch.
-LAUNCH_LOGS: dict[str, str] = {
-    "add_rms_norm": "add-rms-norm",
-    "attention": "attention",
-    "attention_with_kvcache": "attention",
-    "bias_gelu_layer_norm": "norm",
-    "layer_norm": "norm",
-    "matmul": "matmul",
-    "matmul_bias_gelu": "matmul-epilogue",
-    "matmul_fp8": "matmul-fp8",
-    "residual_add": "residual",
-    "rms_norm": "norm",
-    "swiglu": "swiglu",
-}
+LAUNCH_LOGS: dict[str, str] = {name: export.launch_log for name, (_, export) in _EXPORTS.items()}
 # Kernels that need a GPU of at least this compute capability, and what for.
 COMPUTE_CAPABILITY: dict[str, tuple[tuple[int, int], str]] = {
-    "matmul_fp8": ((9, 0), "TMA and FP8 wgmma"),
+    name: export.needs for name, (_, export) in _EXPORTS.items() if export.needs is not None
 }
 
-__all__ = [
-    "COMPUTE_CAPABILITY",
-    "DTYPES",
-    "LAUNCH_LOGS",
-    "add_rms_norm",
-    "attention",
-    "attention_with_kvcache",
-    "bias_gelu_layer_norm",
-    "layer_norm",
-    "matmul",
-    "matmul_bias_gelu",
-    "matmul_fp8",
-    "residual_add",
-    "rms_norm",
-    "swiglu",
-]
+__all__ = ["COMPUTE_CAPABILITY", "DTYPES", "LAUNCH_LOGS", *sorted(_EXPORTS)]

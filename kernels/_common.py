@@ -9,6 +9,7 @@ import contextlib
 import functools
 import os
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 import torch
 import triton
@@ -27,6 +28,16 @@ FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 HALF_DTYPES = (torch.float16, torch.bfloat16)
 # Head dims the attention kernels take (powers of two: a tile's head_dim is one tl.arange).
 ATTENTION_HEAD_DIMS = (16, 32, 64, 128, 256)
+
+
+class Export(NamedTuple):
+    """A public kernel as its module declares it (`EXPORTS = {name: Export(...)}`; the package exports it):
+    the input dtypes it takes, the launch log its forward writes (what a record names as its launch), and
+    the compute capability it needs with what for, if any."""
+
+    dtypes: tuple[torch.dtype, ...]
+    launch_log: str
+    needs: tuple[tuple[int, int], str] | None = None
 
 
 def _dtype_names(dtypes: Iterable[torch.dtype]) -> str:

@@ -53,6 +53,7 @@ from ._common import (
     ATTENTION_HEAD_DIMS,
     HALF_DTYPES,
     INTERPRET,
+    Export,
     check_same_device,
     check_tensor,
     ensure_allocator,
@@ -560,3 +561,9 @@ def attention(
         if decode.suits(q.shape[2]):
             return decode.split_kv_forward(q, k, v, causal, scale)
         return _attention_forward(q, k, v, causal, scale)
+
+
+# What tierbench.kernels exports of this module.
+EXPORTS = {
+    "attention": Export(HALF_DTYPES, "attention"),
+}

@@ -41,6 +41,7 @@ from ._common import (
     ATTENTION_HEAD_DIMS,
     HALF_DTYPES,
     INTERPRET,
+    Export,
     check_same_device,
     check_tensor,
     next_pow2,
@@ -478,3 +479,9 @@ def attention_with_kvcache(
             q, k_cache, v_cache, causal, scale, seqlens=cache_seqlens, block_table=block_table,
             num_splits=num_splits, cache_kind=cache_kind,
         )  # fmt: skip
+
+
+# What tierbench.kernels exports of this module.
+EXPORTS = {
+    "attention_with_kvcache": Export(HALF_DTYPES, "attention"),
+}

@@ -25,7 +25,7 @@ from torch.autograd.function import once_differentiable
 
 from . import _activations as activations
 from ._activations import activation_grad
-from ._common import INTERPRET, check_same_device, check_tensor, note_launch, num_sms, on_device
+from ._common import FLOAT_DTYPES, INTERPRET, Export, check_same_device, check_tensor, note_launch, num_sms, on_device
 from .matmul import _check_matmul, launch_matmul, matmul_input_grads
 
 # ----------------------------------------------------------------------------------------------------------
@@ -194,3 +194,9 @@ def matmul_bias_gelu(
         if torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
             return _MatmulBiasGelu.apply(a, b, bias, activation)
         return _forward(a, b, bias, activation, keep_pre=False)[0]
+
+
+# What tierbench.kernels exports of this module.
+EXPORTS = {
+    "matmul_bias_gelu": Export(FLOAT_DTYPES, "matmul-epilogue"),
+}

@@ -31,6 +31,7 @@ from ._activations import activate
 from ._common import (
     FLOAT_DTYPES,
     INTERPRET,
+    Export,
     check_same_device,
     check_tensor,
     ensure_allocator,
@@ -540,3 +541,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
             return _Matmul.apply(a, b)
         return _matmul_forward(a, b)
+
+
+# What tierbench.kernels exports of this module.
+EXPORTS = {
+    "matmul": Export(FLOAT_DTYPES, "matmul"),
+}

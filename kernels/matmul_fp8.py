@@ -32,7 +32,16 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import INTERPRET, check_same_device, check_tensor, ensure_allocator, note_launch, num_sms, on_device
+from ._common import (
+    INTERPRET,
+    Export,
+    check_same_device,
+    check_tensor,
+    ensure_allocator,
+    note_launch,
+    num_sms,
+    on_device,
+)
 from .matmul import _SMEM_LIMIT, _cfg, _grouped_tile, tma_epilogue
 
 FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
@@ -307,3 +316,9 @@ def matmul_fp8(
         _check_layouts(a, b, out_dtype)
     with on_device(a):
         return _matmul_fp8_forward(a, b, scale_a, scale_b, out_dtype, fast_accum)
+
+
+# What tierbench.kernels exports of this module.
+EXPORTS = {
+    "matmul_fp8": Export(FP8_DTYPES, "matmul-fp8", ((9, 0), "TMA and FP8 wgmma")),
+}

@@ -28,7 +28,9 @@ import triton.language as tl
 from torch.autograd.function import once_differentiable
 
 from ._common import (
+    FLOAT_DTYPES,
     INTERPRET,
+    Export,
     check_eps,
     check_same_device,
     check_tensor,
@@ -729,3 +731,11 @@ def bias_gelu_layer_norm(
     eps = check_eps("bias_gelu_layer_norm", eps)
     with on_device(x):
         return _norm(x, weight, ln_bias, bias, eps, is_rms=False)
+
+
+# What tierbench.kernels exports of this module.
+EXPORTS = {
+    "layer_norm": Export(FLOAT_DTYPES, "norm"),
+    "rms_norm": Export(FLOAT_DTYPES, "norm"),
+    "bias_gelu_layer_norm": Export(FLOAT_DTYPES, "norm"),
+}

@@ -21,6 +21,7 @@ from torch.autograd.function import once_differentiable
 
 from ._common import (
     FLOAT_DTYPES,
+    Export,
     check_eps,
     check_same_device,
     check_tensor,
@@ -229,3 +230,10 @@ def add_rms_norm(
         if torch.is_grad_enabled() and any(t.requires_grad for t in (x, residual, weight)):
             return _AddRMSNormFunction.apply(x, residual, weight, eps)
         return _add_rms_norm_forward(x, residual, weight, eps, None)
+
+
+# What tierbench.kernels exports of this module.
+EXPORTS = {
+    "add_rms_norm": Export(FLOAT_DTYPES, "add-rms-norm"),
+    "residual_add": Export(FLOAT_DTYPES, "residual"),
+}

@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 from torch.autograd.function import once_differentiable
 
-from ._common import FLOAT_DTYPES, check_tensor, next_pow2, note_launch, on_device, round_to
+from ._common import FLOAT_DTYPES, Export, check_tensor, next_pow2, note_launch, on_device, round_to
 
 # Columns per program: a tile of each half (1024 fp32 values each in registers at 4 warps).
 MAX_BLOCK = 1024
@@ -109,3 +109,9 @@ def swiglu(x: torch.Tensor) -> torch.Tensor:
         if torch.is_grad_enabled() and x.requires_grad:
             return _SwiGLUFunction.apply(x)
         return _forward(x, half)
+
+
+# What tierbench.kernels exports of this module.
+EXPORTS = {
+    "swiglu": Export(FLOAT_DTYPES, "swiglu"),
+}

@@ -202,3 +202,20 @@ def test_a_plugins_family_may_describe_its_suite_in_the_help(monkeypatch):
         "yet",
         "measured",
     ]
+
+
+def test_a_kernel_joins_by_its_modules_declaration():
+    """kernels/__init__.py names no kernel module: each public module declares its kernels (EXPORTS), the
+    package gathers them, and every op's kernel is among them with its dtypes and launch log."""
+    import ast
+
+    import tierbench.kernels as kernels
+
+    init = ast.parse((REPO / "kernels" / "__init__.py").read_text())
+    relative = [n.module for n in ast.walk(init) if isinstance(n, ast.ImportFrom) and n.level]
+    assert relative == ["_common"], relative  # only the Export record itself
+    wanted = {op.kernel for family in builtin_families() for op in family.ops if op.kernel}
+    assert wanted and wanted <= set(kernels.DTYPES) == set(kernels.LAUNCH_LOGS) == set(kernels.__all__[3:])
+    for name in kernels.DTYPES:
+        function = getattr(kernels, name)
+        assert callable(function) and function.__module__.startswith("tierbench.kernels."), name

@@ -41,7 +41,8 @@ PACKAGE_DIRS = {
     "tierbench.conf": "conf",
 }
 # Where each own-code tier's call enters, given the op: "package:name" is the submodule of `package` that
-# defines `name` (resolved through the package's `from .module import name`), a plain name a module.
+# defines `name` (resolved through the package's `from .module import name`, or, since tierbench.kernels
+# gathers its modules' declarations, the module whose `EXPORTS` names it), a plain name a module.
 TIER_ENTRIES: dict[str, Callable[[Any], tuple[str, ...]]] = {
     "triton": lambda op: (f"tierbench.kernels:{op.kernel}",) if op.kernel else (),
 }
@@ -51,6 +52,10 @@ class Source(Protocol):
     """The text of the project's files at one state (a commit, a folder); None where a file does not exist."""
 
     def read(self, path: str) -> str | None: ...
+
+    def names(self, folder: str) -> list[str]:
+        """The names of the files directly in a folder, sorted; [] where it does not exist."""
+        ...
 
 
 class GitBlobs:
@@ -77,7 +82,8 @@ class GitBlobs:
                 self._process = None
         return self._process
 
-    def read(self, commit: str, path: str) -> str | None:
+    def _object(self, commit: str, path: str) -> tuple[bytes, bytes] | None:
+        """(type, content) of the object at commit:path, or None where there is none."""
         process = self._start()
         if process is None or "\n" in commit + path:
             return None
@@ -87,14 +93,33 @@ class GitBlobs:
             header = process.stdout.readline().split()
             if not header:  # the process ended: not a checkout
                 raise ValueError("git cat-file ended")
-            if len(header) != 3 or header[1] != b"blob":
-                return None  # "<name> missing", or not a file
-            data = process.stdout.read(int(header[2]) + 1)[:-1]  # the content, then a newline
+            if len(header) != 3:
+                return None  # "<name> missing"
+            return header[1], process.stdout.read(int(header[2]) + 1)[:-1]  # the content, then a newline
         except (OSError, ValueError):
             self.close()
             self._failed = True
             return None
-        return data.decode("utf-8", errors="replace")
+
+    def read(self, commit: str, path: str) -> str | None:
+        found = self._object(commit, path)
+        if found is None or found[0] != b"blob":
+            return None
+        return found[1].decode("utf-8", errors="replace")
+
+    def names(self, commit: str, folder: str) -> list[str]:
+        """The files directly in a folder at a commit (a tree's entries: `<mode> <name>\\0<20-byte id>`)."""
+        found = self._object(commit, folder)
+        if found is None or found[0] != b"tree":
+            return []
+        names, data, at = [], found[1], 0
+        while at < len(data):
+            end = data.index(b"\0", at)
+            mode, _, name = data[at:end].partition(b" ")
+            if not mode.startswith(b"4"):  # 40000: a folder
+                names.append(name.decode("utf-8", errors="replace"))
+            at = end + 21
+        return sorted(names)
 
     def close(self) -> None:
         if self._process is not None:
@@ -133,6 +158,9 @@ class GitSource:
             self._cache[path] = git_blobs(self.repo).read(self.commit, path)
         return self._cache[path]
 
+    def names(self, folder: str) -> list[str]:
+        return git_blobs(self.repo).names(self.commit, folder)
+
 
 @dataclass(frozen=True)
 class FolderSource:
@@ -145,6 +173,12 @@ class FolderSource:
             return (self.root / path).read_text(encoding="utf-8", errors="replace")
         except OSError:
             return None
+
+    def names(self, folder: str) -> list[str]:
+        try:
+            return sorted(p.name for p in (self.root / folder).iterdir() if p.is_file())
+        except OSError:
+            return []
 
 
 def module_file(source: Source, module: str) -> str | None:
@@ -194,17 +228,15 @@ def _imports(text: str, module: str, is_package: bool) -> list[str]:
 
 
 def resolve_entry(source: Source, entry: str) -> str | None:
-    """The module an entry names: `package:name` is the submodule whose import the package re-exports."""
+    """The module an entry names: `package:name` is the submodule whose import the package re-exports, or
+    (a package that gathers its modules' declarations, as tierbench.kernels does) the submodule whose
+    top-level `EXPORTS` dict has `name` as a key."""
     if ":" not in entry:
         return entry
     package, name = entry.split(":", 1)
     path = module_file(source, package)
-    text = source.read(path) if path else None
-    if text is None:
-        return None
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
+    tree = _parsed(source.read(path)) if path else None
+    if tree is None:
         return None
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names):
@@ -212,7 +244,32 @@ def resolve_entry(source: Source, entry: str) -> str | None:
                 return f"{package}.{node.module}"
             if node.level == 0 and node.module:
                 return node.module
+    folder = path.rpartition("/")[0]
+    for file in source.names(folder):
+        if file.endswith(".py") and not file.startswith("_") and name in _exports(source.read(f"{folder}/{file}")):
+            return f"{package}.{file[:-3]}"
     return None
+
+
+def _parsed(text: str | None) -> ast.Module | None:
+    try:
+        return ast.parse(text) if text is not None else None
+    except SyntaxError:
+        return None
+
+
+def _exports(text: str | None) -> set[str]:
+    """The string keys of a module's top-level `EXPORTS = {...}` (annotated or not)."""
+    tree = _parsed(text)
+    for node in tree.body if tree else ():
+        target = (
+            node.targets[0]
+            if isinstance(node, ast.Assign) and len(node.targets) == 1
+            else getattr(node, "target", None)
+        )
+        if isinstance(target, ast.Name) and target.id == "EXPORTS" and isinstance(node.value, ast.Dict):
+            return {k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+    return set()
 
 
 def module_closure(source: Source, entries: tuple[str, ...]) -> dict[str, str]:

@@ -86,6 +86,30 @@ def test_an_own_series_identity_follows_the_modules_its_kernel_imports(repo):
     assert sorted(files) == ["core/timing.py", "kernels/_common.py", "kernels/norm.py"]
 
 
+def test_a_kernel_is_found_by_its_modules_exports_where_the_package_imports_none_by_name(repo):
+    """kernels/__init__.py gathers each module's EXPORTS: the entry is the module whose EXPORTS names the kernel,
+    at a commit and in a folder alike; the commits before, with `from .module import name`, resolve as then."""
+    old_style = _commit(repo, FILES)
+    gathered = {
+        "kernels/__init__.py": "import pkgutil\n\nfor info in pkgutil.iter_modules(__path__):\n    pass\n",
+        "kernels/norm.py": FILES["kernels/norm.py"] + "\nEXPORTS = {'rms_norm': 1}\n",
+        "kernels/decode.py": FILES["kernels/decode.py"] + "\nEXPORTS: dict = {'attention_with_kvcache': 2}\n",
+        "kernels/_private.py": "EXPORTS = {'rms_norm': 3}\n",  # a private module exports nothing
+    }
+    new_style = _commit(repo, gathered)
+    for commit, norm_text in ((old_style, FILES["kernels/norm.py"]), (new_style, gathered["kernels/norm.py"])):
+        source = identity.GitSource(repo, commit)
+        assert identity.resolve_entry(source, "tierbench.kernels:rms_norm") == "tierbench.kernels.norm"
+        assert identity.resolve_entry(source, "tierbench.kernels:attention_with_kvcache") == "tierbench.kernels.decode"
+        assert identity.resolve_entry(source, "tierbench.kernels:matmul") is None
+        assert identity.module_closure(source, ("tierbench.kernels.norm",))["kernels/norm.py"] == norm_text
+    listed = ["__init__.py", "_common.py", "_private.py", "decode.py", "norm.py"]
+    assert identity.GitSource(repo, new_style).names("kernels") == listed
+    assert identity.FolderSource(repo).names("kernels") == listed
+    at_commit = identity.code_identity(TRITON, DECODE, identity.GitSource(repo, new_style))
+    assert at_commit is not None and at_commit == identity.code_identity(TRITON, DECODE, identity.FolderSource(repo))
+
+
 def test_a_folder_and_its_commit_give_one_identity(repo):
     sha = _commit(repo, FILES)
     at_commit = identity.code_identity(TRITON, RMS_NORM, identity.GitSource(repo, sha))
