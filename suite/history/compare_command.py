@@ -31,6 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..store.reading import RUNS_ROOT
 from ..text import plain, warnings_as_lines
 from . import ab, asvresults, compare_measured, keys, noise, plugin_history, render, validate
 from .asvresults import ResultFile, ResultsError
@@ -81,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--plugin", metavar="MODULE", help="the plugin module of --plugin-versions (default: its entry point)"
     )
-    p.add_argument("--runs-dir", default="results/runs", help="where run ids are looked up (default: %(default)s)")
+    p.add_argument("--runs-dir", default=RUNS_ROOT, help="where run ids are looked up (default: %(default)s)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--ab", action="store_true", help="measure BASE and HEAD here, alternating (paired A/B)")
     mode.add_argument("--validate", action="store_true", help="replay the machine's history through the verdicts")
