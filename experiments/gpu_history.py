@@ -38,7 +38,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tierbench.suite.history import asvresults, publish
 from tierbench.suite.history.ab import DEFAULT_ROUNDS
@@ -198,34 +200,50 @@ def _git_env(args: list[str], repo: Path, extra: dict[str, str]) -> str:
     return out.stdout
 
 
-def expected_slowdowns() -> dict[str, float]:
-    """The Triton matmul's slowdown under the slow tile, per asv case label, timed directly (harness timer)."""
-    import torch
-
+def _timed_directly(pair: Callable[[Any, Any], tuple[Callable[[], Any], Callable[[], Any]] | None]) -> dict[str, float]:
+    """Per asv case label of the suite here, the changed code's median time over HEAD's, both timed by the
+    harness's timer; `pair(case, device)` gives (head, changed) calls for a case, or None to leave it out.
+    Nothing on a CPU, where Triton is checked, never timed."""
     from tierbench.suite.benchmarks import _cases
     from tierbench.suite.measure.plan import timing_settings
     from tierbench.timing import bring_to_steady_state, make_timer
 
-    mm = importlib.import_module("tierbench.kernels.matmul")  # the module: the package exports a function of that name
     cfg, device, entries = _cases.planned_suite()
     if device.type != "cuda":
         return {}
     settings = timing_settings(cfg.timing)
     bring_to_steady_state(device, settings.steady_state_s)
     timer = make_timer(settings, device)
-    slow = mm._cfg(*SLOW_ARGS)  # the config the slowed commit pins
     out = {}
     for case, label, _ in entries:
+        calls = pair(case, device)
+        if calls is not None:
+            samples = timer.measure(dict(zip(("head", "changed"), calls)))
+            out[label] = statistics.median(samples["changed"]) / statistics.median(samples["head"])
+    return out
+
+
+def expected_slowdowns() -> dict[str, float]:
+    """The Triton matmul's slowdown under the slow tile, per asv case label."""
+    import torch
+
+    mm = importlib.import_module("tierbench.kernels.matmul")  # the module: the package exports a function of that name
+    slow = mm._cfg(*SLOW_ARGS)  # the config the slowed commit pins
+
+    def pair(case, device):
         if case.op != "matmul":
-            continue
+            return None
         p = case.params
         a = torch.randn(p["m"], p["k"], device=device, dtype=case.dtype)
         b = torch.randn(p["k"], p["n"], device=device, dtype=case.dtype)
-        samples = timer.measure(
-            {"tuned": lambda a=a, b=b: mm.matmul(a, b), "slow": lambda a=a, b=b: mm._matmul_forward(a, b, config=slow)}
-        )
-        out[label] = statistics.median(samples["slow"]) / statistics.median(samples["tuned"])
-    return out
+        return (lambda: mm.matmul(a, b)), (lambda: mm._matmul_forward(a, b, config=slow))
+
+    return _timed_directly(pair)
+
+
+def _label(key: str) -> str:
+    """The case label of an asv series key, `class.track_provider('label')`."""
+    return key.split("('", 1)[-1].rstrip("')")
 
 
 def step_slow(config: AsvConfig, machine: str, bench: str | None) -> bool:
@@ -243,8 +261,7 @@ def step_slow(config: AsvConfig, machine: str, bench: str | None) -> bool:
     ok = True
     for row in report.rows:
         is_triton_matmul = row.key.startswith("matmul.Matmul.track_triton(")
-        label = row.key.split("('", 1)[-1].rstrip("')")
-        want = expected.get(label)
+        want = expected.get(_label(row.key))
         ratio = row.verdict.ratio if row.verdict else float("nan")
         if is_triton_matmul:
             close = want is None or abs(ratio / want - 1) < 0.25
@@ -263,24 +280,14 @@ def step_slow(config: AsvConfig, machine: str, bench: str | None) -> bool:
 
 
 def expected_planted(pct: int) -> dict[str, float]:
-    """The Triton norm forward's slowdown under the planted work, per asv case label, timed directly."""
+    """The Triton norm forward's slowdown under the planted work, per asv case label."""
     import torch
 
-    from tierbench.suite.benchmarks import _cases
-    from tierbench.suite.measure.plan import timing_settings
-    from tierbench.timing import bring_to_steady_state, make_timer
-
     norm = importlib.import_module("tierbench.kernels.norm")
-    cfg, device, entries = _cases.planned_suite()
-    if device.type != "cuda":  # Triton's interpreter is checked, never timed: no series to expect
-        return {}
-    settings = timing_settings(cfg.timing)
-    bring_to_steady_state(device, settings.steady_state_s)
-    timer = make_timer(settings, device)
-    out = {}
-    for case, label, _ in entries:
+
+    def pair(case, device):
         if case.params.get("mode") != "fwd" or case.op not in PLANTED_OPS:
-            continue
+            return None
         p = case.params
         x = torch.randn(p["rows"], p["hidden"], device=device, dtype=case.dtype)
         w, b, xb = (torch.randn(p["hidden"], device=device, dtype=case.dtype) for _ in range(3))
@@ -291,13 +298,13 @@ def expected_planted(pct: int) -> dict[str, float]:
         }[case.op]
         extra = x[: max(1, x.shape[0] * pct // 100)]
 
-        def planted(x=x, extra=extra, args=args):
+        def planted():
             norm._norm_forward(x, *args)
             norm._norm_forward(extra, *args)
 
-        samples = timer.measure({"head": lambda x=x, args=args: norm._norm_forward(x, *args), "planted": planted})
-        out[label] = statistics.median(samples["planted"]) / statistics.median(samples["head"])
-    return out
+        return (lambda: norm._norm_forward(x, *args)), planted
+
+    return _timed_directly(pair)
 
 
 def step_plant(config: AsvConfig, machine: str, pcts: list[int], bench: str | None) -> bool:
@@ -318,7 +325,7 @@ def step_plant(config: AsvConfig, machine: str, pcts: list[int], bench: str | No
         spent = time.monotonic() - started
         judged = [row for row in report.rows if row.verdict]
         for row in report.rows:
-            label = row.key.split("('", 1)[-1].rstrip("')")
+            label = _label(row.key)
             # add_rms_norm, in the norm class too, has a kernel of its own (kernels/residual.py): not planted.
             planted_series = row.key.startswith("norm.Norm.track_triton(") and label.split()[0] in PLANTED_OPS
             want = expected.get(label)

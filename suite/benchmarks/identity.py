@@ -152,6 +152,7 @@ class GitSource:
     repo: Path
     commit: str
     _cache: dict[str, str | None] = field(default_factory=dict)
+    _listed: dict[str, list[str]] = field(default_factory=dict)
 
     def read(self, path: str) -> str | None:
         if path not in self._cache:
@@ -159,7 +160,9 @@ class GitSource:
         return self._cache[path]
 
     def names(self, folder: str) -> list[str]:
-        return git_blobs(self.repo).names(self.commit, folder)
+        if folder not in self._listed:
+            self._listed[folder] = git_blobs(self.repo).names(self.commit, folder)
+        return self._listed[folder]
 
 
 @dataclass(frozen=True)
@@ -197,9 +200,8 @@ def module_file(source: Source, module: str) -> str | None:
 def imported_names(text: str, module: str, is_package: bool) -> list[str]:
     """Dotted names a module's source imports: modules, and names within them (`from . import decode` may
     name a submodule), relative imports resolved against `module`; [] for a source that does not parse."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
+    tree = _parsed(text)
+    if tree is None:
         return []
     here = module if is_package else module.rpartition(".")[0]
     found = []

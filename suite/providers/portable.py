@@ -138,13 +138,13 @@ def _iree_prepare(op: Op):
     def prepare(inputs: Inputs, options: dict[str, Any], case: Case) -> Callable[[], torch.Tensor]:
         fn = _iree_compiled(op)
         args = op.args(inputs)
-        _compile_now(fn, args, options)
+        _compile_now(op, fn, args, options)
         return lambda: fn(*args, **options)
 
     return prepare
 
 
-def _compile_now(fn: Callable[..., Any], args: list[torch.Tensor], options: dict[str, Any]) -> None:
+def _compile_now(op: Op, fn: Callable[..., Any], args: list[torch.Tensor], options: dict[str, Any]) -> None:
     """One call, and one backward where an input takes a gradient, on copies of the inputs: IREE compiles
     both here (the backward is otherwise compiled inside autograd's first backward), and a formula it cannot
     compile is Unavailable with IREE's message. Running out of memory is no refusal: raised as it is."""
@@ -154,7 +154,7 @@ def _compile_now(fn: Callable[..., Any], args: list[torch.Tensor], options: dict
     try:
         with torch.enable_grad() if leaves else contextlib.nullcontext():
             out = fn(*copies, **options)
-            outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,)) if o.requires_grad]
+            outs = [o for o in op.named_results(out).values() if o.requires_grad]
             if leaves and outs:
                 what = "this formula's backward"
                 # retain_graph: a backward compiled without it donates its buffers, and then refuses the

@@ -73,8 +73,9 @@ class _Formula(torch.nn.Module):
 def _native_layer_norm(x, shape, weight, bias, eps):
     """aten.native_layer_norm in operators TVM imports faithfully: (y, mean, rstd), the statistics in fp32."""
     dims = tuple(range(x.dim() - len(shape), x.dim()))
-    mean = x.float().mean(dims, keepdim=True)
-    centred = x.float() - mean
+    wide = x.float()
+    mean = wide.mean(dims, keepdim=True)
+    centred = wide - mean
     rstd = torch.rsqrt((centred * centred).mean(dims, keepdim=True) + eps)
     y = centred * rstd
     if weight is not None:
