@@ -6,8 +6,10 @@ deliberately slowed commit whose slowdown a paired A/B must confirm (and nothing
 Steps (each can run in its own command; results accumulate under results/):
   history  the last --commits commits of the current branch, each built offline (pip --target, no deps)
            and measured by asv in this Python: `tierbench nightly --commits ... --existing-env`
-  aa       --aa-runs more runs of HEAD, the noise model learned from them, then HEAD's history result
-           compared with a fresh run of HEAD, suspects re-measured A/B: must confirm no regression
+  aa       --aa-runs more runs of --at (default HEAD), the noise model learned from them, then its history
+           result compared with a fresh run of it, suspects re-measured A/B: must confirm no regression.
+           Across sessions (machine starts, days) pin --at to one commit: its runs then pile up as the
+           cross-session A/A data of results/noise
   slow     a commit on top of HEAD whose Triton matmul uses one small tile config (branch asv-slowed),
            measured, compared with HEAD, suspects re-measured A/B: the Triton matmul series must be
            `confirmed` slower by about the ratio this script measures directly for that config, every other
@@ -128,9 +130,9 @@ def _report(config: AsvConfig, machine: str, base: asvresults.ResultFile, head: 
     return report
 
 
-def step_aa(config: AsvConfig, machine: str, runs: int, bench: str | None) -> bool:
-    head = require_commit(config.repo, "HEAD")
-    print(f"== A/A: {runs} runs of {head[:8]}, noise model, then HEAD vs a fresh run of HEAD", flush=True)
+def step_aa(config: AsvConfig, machine: str, runs: int, bench: str | None, at: str = "HEAD") -> bool:
+    head = require_commit(config.repo, at)
+    print(f"== A/A: {runs} runs of {head[:8]}, noise model, then it vs a fresh run of it", flush=True)
     _nightly(config, machine, [head], bench, aa=runs)
     fresh = record_aa_run(config, machine, head, bench, _build_env(config, head))
     stored = asvresults.find(config.results_dir, machine, head)
@@ -359,6 +361,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plant", default="3,5,10", help="plant: the extra work of each planted commit, in percent")
     p.add_argument("--commits", type=int, default=3, help="history: this many commits up to HEAD")
     p.add_argument("--aa-runs", type=int, default=3, help="aa: A/A runs behind the noise model")
+    p.add_argument(
+        "--at",
+        default="HEAD",
+        help="aa: the commit measured (default HEAD); pin one across sessions so their A/A runs share code",
+    )
     p.add_argument("--machine", help="asv machine name (default: <gpu>-<host>)")
     p.add_argument("--config", help="asv config (default: asv.conf.json of this checkout)")
     p.add_argument("--bench", help="asv --bench regex for every step")
@@ -374,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         if "history" in steps:
             step_history(config, machine, args.commits, args.bench)
         if "aa" in steps:
-            ok = step_aa(config, machine, args.aa_runs, args.bench) and ok
+            ok = step_aa(config, machine, args.aa_runs, args.bench, args.at) and ok
         if "slow" in steps:
             ok = step_slow(config, machine, args.bench) and ok
         if "plant" in steps:

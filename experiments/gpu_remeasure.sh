@@ -14,7 +14,8 @@
 #                                                 history) in a clone of the carried .gitbundle/main.bundle
 #                                                 (`git bundle create .gitbundle/main.bundle main` here);
 #                                                 asv's results, the noise runs and the reports come back
-#                                                 in $OUT/history.tar.gz
+#                                                 in $OUT/history.tar.gz; GPU_HISTORY_ARGS adds
+#                                                 options (e.g. "--at SHA --bench REGEX")
 # Everything measured is packed, after every step, into $OUT/results.tar.gz (the run folders and the
 # ceilings) with the log in $OUT/log; unpack the tar at the repository root on the machine that commits,
 # before the next command: each command starts from the checkout's run folders, so one extended by the last
@@ -59,6 +60,7 @@ for step in "$@"; do
   # The seconds follow the last colon (test node ids have colons of their own).
   name=$step seconds=540
   if [[ ${step##*:} =~ ^[0-9]+$ ]]; then name=${step%:*} seconds=${step##*:}; fi
+  # shellcheck disable=SC2086
   case "$name" in
     all) tb_run "$seconds" "$label-all" suite=all ;;
     training) tb_run "$seconds" "$label-training" suite=training ;;
@@ -85,7 +87,7 @@ for step in "$@"; do
         git clone -q .gitbundle/main.bundle "$repo" || { echo "== history: no .gitbundle/main.bundle to clone" >&2; continue; }
       fi
       echo "== gpu_history.py --steps ${name#history=} (at most ${seconds}s) $(date -u +%H:%M:%S)"
-      (cd "$repo" && timeout -s INT -k 30 "$seconds" python3 experiments/gpu_history.py --steps "${name#history=}")
+      (cd "$repo" && timeout -s INT -k 30 "$seconds" python3 experiments/gpu_history.py --steps "${name#history=}" ${GPU_HISTORY_ARGS:-})
       echo "== gpu_history: exit $? $(date -u +%H:%M:%S)"
       tar -czf "$out/history.tar.gz" -C "$repo" results/asv results/noise results/compare 2>/dev/null
       ;;
