@@ -84,7 +84,7 @@ for step in "$@"; do
     history=*)
       repo=/tmp/tierbench-repo
       if [ ! -d "$repo/.git" ]; then
-        git clone -q .gitbundle/main.bundle "$repo" || { echo "== history: no .gitbundle/main.bundle to clone" >&2; continue; }
+        rm -rf "$repo" && git clone -q -b main .gitbundle/main.bundle "$repo" || { echo "== history: no .gitbundle/main.bundle to clone" >&2; continue; }
       fi
       echo "== gpu_history.py --steps ${name#history=} (at most ${seconds}s) $(date -u +%H:%M:%S)"
       (cd "$repo" && timeout -s INT -k 30 "$seconds" python3 experiments/gpu_history.py --steps "${name#history=}" ${GPU_HISTORY_ARGS:-})
