@@ -9,7 +9,8 @@
 # SECONDS (its records so far kept, the run resumable; a step whose run folder came with the tree resumes it):
 #   all, training, decode, model, fp8, epilogue   tierbench run of that suite (timing=quick, CUDA graphs)
 #   traffic                                       the norm family at 16384 x 4096 with ncu's DRAM bytes
-#   tests=FILE,FILE,...                           pytest -m gpu of those test files (junit XML kept)
+#   tests=FILE,FILE,...                           pytest -m gpu of those test files (junit XML kept; the
+#                                                 scale-out ones need hydra-joblib-launcher installed)
 #   history=STEP,STEP,...                         experiments/gpu_history.py's steps (aa, plant, slow,
 #                                                 history) in a clone of the carried .gitbundle/main.bundle
 #                                                 (`git bundle create .gitbundle/main.bundle main` here);

@@ -157,3 +157,17 @@ def test_a_killed_shard_resumes_only_what_is_missing_on_another_number_of_jobs(t
     assert set(keys) == expected
     resumed = json.loads((sweep.sweep_dir(tmp_path / "runs", sid) / "launch-1.json").read_text())
     assert {(cid, p) for cid, names, _, _ in resumed["cases"] for p in names} == expected - {r.key for r in before}
+
+
+def test_a_launcher_whose_plugin_is_missing_is_refused_before_any_sweep_exists(tmp_path, monkeypatch):
+    from tierbench.suite.measure.plan import PlanError
+    from tierbench.suite.scale import launch
+
+    # The real joblib plugin is installed here; name the package a plugin that is not.
+    monkeypatch.setitem(launch.LAUNCHER_PLUGINS, "joblib", ("hydra_plugins.no_such_launcher", "no-such-launcher"))
+    with pytest.raises(PlanError, match=r"hydra/launcher=joblib .*no-such-launcher.*pip install"):
+        launch.plan(["devices=2", *CUT, *_paths(tmp_path)])
+    assert not (tmp_path / "runs").exists()
+    # The installed plugins pass: the sweep is planned.
+    monkeypatch.undo()
+    assert launch.plan(["devices=2", *CUT, *_paths(tmp_path)])

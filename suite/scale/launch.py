@@ -16,6 +16,7 @@ launches the sweep's missing work as its next launch, over devices= (default: as
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import re
 import sys
@@ -34,6 +35,11 @@ log = logging.getLogger("tierbench")
 MULTIRUN_FLAGS = ("--multirun", "-m")
 VALUED_FLAGS = ("--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd", "--cfg", "-c", "--package", "-p")
 INSPECTING = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc")
+# The launchers a sharded command may name (joblib by default): the Hydra plugin each needs, and its package.
+LAUNCHER_PLUGINS = {
+    "joblib": ("hydra_plugins.hydra_joblib_launcher", "hydra-joblib-launcher"),
+    "slurm": ("hydra_plugins.hydra_submitit_launcher", "hydra-submitit-launcher"),
+}
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,7 @@ def plan(argv: list[str]) -> list[Launch] | None:
         return None
     if found is None and devices is None:
         return None
+    require_launcher(overrides)
     multirun = any(f in MULTIRUN_FLAGS for f in flags)
     rest = [f for f in flags if f not in MULTIRUN_FLAGS]
     if found is not None:
@@ -145,6 +152,18 @@ def plan(argv: list[str]) -> list[Launch] | None:
         sid, folder = sweep.create(results, _plain(devices), count)
         out.append(_compose(sid, folder, 0, count, job, rest))
     return out
+
+
+def require_launcher(overrides: list[str]) -> None:
+    """Refuse, before any sweep folder exists, a launcher whose Hydra plugin is not installed: otherwise each
+    shard fails inside Hydra and the sweep only says its shards never finished."""
+    name = str(_value(overrides, "hydra/launcher") or "joblib")
+    module, package = LAUNCHER_PLUGINS.get(name, ("", ""))
+    if module and importlib.util.find_spec(module) is None:
+        raise PlanError(
+            f"hydra/launcher={name} runs the shards through {package}, which is not installed here: "
+            f'pip install {package} (or pip install "tierbench[cluster]")'
+        )
 
 
 def _plain(devices: Any) -> Any:
