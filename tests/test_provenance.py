@@ -35,6 +35,10 @@ def test_a_run_in_another_repository_records_both_commits_apart(tmp_path, monkey
     env = environment(torch.device("cpu"))
     assert env["workdir_commit"] == project
     assert env["tierbench_commit"] != project and env["git_commit"] == env["tierbench_commit"]
+    if Path(provenance.__file__).resolve().is_relative_to(REPO) and provenance.git_top(REPO) == REPO:
+        # tierbench imported from this checkout (an editable install): its HEAD is the commit the run names
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+        assert env["tierbench_commit"] == head
     assert env["tierbench_version"] == provenance.version()
     mine = provenance.installed()
     if mine.commit:  # an editable install: its checkout's HEAD

@@ -15,8 +15,9 @@ from pathlib import Path
 
 # Written beside an offline build's suite/ folder (suite/history/asvtool.py): which commit that build is.
 BUILD_COMMIT_FILE = "BUILD_COMMIT"
-# The installed package's folders: `tierbench` is core/ in a checkout, and suite/ sits beside it.
-_PACKAGE = Path(__file__).resolve().parent.parent
+# The folder holding suite/ (this file is suite/measure/provenance.py): the checkout's top in a checkout,
+# the `tierbench` package folder in an offline build or a wheel.
+_PACKAGE = Path(__file__).resolve().parents[2]
 
 
 def _git(args: list[str], where: Path) -> str | None:
