@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -48,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from tierbench.suite.history import ab, asvresults, publish
+from tierbench.suite.history import keys as series_keys
 from tierbench.suite.history.ab import DEFAULT_ROUNDS
 from tierbench.suite.history.asvtool import (
     BUILD_ENV,
@@ -64,7 +64,7 @@ from tierbench.suite.history.compare import Report, compare_results, default_own
 from tierbench.suite.history.compare_command import confirm, learn_model, record_aa_run
 from tierbench.suite.history.nightly_command import main as nightly_main
 from tierbench.suite.history.render import markdown
-from tierbench.suite.history.stats import Settings
+from tierbench.suite.history.stats import Settings, Verdict
 
 SLOW_BRANCH = "asv-slowed"
 # The small tile every Triton matmul of the slowed commit uses: kernels/matmul.py's _cfg(bm, bn, bk, warps, stages).
@@ -312,6 +312,12 @@ def expected_planted(pct: int) -> dict[str, float]:
     return _timed_directly(pair)
 
 
+def _said(key: str, state: str, v: Verdict | None, decided_by: str = "") -> str:
+    """A row as the plant step prints it: key, state, the ratio with its interval, how it was decided."""
+    said = f"{key}: {state}" + (f", ratio {v.ratio:.3f} [{v.ci_low:.3f}, {v.ci_high:.3f}]" if v else "")
+    return said + (f" ({decided_by})" if decided_by else "")
+
+
 def _planted_series(key: str) -> bool:
     # add_rms_norm, in the norm class too, has a kernel of its own (kernels/residual.py): not planted.
     return key.startswith("norm.Norm.track_triton(") and _label(key).split()[0] in PLANTED_OPS
@@ -321,8 +327,7 @@ def _ab_alone(config: AsvConfig, machine: str, head: str, planted: str, keys: li
     """The confirmation step by itself: a paired A/B of the planted series and, as controls, eager's series of
     the same cases (their code is unchanged: they must not move), whether or not the nomination suspected them."""
     names = set(keys) | {k.replace(".track_triton(", ".track_eager(") for k in keys}
-    bench = "^(" + "|".join(re.escape(n) for n in sorted(names)) + ")$"
-    run = ab.run_ab(config, machine, head, planted, rounds, bench)
+    run = ab.run_ab(config, machine, head, planted, rounds, series_keys.exact_bench(names))
     return ab.compare_ab(run, Settings(), None, default_own_providers())
 
 
@@ -348,9 +353,7 @@ def step_plant(config: AsvConfig, machine: str, pcts: list[int], bench: str | No
         spent = time.monotonic() - started
         planted_keys = []
         for row in report.rows:
-            v = row.verdict
-            said = f"{row.key}: {row.state}" + (f", ratio {v.ratio:.3f} [{v.ci_low:.3f}, {v.ci_high:.3f}]" if v else "")
-            said += f" ({row.decided_by})" if row.decided_by else ""
+            said = _said(row.key, row.state, row.verdict, row.decided_by)
             if _planted_series(row.key) and row.state != "skipped":
                 planted_keys.append(row.key)
                 print(f"end to end {said}")
@@ -365,7 +368,7 @@ def step_plant(config: AsvConfig, machine: str, pcts: list[int], bench: str | No
         alone = _ab_alone(config, machine, head, planted, planted_keys, rounds)
         for row in alone.rows:
             v = row.ab
-            said = f"{row.key}: {row.state}" + (f", ratio {v.ratio:.3f} [{v.ci_low:.3f}, {v.ci_high:.3f}]" if v else "")
+            said = _said(row.key, row.state, v)
             if row.key in planted_keys:
                 want = expected.get(_label(row.key))
                 close = want is None or (v is not None and abs((v.ratio - 1) / (want - 1) - 1) <= 0.5)

@@ -61,7 +61,6 @@ for step in "$@"; do
   # The seconds follow the last colon (test node ids have colons of their own).
   name=$step seconds=540
   if [[ ${step##*:} =~ ^[0-9]+$ ]]; then name=${step%:*} seconds=${step##*:}; fi
-  # shellcheck disable=SC2086
   case "$name" in
     all) tb_run "$seconds" "$label-all" suite=all ;;
     training) tb_run "$seconds" "$label-training" suite=training ;;
@@ -88,6 +87,7 @@ for step in "$@"; do
         rm -rf "$repo" && git clone -q -b main .gitbundle/main.bundle "$repo" || { echo "== history: no .gitbundle/main.bundle to clone" >&2; continue; }
       fi
       echo "== gpu_history.py --steps ${name#history=} (at most ${seconds}s) $(date -u +%H:%M:%S)"
+      # shellcheck disable=SC2086
       (cd "$repo" && timeout -s INT -k 30 "$seconds" python3 experiments/gpu_history.py --steps "${name#history=}" ${GPU_HISTORY_ARGS:-})
       echo "== gpu_history: exit $? $(date -u +%H:%M:%S)"
       tar -czf "$out/history.tar.gz" -C "$repo" results/asv results/noise results/compare 2>/dev/null

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import tempfile
 from pathlib import Path
@@ -262,7 +261,7 @@ def suspects_regex(report: Report, normalisers: dict[str, noise.Normaliser] | No
         normaliser = (normalisers or {}).get(parts.cls) if parts else None
         if normaliser is not None:
             names.add(parts.with_provider(normaliser.control))
-    return "^(" + "|".join(re.escape(n) for n in sorted(names)) + ")$" if names else None
+    return keys.exact_bench(names) if names else None
 
 
 def confirm(

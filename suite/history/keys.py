@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import NamedTuple
 
 _KEY = re.compile(r"^(?P<cls>(?P<family>[^.]+)\.[^.]+)\.track_(?P<provider>\w+)(?P<params>\(.*\))?$")
@@ -38,3 +39,8 @@ def class_of(key: str) -> str:
     """The history class of an asv name (`module.Class`), or the name itself when it is not one of ours."""
     parts = parse(key)
     return parts.cls if parts else key
+
+
+def exact_bench(names: Iterable[str]) -> str:
+    """An asv --bench regex that selects exactly these series keys."""
+    return "^(" + "|".join(re.escape(n) for n in sorted(names)) + ")$"
