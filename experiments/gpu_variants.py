@@ -1,6 +1,6 @@
 """GPU check-and-time script for the Triton kernels' configs and variants (not collected by pytest).
 
-    python experiments/gpu_variants.py [--family matmul,small,norm,attention] [--quick]
+    python experiments/gpu_variants.py [--family matmul,small,norm,attention,decode] [--quick]
 
 For each family and target shape: checks every variant against an fp32 torch reference, times it with
 triton.testing.do_bench (median) next to its torch peer (torch.matmul, F.layer_norm, F.rms_norm, SDPA's
@@ -9,7 +9,9 @@ relative error. A failing variant prints its error and the run goes on. Meant to
 minutes on an H200; the winners are what the autotune lists in kernels/*.py should hold. The `small` family
 (matmul 512^3-2048^3 tile variants of both paths, and the bias+GELU epilogue against the plain kernel under
 one config) is timed with CUDA graphs (`do_bench_cudagraph`), as the suite times them, since a launch is a
-large part of a 10-microsecond kernel.
+large part of a 10-microsecond kernel. So is the `decode` family (split-KV tiles, pipeline depths and split
+counts at q_len 1 on Llama-3 8B's layout, against cuDNN's SDPA, each also as a share of a copy of the bytes
+it must read).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ mm_mod = importlib.import_module("tierbench.kernels.matmul")
 epi_mod = importlib.import_module("tierbench.kernels.epilogue")
 act_mod = importlib.import_module("tierbench.kernels._activations")
 norm_mod = importlib.import_module("tierbench.kernels.norm")
+dec_mod = importlib.import_module("tierbench.kernels.decode")
 
 ROWS: list[str] = []
 T0 = time.time()
@@ -185,6 +188,11 @@ def small_variants(a: torch.Tensor, b: torch.Tensor) -> list[tuple[str, Callable
             (128, 128, 64, 8, 3),
             (32, 64, 64, 4, 4),
             (64, 32, 64, 4, 4),
+            # 1024^3: one tile per SM as cuBLAS's 128x64 (128 programs), deeper K steps, more warps
+            (128, 64, 64, 8, 4),
+            (128, 64, 128, 8, 3),
+            (64, 128, 128, 4, 3),
+            (64, 128, 128, 8, 3),
         ]:
             c = cfg(bm, bn, bk, w, s, group_m=4)
 
@@ -391,9 +399,72 @@ def bench_attention(quick: bool) -> None:
             del q, k, v
 
 
+# ----------------------------------------------------------------------------------------------------------
+# decode
+# ----------------------------------------------------------------------------------------------------------
+
+
+def decode_variants(q, k, v, table, pk, pv) -> list[tuple[str, Callable[[], torch.Tensor]]]:
+    """The split-KV kernel's tile (BLOCK_N keys, warps, pipeline stages) and split count, forced one at a time."""
+    rows = q.shape[1] // k.shape[1]
+    base = dec_mod.decode_config(q.shape[-1], rows)
+    out = [
+        ("auto", lambda: dec_mod.attention_with_kvcache(q, k, v)),
+        ("auto, paged 256", lambda: dec_mod.attention_with_kvcache(q, pk, pv, block_table=table)),
+    ]
+    for bn, w, s in [(64, 4, 3), (64, 4, 4), (64, 8, 3), (128, 4, 2), (128, 4, 3), (128, 8, 3), (32, 4, 4)]:
+        c = triton.Config({"BLOCK_M": base.kwargs["BLOCK_M"], "BLOCK_N": bn}, num_warps=w, num_stages=s)
+        out.append((f"n{bn} w{w} s{s}", lambda c=c: dec_mod.split_kv_forward(q, k, v, False, None, config=c)))
+    for splits in (1, 8, 16, 66, 128):
+        out.append((f"{splits} splits", lambda n=splits: dec_mod.split_kv_forward(q, k, v, False, None, num_splits=n)))
+    return out
+
+
+def bench_decode(quick: bool) -> None:
+    """q_len 1, Llama-3 8B (32 query heads, 8 K/V heads, head_dim 128), bf16: the bars' KV lengths."""
+    global GRAPHED
+    GRAPHED = True
+    shapes = [(1, 8192), (1, 32768), (64, 8192), (64, 32768)]
+    for batch, kv_len in shapes[:1] if quick else shapes:
+        _decode_shape(batch, kv_len)
+        torch.cuda.empty_cache()
+    GRAPHED = False
+
+
+def _decode_shape(batch: int, kv_len: int) -> None:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    heads, kv_heads, d, page = 32, 8, 128, 256
+    q = torch.randn(batch, heads, 1, d, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(batch, kv_heads, kv_len, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    # The same cache, paged: its blocks in a shuffled order.
+    pages = kv_len // page
+    perm = torch.randperm(batch * pages, device="cuda")
+    pk, pv = (torch.empty(batch * pages, kv_heads, page, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    for src, dst in ((k, pk), (v, pv)):
+        dst[perm] = src.reshape(batch, kv_heads, pages, page, d).transpose(1, 2).reshape(-1, kv_heads, page, d)
+    table = perm.reshape(batch, pages).to(torch.int32)
+    nbytes = 2.0 * k.numel() * k.element_size()
+    copy_ms = bench(lambda: torch.empty_like(k).copy_(k))  # reads and writes nbytes in all
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        peer = bench(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), enable_gqa=True)
+    shape = f"b{batch} kv{kv_len} graphed"
+    row("decode", shape, "copy of K (ceiling)", copy_ms, f"{nbytes / copy_ms * 1e-6:.0f} GB/s", "-", "-")
+    row("decode", shape, "SDPA cuDNN (peer)", peer, f"{copy_ms / peer:.0%} copy", "1.000", "-")
+    for name, fn in decode_variants(q, k, v, table, pk, pv):
+        try:
+            err = rel_err(fn(), ref)
+            ms = bench(fn)
+            bad = "" if err <= 1e-2 else " BAD"
+            row("decode", shape, name, ms, f"{copy_ms / ms:.0%} copy", f"{peer / ms:.3f}", f"{err:.1e}{bad}")
+        except Exception as e:  # one broken variant must not stop the sweep
+            log(f"[{time.time() - T0:6.1f}s] decode {shape} {name} FAILED: {type(e).__name__}: {str(e)[:300]}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--family", default="matmul,small,norm,attention")
+    p.add_argument("--family", default="matmul,small,norm,attention,decode")
     p.add_argument("--quick", action="store_true", help="one shape per family")
     args = p.parse_args()
     if not torch.cuda.is_available():
@@ -402,7 +473,13 @@ def main() -> None:
     log(f"{props.name}, {props.multi_processor_count} SMs")
     log(f"torch {torch.__version__}, triton {triton.__version__}")
     torch.manual_seed(0)
-    fams = {"matmul": bench_matmul, "small": bench_small, "norm": bench_norm, "attention": bench_attention}
+    fams = {
+        "matmul": bench_matmul,
+        "small": bench_small,
+        "norm": bench_norm,
+        "attention": bench_attention,
+        "decode": bench_decode,
+    }
     for fam in args.family.split(","):
         log(f"== {fam}")
         try:

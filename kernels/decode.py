@@ -57,7 +57,14 @@ WAVES = 2  # programs for this many waves over the SMs
 MIN_KEYS_PER_SPLIT = 256
 MAX_SPLITS = 128
 MAX_BLOCK_M = 64  # query rows per program; a larger group (heads // kv_heads x q_len) takes several programs
-_COMBINE_CHUNK = 16  # splits the combine reads per step
+# Partial-output elements the combine loads per step: every split at once up to 64 splits at head_dim 128
+# (a loop of dependent loads was most of its time at batch 1), 64 fp32 registers a thread at 4 warps.
+_COMBINE_ELEMS = 8192
+
+
+def combine_chunk(splits: int, head_dim: int) -> int:
+    """Splits the combine kernel reads per step: all of them where _COMBINE_ELEMS allows."""
+    return min(next_pow2(splits), max(1, _COMBINE_ELEMS // head_dim))
 
 
 def suits(q_len: int) -> bool:
@@ -312,7 +319,7 @@ def split_kv_forward(
         block_s = next_pow2(splits)
         _combine_kernel[(b * h * sq,)](
             part, lse, o, h, sq, splits, *o.stride(), HEAD_DIM=d, BLOCK_S=block_s,
-            CHUNK=min(block_s, _COMBINE_CHUNK), num_warps=4,
+            CHUNK=combine_chunk(splits, d), num_warps=4,
         )  # fmt: skip
     kind = ("causal" if causal else "full") + f", split-kv, {splits} split{'s' if splits > 1 else ''}"
     note_launch("attention", config, kind + (f", {cache_kind}" if cache_kind else ""))

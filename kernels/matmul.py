@@ -150,11 +150,20 @@ def _grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
-def _epilogue(acc, bias_ptr, off_n, N, BLOCK_N: tl.constexpr, HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr):
-    # Bias and activation on the fp32 tile, in registers: returns (pre-activation, output).
+def _bias_row(bias_ptr, off_n, N, WIDTH: tl.constexpr, HAS_BIAS: tl.constexpr):
+    # The bias of columns off_n .. off_n + WIDTH as fp32 (0.0 without one).
     if HAS_BIAS:
-        offs_n = off_n + tl.arange(0, BLOCK_N)
-        acc = acc + tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
+        offs_n = off_n + tl.arange(0, WIDTH)
+        return tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)
+    else:
+        return 0.0
+
+
+@triton.jit
+def _epilogue(acc, bias, HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr):
+    # Bias (a loaded fp32 row) and activation on the fp32 tile, in registers: returns (pre-activation, output).
+    if HAS_BIAS:
+        acc = acc + bias[None, :]
     return acc, activate(acc, ACTIVATION)
 
 
@@ -173,7 +182,10 @@ def _finish_tile(
     ACTIVATION: tl.constexpr,
     STORE_PRE: tl.constexpr,
 ):
-    pre, out = _epilogue(acc, bias_ptr, off_n, N, WIDTH, HAS_BIAS, ACTIVATION)
+    # The bias is loaded here, after the K loop, one half-tile at a time: loaded earlier (as the pointer
+    # kernel does) it is held in the accumulator's layout and the large tiles spill (ptxas, sm_90).
+    bias = _bias_row(bias_ptr, off_n, N, WIDTH, HAS_BIAS)
+    pre, out = _epilogue(acc, bias, HAS_BIAS, ACTIVATION)
     if STORE_PRE:
         z_desc.store([off_m, off_n], pre.to(dtype))
     c_desc.store([off_m, off_n], out.to(dtype))
@@ -328,6 +340,9 @@ def _matmul_ptr_kernel(
     cols = (offs_n % N).to(tl.int64)
     a_ptrs = a_ptr + rows[:, None] * stride_am + offs_k[None, :] * stride_ak
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + cols[None, :] * stride_bn
+    # The bias is loaded before the K loop, its latency hidden under it rather than stalling the epilogue
+    # (this kernel's tiles are small: the registers it holds through the loop are few).
+    bias = _bias_row(bias_ptr, pid_n * BLOCK_N, N, BLOCK_N, HAS_BIAS)
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for ki in range(tl.cdiv(K, BLOCK_K)):
@@ -341,7 +356,7 @@ def _matmul_ptr_kernel(
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
 
-    pre, out = _epilogue(acc, bias_ptr, pid_n * BLOCK_N, N, BLOCK_N, HAS_BIAS, ACTIVATION)
+    pre, out = _epilogue(acc, bias, HAS_BIAS, ACTIVATION)
     if STORE_PRE:
         z_ptrs = z_ptr + offs_m.to(tl.int64)[:, None] * stride_cm + offs_n.to(tl.int64)[None, :] * stride_cn
         tl.store(z_ptrs, pre.to(dtype), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))

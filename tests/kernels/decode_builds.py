@@ -55,7 +55,7 @@ def combine_build(head_dim: int, splits: int) -> dict:
     lse = torch.empty(32, splits, dtype=torch.float32)
     o = torch.empty(1, 8, 4, head_dim, dtype=torch.bfloat16)
     block_s = dec.next_pow2(splits)
-    meta = dict(HEAD_DIM=head_dim, BLOCK_S=block_s, CHUNK=min(block_s, dec._COMBINE_CHUNK), num_warps=4)
+    meta = dict(HEAD_DIM=head_dim, BLOCK_S=block_s, CHUNK=dec.combine_chunk(splits, head_dim), num_warps=4)
     compiled = rr.compile_sm90(dec._combine_kernel, (part, lse, o, 8, 4, splits, *o.stride()), meta, "combine")
     return {"registers": compiled.regs, "spill_bytes": sum(compiled.spill_bytes or (0,))}
 
@@ -72,6 +72,7 @@ def main() -> int:
                 *build
             )
         report[f"combine D256 splits={dec.MAX_SPLITS}"] = combine_build(256, dec.MAX_SPLITS)
+        report["combine D128 splits=64"] = combine_build(128, 64)
     json.dump(report, sys.stdout, indent=1)
     return 0
 
