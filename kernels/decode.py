@@ -11,6 +11,8 @@ A program per (query block, head) leaves most SMs idle at batch 1, so each seque
   writes each row's partial output (float32) and the log2-sum-exp of its scores. With one split it writes
   the normalised output itself and nothing else runs.
 - `_combine_kernel`, one program per query row: the splits' partial outputs weighted by exp2(lse - max lse).
+  On Hopper it is launched as a programmatic dependent launch: its programs are placed while the split
+  kernel's last programs run and wait (griddepcontrol) for its writes, so the launch gap is not paid in full.
 
 The split rule (`choose_num_splits`): enough programs for WAVES waves over the SMs, but every split at least
 MIN_KEYS_PER_SPLIT keys (each split costs a partial write and its share of the combine) and at most
@@ -36,6 +38,7 @@ import math
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from ._common import (
     ATTENTION_HEAD_DIMS,
@@ -60,11 +63,17 @@ MAX_BLOCK_M = 64  # query rows per program; a larger group (heads // kv_heads x 
 # Partial-output elements the combine loads per step: every split at once up to 64 splits at head_dim 128
 # (a loop of dependent loads was most of its time at batch 1), 64 fp32 registers a thread at 4 warps.
 _COMBINE_ELEMS = 8192
+PDL_ENABLED = True  # programmatic dependent launch of the combine where the GPU has it (see `uses_pdl`)
 
 
 def combine_chunk(splits: int, head_dim: int) -> int:
     """Splits the combine kernel reads per step: all of them where _COMBINE_ELEMS allows."""
     return min(next_pow2(splits), max(1, _COMBINE_ELEMS // head_dim))
+
+
+def uses_pdl(device: torch.device) -> bool:
+    """Whether the combine is a programmatic dependent launch: Hopper and later, compiled (not interpreted)."""
+    return PDL_ENABLED and not INTERPRET and torch.cuda.get_device_capability(device)[0] >= 9
 
 
 def suits(q_len: int) -> bool:
@@ -113,7 +122,10 @@ def _split_kv_kernel(
     CAUSAL: tl.constexpr,
     SPLIT: tl.constexpr,  # write partial outputs and their lse (NUM_SPLITS > 1), else the output itself
     UPCAST: tl.constexpr,
+    PDL: tl.constexpr,  # the combine is a programmatic dependent launch: let it be placed now
 ):  # fmt: skip
+    if PDL:
+        gdc_launch_dependents()
     rows = KV_GROUP * SQ
     n_row_blocks = tl.cdiv(rows, BLOCK_M)
     bkv = tl.program_id(0) // n_row_blocks
@@ -231,8 +243,10 @@ def _split_kv_kernel(
 def _combine_kernel(
     part_ptr, lse_ptr, o_ptr, H, SQ, NUM_SPLITS,
     stride_ob, stride_oh, stride_os, stride_od,
-    HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr, CHUNK: tl.constexpr,
+    HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr, CHUNK: tl.constexpr, PDL: tl.constexpr,
 ):  # fmt: skip
+    if PDL:
+        gdc_wait()  # the split kernel's partial outputs are all written and visible after this
     row = tl.program_id(0).to(tl.int64)  # (b * H + h) * SQ + i
     bh = row // SQ
     qi = row % SQ
@@ -302,6 +316,7 @@ def split_kv_forward(
     else:
         part = lse = None
         dest, o_strides = o, o.stride()
+    pdl = splits > 1 and uses_pdl(q.device)
     table = block_table if paged else q  # any tensor: unused unless paged
     lens = seqlens if seqlens is not None else q
     table_strides = block_table.stride() if paged else (0, 0)
@@ -312,14 +327,14 @@ def split_kv_forward(
         lens.stride(0) if seqlens is not None else 0, *table_strides,
         scale * _LOG2E,
         HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, PAGE_SIZE=page, HAS_SEQLENS=seqlens is not None, CAUSAL=causal,
-        SPLIT=splits > 1, UPCAST=INTERPRET and q.dtype == torch.bfloat16,
+        SPLIT=splits > 1, UPCAST=INTERPRET and q.dtype == torch.bfloat16, PDL=pdl,
         num_warps=config.num_warps, num_stages=config.num_stages,
     )  # fmt: skip
     if splits > 1:
         block_s = next_pow2(splits)
         _combine_kernel[(b * h * sq,)](
             part, lse, o, h, sq, splits, *o.stride(), HEAD_DIM=d, BLOCK_S=block_s,
-            CHUNK=combine_chunk(splits, d), num_warps=4,
+            CHUNK=combine_chunk(splits, d), PDL=pdl, num_warps=4, launch_pdl=pdl,
         )  # fmt: skip
     kind = ("causal" if causal else "full") + f", split-kv, {splits} split{'s' if splits > 1 else ''}"
     note_launch("attention", config, kind + (f", {cache_kind}" if cache_kind else ""))
