@@ -408,6 +408,7 @@ def decode_variants(q, k, v, table, pk, pv) -> list[tuple[str, Callable[[], torc
     """The split-KV kernel's tile (BLOCK_N keys, warps, pipeline stages) and split count, forced one at a time."""
     rows = q.shape[1] // k.shape[1]
     base = dec_mod.decode_config(q.shape[-1], rows)
+
     def no_pdl() -> torch.Tensor:
         dec_mod.PDL_ENABLED = False
         try:
