@@ -92,7 +92,7 @@ def run_ab(
 ) -> ABRun:
     """Build both commits, then `rounds` rounds of one asv run each, order alternating; saved as JSON."""
     if rounds < 2:
-        raise AsvError(f"--rounds={rounds}: an A/B run needs at least 2 rounds (8 by default)")
+        raise AsvError(f"--rounds={rounds}: an A/B run needs at least 2 rounds ({DEFAULT_ROUNDS} by default)")
     builds = {sha: build_commit(config.repo, sha, config.root / ".asv" / "builds" / sha[:12]) for sha in (base, head)}
     run = ABRun(machine, base, head, bench=bench)
     start = time.monotonic()
