@@ -37,7 +37,8 @@ _EXPORTS: dict[str, tuple[object, Export]] = {
 globals().update({name: function for name, (function, _) in _EXPORTS.items()})
 
 DTYPES: dict[str, tuple[torch.dtype, ...]] = {name: export.dtypes for name, (_, export) in _EXPORTS.items()}
-# The launch log each kernel's forward writes (_common.last_launch): what a record names as its launch.
+# The launch log each kernel's forward writes (_common.last_launch): what a record names as its launch, with
+# the backward's logs where its timed call ran one (_common.launch_with_backward).
 LAUNCH_LOGS: dict[str, str] = {name: export.launch_log for name, (_, export) in _EXPORTS.items()}
 # Kernels that need a GPU of at least this compute capability, and what for.
 COMPUTE_CAPABILITY: dict[str, tuple[tuple[int, int], str]] = {

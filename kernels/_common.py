@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import os
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
@@ -143,9 +144,11 @@ def next_pow2(n: int) -> int:
 
 # What each family's latest launch ran (the autotuner's pick, or the forced config), for benchmark records:
 # a kernel's speed is a fact about a config, and the pick can differ from run to run. Launchers store the
-# config and its kind (one pair per kernel where a call runs several); the line is formatted only when read,
-# so repeated (timed) calls pay one dict store.
-_LAST_LAUNCH: dict[str, tuple[tuple[triton.Config, str], ...]] = {}
+# config and its kind (one pair per kernel where a call runs several) with the launch's place in this
+# process's order; the line is formatted only when read, so repeated (timed) calls pay one dict store.
+_LAST_LAUNCH: dict[str, tuple[int, tuple[tuple[triton.Config, str], ...]]] = {}
+_LAUNCH_ORDER = itertools.count()
+BACKWARD_SUFFIX = "-bwd"  # a backward's launch log is its family's name and this ("norm-bwd", "matmul-bwd")
 
 
 def describe_config(config: triton.Config, kind: str) -> str:
@@ -156,14 +159,29 @@ def describe_config(config: triton.Config, kind: str) -> str:
 
 def note_launch(family: str, config: triton.Config, kind: str, *more: tuple[triton.Config, str]) -> None:
     """Record a family's launch: its config and kind, then (config, kind) of any further kernels it ran."""
-    _LAST_LAUNCH[family] = ((config, kind), *more)
+    _LAST_LAUNCH[family] = (next(_LAUNCH_ORDER), ((config, kind), *more))
 
 
 def last_launch(family: str) -> str | None:
     """The config of the family's latest launch in this process ("matmul", "norm", "attention", and the
     backwards "norm-bwd", "attention-bwd"), or None; the kernels of a several-kernel launch joined by "; "."""
     launch = _LAST_LAUNCH.get(family)
-    return "; ".join(describe_config(*kernel) for kernel in launch) if launch else None
+    return "; ".join(describe_config(*kernel) for kernel in launch[1]) if launch else None
+
+
+def launch_with_backward(family: str) -> str | None:
+    """The family's latest forward launch, then every backward launched after it (each "| <log>: ..."): a
+    record of a backward names the kernels its timed call ran, not only the forward that built the graph.
+    None if the family never launched."""
+    forward = _LAST_LAUNCH.get(family)
+    if forward is None:
+        return None
+    later = sorted(
+        (order, name)
+        for name, (order, _) in _LAST_LAUNCH.items()
+        if name.endswith(BACKWARD_SUFFIX) and order > forward[0]
+    )
+    return " | ".join([last_launch(family), *(f"{name}: {last_launch(name)}" for _, name in later)])
 
 
 @triton.jit

@@ -54,10 +54,10 @@ def _prepare(op: Op):
 
 def _describe_launch(op: Op) -> Callable[[], str | None]:
     def describe() -> str | None:
-        from tierbench.kernels._common import last_launch
+        from tierbench.kernels._common import launch_with_backward
 
         log = _kernels().LAUNCH_LOGS.get(op.kernel or "")
-        return last_launch(log) if log else None
+        return launch_with_backward(log) if log else None
 
     return describe
 
