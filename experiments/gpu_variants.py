@@ -409,16 +409,8 @@ def decode_variants(q, k, v, table, pk, pv) -> list[tuple[str, Callable[[], torc
     rows = q.shape[1] // k.shape[1]
     base = dec_mod.decode_config(q.shape[-1], rows)
 
-    def no_pdl() -> torch.Tensor:
-        dec_mod.PDL_ENABLED = False
-        try:
-            return dec_mod.attention_with_kvcache(q, k, v)
-        finally:
-            dec_mod.PDL_ENABLED = True
-
     out = [
         ("auto", lambda: dec_mod.attention_with_kvcache(q, k, v)),
-        ("auto, combine not PDL", no_pdl),
         ("auto, paged 256", lambda: dec_mod.attention_with_kvcache(q, pk, pv, block_table=table)),
     ]
     for bn, w, s in [(64, 4, 3), (64, 4, 4), (64, 8, 3), (128, 4, 2), (128, 4, 3), (128, 8, 3), (32, 4, 4)]:

@@ -11,19 +11,19 @@ A program per (query block, head) leaves most SMs idle at batch 1, so each seque
   writes each row's partial output (float32) and the log2-sum-exp of its scores. With one split it writes
   the normalised output itself and nothing else runs.
 - `_combine_kernel`, one program per query row: the splits' partial outputs weighted by exp2(lse - max lse).
-  On Hopper it is launched as a programmatic dependent launch: its programs are placed while the split
-  kernel's last programs run and wait (griddepcontrol) for its writes, so the launch gap is not paid in full.
 
-The split rule (`choose_num_splits`): enough programs for WAVES waves over the SMs, but every split at least
-MIN_KEYS_PER_SPLIT keys (each split costs a partial write and its share of the combine) and at most
-MAX_SPLITS splits. It reads only shapes (the cache's capacity, not `cache_seqlens`): no device sync, and the
-same launch for every step a CUDA graph replays. Each sequence's own length is then split evenly in the
-kernel (whole BLOCK_N blocks per split, so shorter sequences leave the last splits empty).
+The split rule (`choose_num_splits`): no split where the grid fills the SMs already, else enough programs for
+WAVES waves over the SMs, but every split at least MIN_KEYS_PER_SPLIT keys (each split costs a partial write
+and its share of the combine) and at most MAX_SPLITS splits. It reads only shapes (the cache's capacity, not
+`cache_seqlens`): no device sync, and the same launch for every step a CUDA graph replays. Each sequence's own
+length is then split evenly in the kernel (whole BLOCK_N blocks per split, so shorter sequences leave the
+last splits empty).
 
 `kernels.attention` routes q_len <= MAX_Q_LEN here (`suits`): there the prefill kernels' query tiles (32 to
 128 rows) are mostly padding, each query head reads its K/V again, and their grid (query blocks x heads) is
-one program per head. The threshold, the tiles and the split constants are reasoned, not yet measured on a
-GPU.
+one program per head. The tile (128 keys, 4 warps, 2 stages) and the split constants (4 waves, 128 keys a
+split at least) are the best of a sweep on an H100 at q_len 1 (docs/performance.md, "A fifth H100
+machine"); the threshold is reasoned, not measured.
 
 Layouts are heads-first, as the rest of `kernels/`: q (batch, heads, q_len, head_dim), caches (batch,
 kv_heads, max_seq, head_dim) or paged (num_blocks, kv_heads, block_size, head_dim). K/V are read through
@@ -38,7 +38,6 @@ import math
 import torch
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from ._common import (
     ATTENTION_HEAD_DIMS,
@@ -56,24 +55,18 @@ from ._common import (
 _LOG2E = 1.4426950408889634
 
 MAX_Q_LEN = 16  # `attention` takes the split-KV kernel up to this many query tokens
-WAVES = 2  # programs for this many waves over the SMs
-MIN_KEYS_PER_SPLIT = 256
+WAVES = 4  # programs for this many waves over the SMs
+MIN_KEYS_PER_SPLIT = 128
 MAX_SPLITS = 128
 MAX_BLOCK_M = 64  # query rows per program; a larger group (heads // kv_heads x q_len) takes several programs
 # Partial-output elements the combine loads per step: every split at once up to 64 splits at head_dim 128
 # (a loop of dependent loads was most of its time at batch 1), 64 fp32 registers a thread at 4 warps.
 _COMBINE_ELEMS = 8192
-PDL_ENABLED = True  # programmatic dependent launch of the combine where the GPU has it (see `uses_pdl`)
 
 
 def combine_chunk(splits: int, head_dim: int) -> int:
     """Splits the combine kernel reads per step: all of them where _COMBINE_ELEMS allows."""
     return min(next_pow2(splits), max(1, _COMBINE_ELEMS // head_dim))
-
-
-def uses_pdl(device: torch.device) -> bool:
-    """Whether the combine is a programmatic dependent launch: Hopper and later, compiled (not interpreted)."""
-    return PDL_ENABLED and not INTERPRET and torch.cuda.get_device_capability(device)[0] >= 9
 
 
 def suits(q_len: int) -> bool:
@@ -83,18 +76,26 @@ def suits(q_len: int) -> bool:
 
 def decode_config(head_dim: int, rows: int) -> triton.Config:
     """Tile of one program: BLOCK_M query rows of a group of `rows` (at least 16, the MMA's least M), BLOCK_N
-    keys per step (fewer at head_dim 256, whose K and V tiles are twice as large), and 8 warps for a 64 x 256
-    tile, whose accumulator and Q spill from 4 warps' registers (ptxas for sm_90)."""
+    keys per step: 128 for small query tiles (BLOCK_M x head_dim up to 32 x 128; a 64 x 128 tile with 128
+    keys held 255 registers a thread), else 64, and 32 at head_dim 256, whose K and V tiles are twice as
+    large; 64 at most under the interpreter, so that the tests' small caches still take several steps a
+    split. 8 warps for a 64 x 256 tile, whose accumulator and Q spill from 4 warps' registers (ptxas, sm_90)."""
     block_m = min(MAX_BLOCK_M, max(16, next_pow2(rows)))
-    block_n = 64 if head_dim <= 128 else 32
+    if head_dim > 128:
+        block_n = 32
+    else:
+        block_n = 64 if INTERPRET or block_m * head_dim > 32 * 128 else 128
     warps = 8 if block_m * head_dim > 64 * 128 else 4
     return triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=warps, num_stages=2)
 
 
 def choose_num_splits(max_kv_len: int, programs_per_split: int, sms: int) -> int:
-    """Splits of each sequence's keys: cdiv(WAVES * sms, programs_per_split) (enough programs for WAVES waves),
-    capped so that a sequence of max_kv_len keys gives every split at least MIN_KEYS_PER_SPLIT of them, and at
-    MAX_SPLITS; at least 1."""
+    """Splits of each sequence's keys: none where one program per (sequence, head group) already fills the SMs
+    (at batch 64 the unsplit kernel matched cuDNN on an H100; splits only added partials), else
+    cdiv(WAVES * sms, programs_per_split) (enough programs for WAVES waves), capped so that a sequence of
+    max_kv_len keys gives every split at least MIN_KEYS_PER_SPLIT of them, and at MAX_SPLITS; at least 1."""
+    if programs_per_split >= sms:
+        return 1
     want = triton.cdiv(WAVES * sms, max(1, programs_per_split))
     return max(1, min(want, triton.cdiv(max_kv_len, MIN_KEYS_PER_SPLIT), MAX_SPLITS))
 
@@ -122,10 +123,7 @@ def _split_kv_kernel(
     CAUSAL: tl.constexpr,
     SPLIT: tl.constexpr,  # write partial outputs and their lse (NUM_SPLITS > 1), else the output itself
     UPCAST: tl.constexpr,
-    PDL: tl.constexpr,  # the combine is a programmatic dependent launch: let it be placed now
 ):  # fmt: skip
-    if PDL:
-        gdc_launch_dependents()
     rows = KV_GROUP * SQ
     n_row_blocks = tl.cdiv(rows, BLOCK_M)
     bkv = tl.program_id(0) // n_row_blocks
@@ -243,10 +241,8 @@ def _split_kv_kernel(
 def _combine_kernel(
     part_ptr, lse_ptr, o_ptr, H, SQ, NUM_SPLITS,
     stride_ob, stride_oh, stride_os, stride_od,
-    HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr, CHUNK: tl.constexpr, PDL: tl.constexpr,
+    HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr, CHUNK: tl.constexpr,
 ):  # fmt: skip
-    if PDL:
-        gdc_wait()  # the split kernel's partial outputs are all written and visible after this
     row = tl.program_id(0).to(tl.int64)  # (b * H + h) * SQ + i
     bh = row // SQ
     qi = row % SQ
@@ -316,7 +312,6 @@ def split_kv_forward(
     else:
         part = lse = None
         dest, o_strides = o, o.stride()
-    pdl = splits > 1 and uses_pdl(q.device)
     table = block_table if paged else q  # any tensor: unused unless paged
     lens = seqlens if seqlens is not None else q
     table_strides = block_table.stride() if paged else (0, 0)
@@ -327,14 +322,14 @@ def split_kv_forward(
         lens.stride(0) if seqlens is not None else 0, *table_strides,
         scale * _LOG2E,
         HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, PAGE_SIZE=page, HAS_SEQLENS=seqlens is not None, CAUSAL=causal,
-        SPLIT=splits > 1, UPCAST=INTERPRET and q.dtype == torch.bfloat16, PDL=pdl,
+        SPLIT=splits > 1, UPCAST=INTERPRET and q.dtype == torch.bfloat16,
         num_warps=config.num_warps, num_stages=config.num_stages,
     )  # fmt: skip
     if splits > 1:
         block_s = next_pow2(splits)
         _combine_kernel[(b * h * sq,)](
             part, lse, o, h, sq, splits, *o.stride(), HEAD_DIM=d, BLOCK_S=block_s,
-            CHUNK=combine_chunk(splits, d), PDL=pdl, num_warps=4, launch_pdl=pdl,
+            CHUNK=combine_chunk(splits, d), num_warps=4,
         )  # fmt: skip
     kind = ("causal" if causal else "full") + f", split-kv, {splits} split{'s' if splits > 1 else ''}"
     note_launch("attention", config, kind + (f", {cache_kind}" if cache_kind else ""))

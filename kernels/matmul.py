@@ -87,9 +87,12 @@ def matmul_ptr_configs() -> list[triton.Config]:
         _cfg(128, 256, 64, 8, 3),
         _cfg(128, 128, 64, 8, 4),
         # Small 16-bit problems (see prefers_pointer), measured on an H100 under CUDA graphs: 64x32 ran
-        # 512^3 at 0.98x cuBLAS, 64x128 1024^3 at 0.88x; 64x64x128 and 128x64 were close seconds.
+        # 512^3 at 0.98x cuBLAS, 64x128 1024^3 at 0.88x; 64x64x128 and 128x64 were close seconds. A later
+        # sweep: 64x128x128 (3 stages) 1024^3 at 0.92x, 128x64x128 with 8 warps 0.87x.
         _cfg(128, 64, 64, 4, 4),
         _cfg(64, 128, 64, 4, 4),
+        _cfg(64, 128, 128, 4, 3),
+        _cfg(128, 64, 128, 8, 3),
         _cfg(64, 64, 128, 4, 3),
         _cfg(64, 64, 64, 4, 4),
         _cfg(64, 32, 64, 4, 4),

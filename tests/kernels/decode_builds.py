@@ -5,7 +5,7 @@
 Run by test_decode.py in a fresh process (the interpreter, on in the test session, compiles nothing). The
 builds are the tiles `decode_config` gives at each head_dim for the smallest and the largest query group,
 across the cache kinds (contiguous, paged with blocks smaller than a tile, paged with whole tiles per block),
-and the combine kernel; split builds and the combine as launched on Hopper (programmatic dependent launch).
+and the combine kernel.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def split_kv_build(head_dim: int, rows: int, page: int, causal: bool, split: boo
             *k.stride(), *out_strides, 1, 64, 1, 0.1)  # fmt: skip
     meta = dict(
         HEAD_DIM=head_dim, **cfg.kwargs, PAGE_SIZE=page, HAS_SEQLENS=True, CAUSAL=causal, SPLIT=split,
-        UPCAST=False, PDL=split, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        UPCAST=False, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
     compiled = rr.compile_sm90(dec._split_kv_kernel, args, meta, f"split_kv_D{head_dim}_r{rows}_p{page}")
     return {"registers": compiled.regs, "spill_bytes": sum(compiled.spill_bytes or (0,)), "config": str(cfg)}
@@ -55,7 +55,7 @@ def combine_build(head_dim: int, splits: int) -> dict:
     lse = torch.empty(32, splits, dtype=torch.float32)
     o = torch.empty(1, 8, 4, head_dim, dtype=torch.bfloat16)
     block_s = dec.next_pow2(splits)
-    meta = dict(HEAD_DIM=head_dim, BLOCK_S=block_s, CHUNK=dec.combine_chunk(splits, head_dim), PDL=True, num_warps=4)
+    meta = dict(HEAD_DIM=head_dim, BLOCK_S=block_s, CHUNK=dec.combine_chunk(splits, head_dim), num_warps=4)
     compiled = rr.compile_sm90(dec._combine_kernel, (part, lse, o, 8, 4, splits, *o.stride()), meta, "combine")
     return {"registers": compiled.regs, "spill_bytes": sum(compiled.spill_bytes or (0,))}
 
