@@ -18,7 +18,7 @@ Steps (each can run in its own command; results accumulate under results/):
            more work (the same kernel again over the first P% of rows, its output dropped; branch
            asv-planted-P), measured with HEAD in one session (`--bench`, default the norm forward). Then
            the gate end to end (nominated across the two stored runs, suspects confirmed A/B), and the A/B
-           alone (--rounds) on the planted series with eager's series of the same cases as controls,
+           alone on the planted series with eager's series of the same cases as controls,
            nominated or not: the planted series must be `confirmed` with an excess within half of what this
            script times directly (HEAD's kernel against the planted pair), nothing else confirmed. Prints
            each verdict, interval and the A/B's cost (seconds per series)
@@ -123,24 +123,24 @@ def step_history(config: AsvConfig, machine: str, count: int, bench: str | None)
     return shas
 
 
-def _report(config: AsvConfig, machine: str, base: asvresults.ResultFile, head: asvresults.ResultFile):
+def _report(config: AsvConfig, machine: str, base: asvresults.ResultFile, head: asvresults.ResultFile, rounds: int):
     own = default_own_providers()
     model = learn_model(config, machine, own)
     source = f"learned from {model.files} stored result files" if model else "none"
     report = compare_results(base, head, model, Settings(), source)
-    confirm(config, report, DEFAULT_ROUNDS, Settings(), own, model)  # only an A/B in this session confirms
+    confirm(config, report, rounds, Settings(), own, model)  # only an A/B in this session confirms
     print(markdown(report))
     return report
 
 
-def step_aa(config: AsvConfig, machine: str, runs: int, bench: str | None, at: str = "HEAD") -> bool:
+def step_aa(config: AsvConfig, machine: str, runs: int, bench: str | None, rounds: int, at: str = "HEAD") -> bool:
     head = require_commit(config.repo, at)
     print(f"== A/A: {runs} runs of {head[:8]}, noise model, then it vs a fresh run of it", flush=True)
     _nightly(config, machine, [head], bench, aa=runs)
     fresh = record_aa_run(config, machine, head, bench, _build_env(config, head))
     stored = asvresults.find(config.results_dir, machine, head)
     (again,) = [asvresults.load(p) for p in (fresh / machine).glob("*.json") if p.name != "machine.json"]
-    report = _report(config, machine, stored, again)
+    report = _report(config, machine, stored, again, rounds)
     ok = not report.regressions
     print(f"A/A: {'PASS: no regression' if ok else 'FAIL: a regression between two runs of one commit'}")
     return ok
@@ -251,7 +251,7 @@ def _label(key: str) -> str:
     return key.split("('", 1)[-1].rstrip("')")
 
 
-def step_slow(config: AsvConfig, machine: str, bench: str | None) -> bool:
+def step_slow(config: AsvConfig, machine: str, bench: str | None, rounds: int) -> bool:
     head = require_commit(config.repo, "HEAD")
     slowed = make_slowed_commit(config.repo, head)
     print(f"== slowed commit {slowed[:8]} (branch {SLOW_BRANCH}) on top of {head[:8]}", flush=True)
@@ -262,6 +262,7 @@ def step_slow(config: AsvConfig, machine: str, bench: str | None) -> bool:
         machine,
         asvresults.find(config.results_dir, machine, head),
         asvresults.find(config.results_dir, machine, slowed),
+        rounds,
     )
     ok = True
     for row in report.rows:
@@ -349,6 +350,7 @@ def step_plant(config: AsvConfig, machine: str, pcts: list[int], bench: str | No
             machine,
             asvresults.find(config.results_dir, machine, head),
             asvresults.find(config.results_dir, machine, planted),
+            rounds,
         )
         spent = time.monotonic() - started
         planted_keys = []
@@ -397,7 +399,13 @@ def main(argv: list[str] | None = None) -> int:
         default="HEAD",
         help="aa: the commit measured (default HEAD); pin one across sessions so their A/A runs share code",
     )
-    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="plant: rounds of each A/B alone")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=DEFAULT_ROUNDS,
+        help="rounds of every A/B it runs (the gate's confirmation, the plant step's A/B alone); fewer fit a "
+        "command with a time limit",
+    )
     p.add_argument("--machine", help="asv machine name (default: <gpu>-<host>)")
     p.add_argument("--config", help="asv config (default: asv.conf.json of this checkout)")
     p.add_argument("--bench", help="asv --bench regex for every step")
@@ -413,9 +421,9 @@ def main(argv: list[str] | None = None) -> int:
         if "history" in steps:
             step_history(config, machine, args.commits, args.bench)
         if "aa" in steps:
-            ok = step_aa(config, machine, args.aa_runs, args.bench, args.at) and ok
+            ok = step_aa(config, machine, args.aa_runs, args.bench, args.rounds, args.at) and ok
         if "slow" in steps:
-            ok = step_slow(config, machine, args.bench) and ok
+            ok = step_slow(config, machine, args.bench, args.rounds) and ok
         if "plant" in steps:
             pcts = [int(p) for p in args.plant.split(",") if p]
             ok = step_plant(config, machine, pcts, args.bench, args.rounds) and ok
