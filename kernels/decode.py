@@ -74,24 +74,28 @@ def suits(q_len: int) -> bool:
     return q_len <= MAX_Q_LEN
 
 
-def decode_config(head_dim: int, rows: int) -> triton.Config:
+def decode_config(head_dim: int, rows: int, page: int = 0) -> triton.Config:
     """Tile of one program: BLOCK_M query rows of a group of `rows` (at least 16, the MMA's least M), BLOCK_N
     keys per step: 128 for small query tiles (BLOCK_M x head_dim up to 32 x 128; a 64 x 128 tile with 128
-    keys held 255 registers a thread), else 64, and 32 at head_dim 256, whose K and V tiles are twice as
-    large; 64 at most under the interpreter, so that the tests' small caches still take several steps a
-    split. 8 warps for a 64 x 256 tile, whose accumulator and Q spill from 4 warps' registers (ptxas, sm_90)."""
+    keys held 255 registers a thread) over a contiguous cache or pages of a multiple of 128 keys (`page`, 0
+    for contiguous; a tile within one page reads the block table once), else 64, and 32 at head_dim 256,
+    whose K and V tiles are twice as large; 64 at most under the interpreter, so that the tests' small caches
+    still take several steps a split. 8 warps for a 64 x 256 tile, whose accumulator and Q spill from 4
+    warps' registers (ptxas, sm_90)."""
     block_m = min(MAX_BLOCK_M, max(16, next_pow2(rows)))
     if head_dim > 128:
         block_n = 32
+    elif INTERPRET or block_m * head_dim > 32 * 128 or page % 128:
+        block_n = 64
     else:
-        block_n = 64 if INTERPRET or block_m * head_dim > 32 * 128 else 128
+        block_n = 128
     warps = 8 if block_m * head_dim > 64 * 128 else 4
     return triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=warps, num_stages=2)
 
 
 def choose_num_splits(max_kv_len: int, programs_per_split: int, sms: int) -> int:
     """Splits of each sequence's keys: none where one program per (sequence, head group) already fills the SMs
-    (at batch 64 the unsplit kernel matched cuDNN on an H100; splits only added partials), else
+    (at batch 64 the unsplit kernel with 128-key tiles matched cuDNN on an H100), else
     cdiv(WAVES * sms, programs_per_split) (enough programs for WAVES waves), capped so that a sequence of
     max_kv_len keys gives every split at least MIN_KEYS_PER_SPLIT of them, and at MAX_SPLITS; at least 1."""
     if programs_per_split >= sms:
@@ -299,7 +303,7 @@ def split_kv_forward(
     page = k.shape[2] if paged else 0
     capacity = block_table.shape[1] * page if paged else k.shape[2]
     group = h // kv_h
-    config = config or decode_config(d, group * sq)
+    config = config or decode_config(d, group * sq, page)
     bm, bn = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
     programs = b * kv_h * triton.cdiv(group * sq, bm)
     splits = num_splits or choose_num_splits(capacity, programs, num_sms(q.device))

@@ -218,6 +218,8 @@ def test_split_rule():
     small_n = 64 if dec.INTERPRET else 128  # the interpreter keeps 64 keys a step for the tests' small caches
     assert dec.decode_config(128, 8 * 4).kwargs == {"BLOCK_M": 32, "BLOCK_N": small_n}
     assert dec.decode_config(128, 64).kwargs == {"BLOCK_M": 64, "BLOCK_N": 64}
+    assert dec.decode_config(128, 4, page=256).kwargs == {"BLOCK_M": 16, "BLOCK_N": small_n}
+    assert dec.decode_config(128, 4, page=64).kwargs == {"BLOCK_M": 16, "BLOCK_N": 64}  # a tile within a page
     assert dec.decode_config(256, 1).kwargs == {"BLOCK_M": 16, "BLOCK_N": 32}
     assert dec.suits(1) and dec.suits(dec.MAX_Q_LEN) and not dec.suits(dec.MAX_Q_LEN + 1)
 
