@@ -16,9 +16,9 @@ Two kinds of launches, by width (BLOCK_N = next power of two of the hidden size)
 - two passes (wider rows, or a forced CHUNK config): a row-sums kernel takes mean(g) and mean(g * xhat) per
   row in CHUNK-wide pieces, then a chunk kernel over (column chunk, group of rows) writes dx and one row of
   partial sums per group. x and dy are read twice, dx written once.
-A third small kernel adds the partial sums over programs (no atomics: the gradients are the same from run
-to run for one config). The whole-row, row-sums and chunk kernels each have a `TurnTuner` over a few
-candidates (one config under the interpreter); the candidates are not yet measured on a GPU.
+A third small kernel adds the partial sums over programs, every gradient's in one launch (no atomics: the
+gradients are the same from run to run for one config). The whole-row, row-sums and chunk kernels each have a
+`TurnTuner` over a few candidates (one config under the interpreter).
 """
 
 from __future__ import annotations
@@ -347,18 +347,46 @@ def _chunk_bwd_kernel(
 
 
 @triton.jit
-def _sum_partials_kernel(P, OUT, n_parts, N, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
-    # OUT[c] = sum over p of P[p, c] (fp32), in the order p = 0, 1, ...: the same sum on every run.
+def _sum_partials_kernel(
+    P, OUT0, OUT1, OUT2, n_parts, N, stride_v, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr
+):  # fmt: skip
+    # Program (column block, gradient v): OUT_v[c] = sum over p of P[v, p, c] (fp32), in one fixed order for a
+    # given shape: the same sum on every run.
+    v = tl.program_id(1)
     cols = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
+    col_ok = cols < N
+    base = P + v.to(tl.int64) * stride_v
     acc = tl.zeros([BLOCK_P, BLOCK_C], dtype=tl.float32)
     for start in tl.range(0, n_parts, BLOCK_P):
         parts = start + tl.arange(0, BLOCK_P)
-        mask = (parts < n_parts)[:, None] & (cols < N)[None, :]
-        acc += tl.load(P + parts.to(tl.int64)[:, None] * N + cols[None, :], mask=mask, other=0.0)
-    tl.store(OUT + cols, round_to(tl.sum(acc, axis=0), OUT.dtype.element_ty), mask=cols < N)
+        mask = (parts < n_parts)[:, None] & col_ok[None, :]
+        acc += tl.load(base + parts.to(tl.int64)[:, None] * N + cols[None, :], mask=mask, other=0.0)
+    total = tl.sum(acc, axis=0)
+    if v == 0:
+        tl.store(OUT0 + cols, round_to(total, OUT0.dtype.element_ty), mask=col_ok)
+    elif v == 1:
+        tl.store(OUT1 + cols, round_to(total, OUT1.dtype.element_ty), mask=col_ok)
+    else:
+        tl.store(OUT2 + cols, round_to(total, OUT2.dtype.element_ty), mask=col_ok)
 
 
-_SUM_CONFIG = triton.Config({"BLOCK_P": 16, "BLOCK_C": 64 if INTERPRET else 256}, num_warps=4, num_stages=1)
+# Elements of partial sums a program adds per step (32 fp32 registers a thread at 4 warps).
+_SUM_STEP_ELEMS = 4096
+
+
+def sum_partials_config(n: int, vectors: int, sms: int) -> triton.Config:
+    """The partial sums' reduction: columns per program halved from 256 (to 32 at least) until the programs
+    (column blocks x gradients) fill two waves, and as many partial rows per step as _SUM_STEP_ELEMS allows.
+    With 256 columns a program, rows of 4096 gave 16 programs walking 512 rows each, one dependent load
+    after another: 12 µs a gradient on an H100 where its 8 MB read takes under 3."""
+    block_c = 256
+    while block_c > 32 and triton.cdiv(n, block_c) * vectors < 2 * sms:
+        block_c //= 2
+    if INTERPRET:
+        block_c = min(block_c, 64)
+    block_p = 16 if INTERPRET else _SUM_STEP_ELEMS // block_c
+    return triton.Config({"BLOCK_P": block_p, "BLOCK_C": block_c}, num_warps=4, num_stages=1 if INTERPRET else 3)
+
 
 _BWD_KEY = ["N", "IS_RMS", "HAS_W", "HAS_GELU", "NEED_DW", "NEED_DB", "NEED_DXB"]
 # One tuner per band of rows per SM, as for the forward.
@@ -459,8 +487,11 @@ def norm_backward(
         parts = _most_programs(n_rows, block_n, sms)
     else:
         parts = _whole_row_grid(config.kwargs, n_rows, sms)
-    # One (programs, n) fp32 buffer of partial sums per gradient asked for; absent ones become x (never used).
-    partials = {k: torch.empty((parts, n), dtype=torch.float32, device=x.device) for k, d in grads.items() if d}
+    # One (programs, n) fp32 buffer of partial sums per gradient asked for, slices of one allocation that a
+    # single launch reduces; absent ones become x (never used).
+    asked = [k for k, d in grads.items() if d]
+    stacked = torch.empty((len(asked), parts, n), dtype=torch.float32, device=x.device)
+    partials = dict(zip(asked, stacked))
     ptrs = [partials.get(k, x2) for k in ("W", "B", "XB")]
     vectors = (x2 if weight is None else weight, x2 if gelu_bias is None else gelu_bias)
     stats = (rstd if mean is None else mean, rstd)
@@ -470,11 +501,13 @@ def norm_backward(
         launches = _whole_row(x2, dy2, dx2, vectors, stats, ptrs, flags, need, config, sms)
         parts = _whole_row_grid(launches[0][0].kwargs, n_rows, sms)
     note_launch("norm-bwd", *launches[0], *launches[1:])
-    out = {}
-    for k, p in partials.items():
-        out[k] = torch.empty(n, dtype=grads[k], device=x.device)
-        block_c = _SUM_CONFIG.kwargs["BLOCK_C"]
-        _sum_partials_kernel[(triton.cdiv(n, block_c),)](p, out[k], parts, n, **_SUM_CONFIG.all_kwargs())
+    out = {k: torch.empty(n, dtype=grads[k], device=x.device) for k in asked}
+    if asked:
+        targets = [out[k] for k in asked]
+        targets += [targets[0]] * (3 - len(targets))  # stand-ins, never stored to
+        cfg = sum_partials_config(n, len(asked), sms)
+        grid = (triton.cdiv(n, cfg.kwargs["BLOCK_C"]), len(asked))
+        _sum_partials_kernel[grid](stacked, *targets, parts, n, stacked.stride(0), **cfg.all_kwargs())
     return dx, out.get("W"), out.get("B"), out.get("XB")
 
 

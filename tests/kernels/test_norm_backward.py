@@ -352,3 +352,13 @@ def test_every_backward_candidate_gpu(hidden):
         x, vectors, dy = _inputs(op, (1000,), hidden, torch.bfloat16, "cuda", seed=13)
         for cfg in configs:
             _check_op(op, x, vectors, dy, f"{op} {hidden} {cfg}", cfg)
+
+
+def test_partial_sums_reduction_fills_the_gpu():
+    # Columns per program halve from 256 until the programs (column blocks x gradients) fill two waves of 132
+    # SMs, to 32 at least (64 at most under the interpreter); a step adds 4096 partial sums on a GPU.
+    for (n, grads), block_c in {(4096, 2): 32, (16384, 2): 64, (65536, 1): 128, (1 << 20, 1): 256}.items():
+        cfg = nb.sum_partials_config(n, grads, 132)
+        want_c = min(block_c, 64) if nb.INTERPRET else block_c
+        want_p = 16 if nb.INTERPRET else 4096 // block_c
+        assert cfg.kwargs == {"BLOCK_P": want_p, "BLOCK_C": want_c}, (n, grads)
