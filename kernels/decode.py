@@ -33,6 +33,7 @@ pointers and strides (not TMA), so any strides work, and flash-attn's sequence-f
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -74,6 +75,7 @@ def suits(q_len: int) -> bool:
     return q_len <= MAX_Q_LEN
 
 
+@functools.cache  # called in every (timed) decode step: built once a shape
 def decode_config(head_dim: int, rows: int, page: int = 0) -> triton.Config:
     """Tile of one program: BLOCK_M query rows of a group of `rows` (at least 16, the MMA's least M), BLOCK_N
     keys per step: 128 for small query tiles (BLOCK_M x head_dim up to 32 x 128; a 64 x 128 tile with 128

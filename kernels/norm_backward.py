@@ -374,6 +374,7 @@ def _sum_partials_kernel(
 _SUM_STEP_ELEMS = 4096
 
 
+@functools.cache  # called in every (timed) backward: the rule runs once a shape
 def sum_partials_config(n: int, vectors: int, sms: int) -> triton.Config:
     """The partial sums' reduction: columns per program halved from 256 (to 32 at least) until the programs
     (column blocks x gradients) fill two waves, and as many partial rows per step as _SUM_STEP_ELEMS allows.
