@@ -22,6 +22,11 @@ Steps (each can run in its own command; results accumulate under results/):
            nominated or not: the planted series must be `confirmed` with an excess within half of what this
            script times directly (HEAD's kernel against the planted pair), nothing else confirmed. Prints
            each verdict, interval and the A/B's cost (seconds per series)
+  ab       the A/B alone, without the nightly before it: for each P of --plant, HEAD against its planted
+           commit (P = 0: against a copy of HEAD whose code is unchanged, branch asv-unchanged), the Triton
+           and eager norm forward series over --rounds rounds. A planted series must be `confirmed` near the
+           slowdown timed directly, nothing else confirmed; with P = 0 nothing may be confirmed. Each A/B is
+           saved round by round in results/compare/ab, so a command's time limit keeps the finished rounds
 
 On a machine without the repository's history (a copy of the checkout): make a bundle where the history is,
 `git bundle create .gitbundle/main.bundle main` (.gitbundle is ignored), carry it, and there run
@@ -66,6 +71,7 @@ from tierbench.suite.history.nightly_command import main as nightly_main
 from tierbench.suite.history.render import markdown
 from tierbench.suite.history.stats import Settings, Verdict
 
+STEPS = ("history", "aa", "slow", "plant", "ab")
 SLOW_BRANCH = "asv-slowed"
 # The small tile every Triton matmul of the slowed commit uses: kernels/matmul.py's _cfg(bm, bn, bk, warps, stages).
 SLOW_ARGS = (64, 64, 32, 4, 2)
@@ -79,7 +85,9 @@ _matmul_ptr_tuned = triton.autotune(configs=[{SLOW_CONFIG}], key=["M", "N", "K"]
 MATMUL_FILE = "kernels/matmul.py"
 NORM_FILE = "kernels/norm.py"
 PLANT_BRANCH = "asv-planted-{pct}"
+UNCHANGED_BRANCH = "asv-unchanged"
 PLANT_BENCH = r"norm\.Norm\."
+AB_BENCH = r"^norm\.Norm\.track_(triton|eager)\("  # the planted series and their controls, every case
 PLANTED_OPS = ("layer_norm", "rms_norm", "bias_gelu_layer_norm")  # the ops _norm_forward launches
 # The planted work: kernels/norm.py's launcher runs its kernel again over the first PCT% of the rows.
 PLANT_PATCH = """
@@ -173,6 +181,14 @@ def make_planted_commit(repo: Path, base: str, pct: int) -> str:
     return _patched_commit(
         repo, base, NORM_FILE, source + PLANT_PATCH.format(pct=pct), message, PLANT_BRANCH.format(pct=pct)
     )
+
+
+def make_unchanged_commit(repo: Path, base: str) -> str:
+    """A commit on top of `base` that changes no code (a comment at the end of the norm kernels' file)."""
+    source = git(["show", f"{base}:{NORM_FILE}"], repo)
+    note = "\n# asv experiment (experiments/gpu_history.py): a copy of its parent, no code changed\n"
+    message = "asv experiment: a copy of its parent (no code changed)"
+    return _patched_commit(repo, base, NORM_FILE, source + note, message, UNCHANGED_BRANCH)
 
 
 def _patched_commit(repo: Path, base: str, path: str, text: str, message: str, branch: str) -> str:
@@ -332,6 +348,47 @@ def _ab_alone(config: AsvConfig, machine: str, head: str, planted: str, keys: li
     return ab.compare_ab(run, Settings(), None, default_own_providers())
 
 
+def _judge_ab(alone: Report, planted_keys: set[str], expected: dict[str, float]) -> bool:
+    """Prints each row of an A/B alone with PASS or FAIL: a planted series must be confirmed within half of
+    the slowdown timed directly; any other series must not be confirmed."""
+    ok = True
+    for row in alone.rows:
+        v = row.ab
+        said = _said(row.key, row.state, v)
+        if row.key in planted_keys:
+            want = expected.get(_label(row.key))
+            close = want is None or (v is not None and abs((v.ratio - 1) / (want - 1) - 1) <= 0.5)
+            good = row.state == "confirmed" and close
+            said += f" (timed directly: {want:.3f})" if want else ""
+        else:
+            good = row.state != "confirmed"
+        print(f"{'PASS' if good else 'FAIL'} A/B alone {said}")
+        ok = ok and good
+    return ok
+
+
+def step_ab(config: AsvConfig, machine: str, pcts: list[int], rounds: int) -> bool:
+    """Per P of `pcts`, the A/B alone of HEAD against its P% planted commit (0: an unchanged copy): the
+    verdicts, intervals and cost the gate's confirmation gives when it is handed these series."""
+    head = require_commit(config.repo, "HEAD")
+    ok = True
+    for pct in pcts:
+        other = make_planted_commit(config.repo, head, pct) if pct else make_unchanged_commit(config.repo, head)
+        what = f"planted {pct}%" if pct else "unchanged copy"
+        print(f"== A/B alone, {what}: {head[:8]} against {other[:8]}, {rounds} rounds", flush=True)
+        expected = expected_planted(pct) if pct else {}
+        run = ab.run_ab(config, machine, head, other, rounds, AB_BENCH)
+        alone = ab.compare_ab(run, Settings(), None, default_own_providers())
+        planted = {r.key for r in alone.rows if pct and _planted_series(r.key) and r.state != "skipped"}
+        if pct and not planted:
+            print(f"{what}: no planted series timed on this device, nothing to judge")
+            continue
+        ok = _judge_ab(alone, planted, expected) and ok
+        print(f"{what}: A/B alone {alone.noise_source}")
+    print(f"A/B alone: {'PASS' if ok else 'FAIL'}")
+    return ok
+
+
 def step_plant(config: AsvConfig, machine: str, pcts: list[int], bench: str | None, rounds: int) -> bool:
     """Per planted size: the gate end to end (nominated across the two stored runs, suspects confirmed A/B),
     then the A/B alone on the planted series. PASS needs the A/B alone to confirm every planted series within
@@ -368,18 +425,7 @@ def step_plant(config: AsvConfig, machine: str, pcts: list[int], bench: str | No
             continue
         judged_planted += len(planted_keys)
         alone = _ab_alone(config, machine, head, planted, planted_keys, rounds)
-        for row in alone.rows:
-            v = row.ab
-            said = _said(row.key, row.state, v)
-            if row.key in planted_keys:
-                want = expected.get(_label(row.key))
-                close = want is None or (v is not None and abs((v.ratio - 1) / (want - 1) - 1) <= 0.5)
-                good = row.state == "confirmed" and close
-                said += f" (timed directly: {want:.3f})" if want else ""
-            else:
-                good = row.state != "confirmed"
-            print(f"{'PASS' if good else 'FAIL'} A/B alone {said}")
-            ok = ok and good
+        ok = _judge_ab(alone, set(planted_keys), expected) and ok
         print(f"planted {pct}%: A/B alone {alone.noise_source}")
     if not judged_planted:
         print("planted slowdowns: no planted series timed on this device, nothing to judge")
@@ -390,8 +436,12 @@ def step_plant(config: AsvConfig, machine: str, pcts: list[int], bench: str | No
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python experiments/gpu_history.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("--steps", default="history,aa,slow", help="comma-separated: history, aa, slow, plant")
-    p.add_argument("--plant", default="3,5,10", help="plant: the extra work of each planted commit, in percent")
+    p.add_argument("--steps", default="history,aa,slow", help="comma-separated: history, aa, slow, plant, ab")
+    p.add_argument(
+        "--plant",
+        default="3,5,10",
+        help="plant, ab: the extra work of each planted commit, in percent (ab: 0 is an unchanged copy)",
+    )
     p.add_argument("--commits", type=int, default=3, help="history: this many commits up to HEAD")
     p.add_argument("--aa-runs", type=int, default=3, help="aa: A/A runs behind the noise model")
     p.add_argument(
@@ -411,10 +461,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bench", help="asv --bench regex for every step")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     steps = [s for s in args.steps.split(",") if s]
-    unknown = [s for s in steps if s not in ("history", "aa", "slow", "plant")]
+    unknown = [s for s in steps if s not in STEPS]
     try:
         if unknown:
-            raise AsvError(f"unknown steps {unknown}; valid choices: history, aa, slow, plant")
+            raise AsvError(f"unknown steps {unknown}; valid choices: {', '.join(STEPS)}")
+        given = [p.strip() for p in args.plant.split(",") if p.strip()]
+        pcts = [int(p) for p in given if p.isdigit()]
+        if len(pcts) != len(given) or ("plant" in steps and 0 in pcts):
+            raise AsvError(f"--plant={args.plant}: whole percentages (0, an unchanged copy, only with --steps ab)")
         config = find_config(args.config)
         machine = args.machine or machine_name()
         ok = True
@@ -425,8 +479,9 @@ def main(argv: list[str] | None = None) -> int:
         if "slow" in steps:
             ok = step_slow(config, machine, args.bench, args.rounds) and ok
         if "plant" in steps:
-            pcts = [int(p) for p in args.plant.split(",") if p]
             ok = step_plant(config, machine, pcts, args.bench, args.rounds) and ok
+        if "ab" in steps:
+            ok = step_ab(config, machine, pcts, args.rounds) and ok
         publish.publish(config)
     except (AsvError, asvresults.ResultsError) as exc:
         print(f"gpu_history: {exc}", file=sys.stderr)

@@ -56,6 +56,7 @@ class ABRun:
     seconds: float = 0.0  # wall time of all rounds (builds excluded)
     bench: str | None = None
     format: int = AB_FORMAT
+    planned: int = 0  # rounds asked for; more than len(rounds) where the run was cut short (0: not recorded)
 
     @property
     def series(self) -> int:
@@ -90,11 +91,13 @@ def _measure_once(
 def run_ab(
     config: AsvConfig, machine: str, base: str, head: str, rounds: int = DEFAULT_ROUNDS, bench: str | None = None
 ) -> ABRun:
-    """Build both commits, then `rounds` rounds of one asv run each, order alternating; saved as JSON."""
+    """Build both commits, then `rounds` rounds of one asv run each, order alternating; saved as JSON after
+    every round, so a run cut short (a time limit, an interrupt) keeps the rounds it finished."""
     if rounds < 2:
         raise AsvError(f"--rounds={rounds}: an A/B run needs at least 2 rounds ({DEFAULT_ROUNDS} by default)")
     builds = {sha: build_commit(config.repo, sha, config.root / ".asv" / "builds" / sha[:12]) for sha in (base, head)}
-    run = ABRun(machine, base, head, bench=bench)
+    run = ABRun(machine, base, head, bench=bench, planned=rounds)
+    path = ab_file(config, machine, base, head)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="tierbench-ab-") as tmp:
         for i in range(rounds):
@@ -105,14 +108,17 @@ def run_ab(
                 print(f"tierbench compare --ab: round {i + 1}/{rounds}, {side} {sha[:8]}", flush=True)
                 setattr(measured, side, _measure_once(config, machine, sha, builds[sha], bench, Path(tmp)))
             run.rounds.append(measured)
-    run.seconds = time.monotonic() - start
-    save(run, ab_file(config, machine, base, head))
+            run.seconds = time.monotonic() - start
+            save(run, path)
     return run
 
 
 def save(run: ABRun, path: Path) -> Path:
+    # Through a temporary file: an interrupt while writing leaves the last complete round's file.
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(asdict(run), indent=1) + "\n")
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(asdict(run), indent=1) + "\n")
+    tmp.replace(path)
     return path
 
 
@@ -178,13 +184,14 @@ def compare_ab(
     """Per series, the paired verdict over the rounds (a series failed or skipped in any round gets none): an
     own series called slower is confirmed; a control that moved is drift between the two builds' runs."""
     per_series = run.seconds / run.series if run.series else 0.0
+    cut = f" of {run.planned} planned, cut short" if run.planned > len(run.rounds) else ""
     report = Report(
         run.base[:8],
         run.head[:8],
         run.machine,
         settings,
         "paired A/B",
-        f"measured by the rounds themselves ({len(run.rounds)} rounds, {run.seconds:.0f} s, {per_series:.1f} s "
+        f"measured by the rounds themselves ({len(run.rounds)} rounds{cut}, {run.seconds:.0f} s, {per_series:.1f} s "
         "per series)",
         own_providers=default_own_providers() if own_providers is None else own_providers,
         base_commit=run.base,

@@ -105,6 +105,21 @@ def test_the_ab_measures_the_suspects_and_their_normalisers_only():
     assert compare_command.suspects_regex(_cross_report("unchanged"), {}) is None
 
 
+def test_an_ab_cut_short_keeps_its_rounds_and_says_so(tmp_path):
+    run = ab_run(own_factor=1.0, rounds=4)
+    run.planned = 10
+    path = ab.save(run, tmp_path / "ab" / "m-aaaaaaaa-bbbbbbbb.json")
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # written through a temporary file
+    again = ab.load(path)
+    assert len(again.rounds) == 4 and again.planned == 10
+    report = ab.compare_ab(again, Settings(), own_providers=OWN_PROVIDERS)
+    assert "4 rounds of 10 planned, cut short" in report.noise_source
+    assert _row(report, OWN).ab.n == 4
+    whole = ab_run(own_factor=1.0, rounds=4)
+    whole.planned = 4
+    assert "cut short" not in ab.compare_ab(whole, Settings(), own_providers=OWN_PROVIDERS).noise_source
+
+
 def test_a_stored_aa_run_replays_through_the_ab_rule(project, capsys):
     run = ab_run(own_factor=1.0, run_noise=0.002, rounds=10)
     run.head = run.base

@@ -233,8 +233,10 @@ def test_paired_ab_of_two_commits(history, tmp_path):
     assert series["ab"]["unit"] == "round" and series["ab"]["n"] == 3
     assert series["verdict"] in ("steady", "drift") and series["own_code"] is False
     assert "s per series" in data["noise"]
-    stored = json.loads((repo / "results" / "compare" / "ab" / f"{MACHINE}-{first[:8]}-{second[:8]}.json").read_text())
+    stored_dir = repo / "results" / "compare" / "ab"
+    stored = json.loads((stored_dir / f"{MACHINE}-{first[:8]}-{second[:8]}.json").read_text())
     assert [r["order"][0] for r in stored["rounds"]] == ["base", "head", "base"]  # alternating
+    assert stored["planned"] == 3 and not list(stored_dir.glob("*.tmp"))  # saved round by round, then whole
     assert all(len(r["base"][KEY]["samples"]) >= 3 and len(r["head"][KEY]["samples"]) >= 3 for r in stored["rounds"])
 
 
