@@ -485,7 +485,8 @@ def main(argv: list[str] | None = None) -> int:
             ok = step_plant(config, machine, pcts, args.bench, args.rounds) and ok
         if "ab" in steps:
             ok = step_ab(config, machine, pcts, args.rounds) and ok
-        publish.publish(config)
+        if set(steps) - {"ab"}:  # the A/B alone stores no asv results: nothing new to publish
+            publish.publish(config)
     except (AsvError, asvresults.ResultsError) as exc:
         print(f"gpu_history: {exc}", file=sys.stderr)
         return 2
