@@ -8,6 +8,7 @@
 # LABEL: the run folders' prefix (the card, e.g. h100 or h200). Steps, each stopped by SIGINT after its
 # SECONDS (its records so far kept, the run resumable; a step whose run folder came with the tree resumes it):
 #   all, training, decode, model, fp8, epilogue   tierbench run of that suite (timing=quick, CUDA graphs)
+#   normbwd                                       the norm family's backward alone at 16384 rows
 #   traffic                                       the norm family at 16384 x 4096 with ncu's DRAM bytes
 #   tests=FILE,FILE,...                           pytest -m gpu of those test files (junit XML kept; the
 #                                                 scale-out ones need hydra-joblib-launcher installed)
@@ -68,6 +69,7 @@ for step in "$@"; do
     model) tb_run "$seconds" "$label-model-llama3-8b" suite=model model=llama3-8b ;;
     fp8) tb_run "$seconds" "$label-fp8" suite=matmul 'matmul.dtypes=[fp8_e4m3]' 'matmul.square=[4096,8192]' ;;
     epilogue) tb_run "$seconds" "$label-epilogue" suite=matmul 'matmul.ops=[matmul,matmul_bias_gelu]' ;;
+    normbwd) tb_run "$seconds" "$label-norm-bwd" suite=norm 'norm.modes=[bwd]' 'norm.rows=[16384]' ;;
     traffic)
       PATH=$PATH:/usr/local/cuda/bin tb_run "$seconds" "$label-traffic-norm" suite=norm 'metrics=[traffic]' \
         'norm.rows=[16384]' 'norm.hidden=[4096]'
@@ -92,7 +94,7 @@ for step in "$@"; do
       echo "== gpu_history: exit $? $(date -u +%H:%M:%S)"
       tar -czf "$out/history.tar.gz" -C "$repo" results/asv results/noise results/compare 2>/dev/null
       ;;
-    *) echo "gpu_remeasure: unknown step $name (valid: all, training, decode, model, fp8, epilogue, traffic, tests=FILES, history=STEPS)" >&2 ;;
+    *) echo "gpu_remeasure: unknown step $name (valid: all, training, decode, model, fp8, epilogue, normbwd, traffic, tests=FILES, history=STEPS)" >&2 ;;
   esac
   pack
 done
