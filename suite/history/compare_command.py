@@ -98,7 +98,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--ab-run",
         metavar="FILE",
-        help="with --validate: replay a stored A/B run of one commit against itself (results/compare/ab/...)",
+        help="judge a stored A/B run again (results/compare/ab/...; one cut short keeps its finished rounds); with "
+        "--validate: replay a stored A/B run of one commit against itself",
     )
     p.add_argument(
         "--rounds",
@@ -350,6 +351,19 @@ def compare_ab_command(args: argparse.Namespace, config: AsvConfig) -> int:
     return 1 if report.regressions else 0
 
 
+def judge_ab_run_command(args: argparse.Namespace, config: AsvConfig) -> int:
+    """The paired verdicts of a stored A/B run, judged as `--ab` judges the run it has just measured."""
+    settings, own = _settings(args), _own(args)
+    run = ab.load(Path(args.ab_run))
+    targets = output_targets(args, config, f"{run.machine}-ab-{run.base[:8]}-{run.head[:8]}")
+    model = learn_model(config, run.machine, own, plugins=_plugins(args)) if args.noise != "none" else None
+    report = ab.compare_ab(run, settings, args.bench, own, model.normalisers if model else None)
+    if not report.rows:
+        raise ResultsError(f"{args.ab_run}: no series{' matching ' + args.bench if args.bench else ''}")
+    write_outputs(args, report, targets)
+    return 1 if report.regressions else 0
+
+
 def validate_command(args: argparse.Namespace, config: AsvConfig) -> int:
     settings, own = _settings(args), _own(args)
     target = writable_file(args.json, "--json") if args.json and args.json != "-" else None
@@ -468,6 +482,10 @@ def _main(args: argparse.Namespace) -> int:
             if args.base or args.head:
                 raise AsvError(f"--{'validate' if args.validate else 'learn-noise'} takes no BASE/HEAD")
             return validate_command(args, config) if args.validate else learn_noise(args, config)
+        if args.ab_run:
+            if args.base or args.head or args.ab:
+                raise AsvError("--ab-run judges a stored A/B run: it takes no BASE/HEAD and no --ab")
+            return judge_ab_run_command(args, config)
         if not (args.base and args.head):
             raise AsvError(
                 "give BASE HEAD (two commits or asv result files, or two runs), RUN --providers A B, "

@@ -3,6 +3,7 @@ normaliser that takes a run's machine factor out of an own series."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -118,6 +119,22 @@ def test_an_ab_cut_short_keeps_its_rounds_and_says_so(tmp_path):
     whole = ab_run(own_factor=1.0, rounds=4)
     whole.planned = 4
     assert "cut short" not in ab.compare_ab(whole, Settings(), own_providers=OWN_PROVIDERS).noise_source
+
+
+def test_a_stored_ab_run_is_judged_again(project, capsys, tmp_path):
+    run = ab_run(own_factor=1.10, run_noise=0.005, rounds=4)
+    run.planned = 10
+    path = ab.save(run, project / "results" / "compare" / "ab" / "m-aaaaaaaa-bbbbbbbb.json")
+    out = tmp_path / "verdicts.json"
+    args = ["--config", str(project / "asv.conf.json"), "--ab-run", str(path), "--noise", "none"]
+    code = compare_command.main(args + ["--own", "mine", "--json", str(out), "--md", str(tmp_path / "r.md")])
+    data = json.loads(out.read_text())
+    assert code == 1  # the own series, 10% slower in every round: confirmed
+    (own,) = [s for s in data["series"] if s["benchmark"] == OWN]
+    assert own["verdict"] == "confirmed" and own["ab"]["n"] == 4
+    assert "4 rounds of 10 planned, cut short" in data["noise"]
+    assert compare_command.main(args + ["--ab", "--own", "mine"]) == 2
+    assert "takes no BASE/HEAD" in capsys.readouterr().err
 
 
 def test_a_stored_aa_run_replays_through_the_ab_rule(project, capsys):
