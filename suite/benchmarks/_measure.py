@@ -12,7 +12,7 @@ from typing import Any
 from ._cases import catalog, family_entries, part_entries, planned_suite
 from ._guard import check_build
 from ._settings import ceilings_dir, max_samples
-from ._table import save_table
+from ._table import save_tables
 
 
 def _thin(values: list[float], keep: int) -> list[float]:
@@ -33,7 +33,7 @@ def measure_family(family: str, where: Mapping[str, Any] | None = None) -> dict[
 
     cfg, device, _ = planned_suite()
     check_build()
-    save_table(family, where)
+    save_tables(family, where)
     entries = [(label, planned) for _, label, planned in family_entries(family, where) if planned.providers]
     if not entries:
         return {}

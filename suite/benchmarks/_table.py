@@ -3,8 +3,9 @@ series' version), computed from the plan or read from asv's cache folder.
 
 Why a table file: with launch_method "spawn", asv starts one process per parameter combination and each
 imports the benchmark modules to learn the params. Working them out needs torch and the plan (seconds per
-process), so `setup_cache` leaves the table in asv's cache folder, the working folder of those processes,
-and they read it instead of importing torch.
+process), so `setup_cache` leaves the tables of every class its module declares in asv's cache folder, the
+working folder of those processes, and they read them instead of importing torch (a module of two classes
+imports both in every process, whichever class's setup_cache ran).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ._cases import family_entries, planned_suite, selection_name
-from ._settings import decide_interpreter, max_samples
+from ._settings import max_samples
 
 # Bump when what a stored sample means changes (unit, thinning, timer semantics): asv then starts a new
 # history series instead of mixing old and new numbers.
@@ -37,15 +38,23 @@ class FamilyTable:
     fingerprint: str
 
 
-def _fingerprint() -> str:
-    """Identifies the settings a table was computed under (interpreter, variables that change the plan)."""
-    decide_interpreter()
-    env = {
+def _plan_variables() -> dict[str, str]:
+    return {
         k: v
         for k, v in os.environ.items()
         if k.startswith("TIERBENCH_") or k in ("PYTHONPATH", "TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES")
     }
-    return hashlib.sha256(json.dumps([sys.executable, sorted(env.items())]).encode()).hexdigest()[:16]
+
+
+# The variables that change the plan as asv started this process, read at import, before anything decides
+# for it (the plan sets TRITON_INTERPRET on a CPU): the setup_cache that writes a table and the benchmark
+# processes that read it fingerprint the same thing, and a reader needs no torch to do so.
+_STARTED_WITH = _plan_variables()
+
+
+def _fingerprint() -> str:
+    """Identifies the settings a table was computed under: the interpreter and the variables it started with."""
+    return hashlib.sha256(json.dumps([sys.executable, sorted(_STARTED_WITH.items())]).encode()).hexdigest()[:16]
 
 
 def compute_table(family: str, where: Mapping[str, Any] | None = None) -> FamilyTable:
@@ -73,9 +82,14 @@ def series_version(case_ids: list[str], cfg: Any, device_type: str) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+# Every class's selection this process has built a table for (its modules' classes, at import).
+_DECLARED: dict[str, tuple[str, Mapping[str, Any] | None]] = {}
+
+
 def family_table(family: str, where: Mapping[str, Any] | None = None) -> FamilyTable:
     """The table, from asv's cache folder in a benchmark process, else computed from the plan."""
     name = selection_name(family, where)
+    _DECLARED[name] = (family, where)
     path = Path.cwd() / TABLE_FILE.format(name=name)
     if path.exists() and (Path.cwd() / "cache.pickle").exists():
         try:
@@ -87,8 +101,12 @@ def family_table(family: str, where: Mapping[str, Any] | None = None) -> FamilyT
     return compute_table(family, where)
 
 
-def save_table(family: str, where: Mapping[str, Any] | None = None) -> None:
-    """Compute the table and leave it in asv's cache folder (the working folder of `setup_cache`), where the
-    benchmark processes that follow read it."""
-    table = compute_table(family, where)
-    (Path.cwd() / TABLE_FILE.format(name=table.family)).write_text(json.dumps(asdict(table)))
+def save_tables(family: str, where: Mapping[str, Any] | None = None) -> None:
+    """Compute the tables of this class and of every class declared beside it, and leave them in asv's cache
+    folder (the working folder of `setup_cache`), where the benchmark processes that follow read them."""
+    for selected, selection in {selection_name(family, where): (family, where), **_DECLARED}.items():
+        table = compute_table(*selection)
+        path = Path.cwd() / TABLE_FILE.format(name=selected)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(asdict(table)))
+        tmp.replace(path)

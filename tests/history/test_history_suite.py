@@ -181,3 +181,41 @@ def test_a_case_of_a_build_without_passes_counts_as_forward():
 
     old = SimpleNamespace(op="matmul", params={"m": 1, "dtype": "bf16"})
     assert _cases.selects(old, {"mode": "fwd"}) and not _cases.selects(old, {"mode": "bwd"})
+
+
+def test_a_benchmark_process_reads_the_tables_of_every_class_of_its_module_without_torch(tmp_path):
+    """asv starts a process per parameter combination; each imports its module, whose two classes (norm's
+    forward and backward) need their tables: the setup_cache of either leaves both, so none plans again."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    overrides = "providers=[eager] norm.kinds=[rms_norm] norm.dtypes=[fp32] norm.rows=[64] norm.hidden=[256]"
+    env = dict(os.environ, **{_settings.SUITE_ENV: "smoke", _settings.OVERRIDES_ENV: overrides})
+    show = (
+        "import sys, json; import tierbench.suite.benchmarks.norm as n; "
+        "print(json.dumps(['torch' in sys.modules] + [[m, getattr(c, m).params] "
+        "for c in (n.Norm, n.NormBackward) for m in sorted(dir(c)) if m.startswith('track_')]))"
+    )
+
+    def run(code: str, cwd: Path) -> list:
+        out = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return json.loads(out.stdout.strip().splitlines()[-1]) if out.stdout.strip() else []
+
+    planned = run(show, tmp_path)  # no tables here: planned, with torch
+    assert planned[0] is True and planned[1:]
+    run(show.replace("print(", "_ = (") + "; from tierbench.suite.benchmarks import _table; "
+        "_table.save_tables('norm', {'mode': 'fwd'})", tmp_path)  # fmt: skip
+    assert sorted(p.name for p in tmp_path.glob("tierbench-asv-*.json")) == [
+        "tierbench-asv-norm-mode-bwd.json",
+        "tierbench-asv-norm-mode-fwd.json",
+    ]
+    (tmp_path / "cache.pickle").write_bytes(b"")  # asv's cache folder
+    read = run(show, tmp_path)
+    assert read[0] is False and read[1:] == planned[1:]
+    # Other settings than the tables were written under: planned again, never a stale table.
+    env[_settings.OVERRIDES_ENV] = overrides.replace("rms_norm", "layer_norm")
+    again = run(show, tmp_path)
+    assert again[0] is True and again[1:] != planned[1:]
