@@ -63,7 +63,6 @@ from tierbench.suite.history.asvtool import (
     find_config,
     git,
     machine_name,
-    register_machine,
     require_commit,
 )
 from tierbench.suite.history.compare import Report, compare_results, default_own_providers
@@ -372,8 +371,6 @@ def step_ab(config: AsvConfig, machine: str, pcts: list[int], rounds: int) -> bo
     """Per P of `pcts`, the A/B alone of HEAD against its P% planted commit (0: an unchanged copy): the
     verdicts, intervals and cost the gate's confirmation gives when it is handed these series."""
     head = require_commit(config.repo, "HEAD")
-    with tempfile.TemporaryDirectory(prefix="tierbench-ab-") as tmp:  # asv asks for the machine's record first
-        register_machine(machine, config.variant(Path(tmp)))
     ok = True
     for pct in pcts:
         other = make_planted_commit(config.repo, head, pct) if pct else make_unchanged_commit(config.repo, head)

@@ -22,8 +22,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import asvresults, keys
-from .asvtool import BUILD_ENV, AsvConfig, AsvError, build_commit, env_with_build, run_asv
+from .asvtool import BUILD_ENV, AsvConfig, AsvError, build_commit, env_with_build, register_machine, run_asv
 from .compare import Report, Row, ab_state, control_state, default_own_providers, is_own, select, sort_rows, state_row
+from .inputs import write_text
 from .noise import Normaliser
 from .stats import Settings, Verdict, median, round_medians
 
@@ -91,15 +92,17 @@ def _measure_once(
 def run_ab(
     config: AsvConfig, machine: str, base: str, head: str, rounds: int = DEFAULT_ROUNDS, bench: str | None = None
 ) -> ABRun:
-    """Build both commits, then `rounds` rounds of one asv run each, order alternating; saved as JSON after
-    every round, so a run cut short (a time limit, an interrupt) keeps the rounds it finished."""
+    """Register the machine with asv, build both commits, then `rounds` rounds of one asv run each, order
+    alternating; saved as JSON after every round, so a run cut short (a time limit, an interrupt) keeps the
+    rounds it finished."""
     if rounds < 2:
         raise AsvError(f"--rounds={rounds}: an A/B run needs at least 2 rounds ({DEFAULT_ROUNDS} by default)")
     builds = {sha: build_commit(config.repo, sha, config.root / ".asv" / "builds" / sha[:12]) for sha in (base, head)}
     run = ABRun(machine, base, head, bench=bench, planned=rounds)
     path = ab_file(config, machine, base, head)
-    start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="tierbench-ab-") as tmp:
+        register_machine(machine, config.variant(Path(tmp)))  # asv asks for the machine's record first
+        start = time.monotonic()
         for i in range(rounds):
             order = ["base", "head"] if i % 2 == 0 else ["head", "base"]
             measured = Round(order)
@@ -114,11 +117,8 @@ def run_ab(
 
 
 def save(run: ABRun, path: Path) -> Path:
-    # Through a temporary file: an interrupt while writing leaves the last complete round's file.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(asdict(run), indent=1) + "\n")
-    tmp.replace(path)
+    # Through a temporary file (write_text): an interrupt while writing leaves the last complete round's file.
+    write_text(path, json.dumps(asdict(run), indent=1) + "\n", "the A/B run")
     return path
 
 

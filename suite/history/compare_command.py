@@ -340,15 +340,9 @@ def compare_ab_command(args: argparse.Namespace, config: AsvConfig) -> int:
             raise ResultsError(f"the A/B measured no provider of the plugin of {config.repo}")
         write_outputs(args, report, targets)
         return 1 if report.regressions else 0
-    model = learn_model(config, machine, own, plugins=_plugins(args)) if args.noise != "none" else None
-    with tempfile.TemporaryDirectory(prefix="tierbench-ab-") as tmp:
-        register_machine(machine, config.variant(Path(tmp)))
+    model = _ab_noise(args, config, machine, own)  # learned before measuring: a bad history fails first
     run = ab.run_ab(config, machine, base, head, args.rounds, args.bench)
-    report = ab.compare_ab(run, settings, None, own, model.normalisers if model else None)
-    if not report.rows:
-        raise ResultsError(f"the A/B run measured nothing{' matching ' + args.bench if args.bench else ''}")
-    write_outputs(args, report, targets)
-    return 1 if report.regressions else 0
+    return _judge_ab_run(args, run, targets, settings, own, model, "the A/B run measured nothing", bench=None)
 
 
 def judge_ab_run_command(args: argparse.Namespace, config: AsvConfig) -> int:
@@ -356,10 +350,30 @@ def judge_ab_run_command(args: argparse.Namespace, config: AsvConfig) -> int:
     settings, own = _settings(args), _own(args)
     run = ab.load(Path(args.ab_run))
     targets = output_targets(args, config, f"{run.machine}-ab-{run.base[:8]}-{run.head[:8]}")
-    model = learn_model(config, run.machine, own, plugins=_plugins(args)) if args.noise != "none" else None
-    report = ab.compare_ab(run, settings, args.bench, own, model.normalisers if model else None)
+    model = _ab_noise(args, config, run.machine, own)
+    return _judge_ab_run(args, run, targets, settings, own, model, f"{args.ab_run}: no series", bench=args.bench)
+
+
+def _ab_noise(args: argparse.Namespace, config: AsvConfig, machine: str, own: tuple[str, ...]):
+    """The machine's noise model, for its normalisers (none with --noise none)."""
+    return learn_model(config, machine, own, plugins=_plugins(args)) if args.noise != "none" else None
+
+
+def _judge_ab_run(
+    args: argparse.Namespace,
+    run: ab.ABRun,
+    targets: list[tuple[str, str, Path]],
+    settings: Settings,
+    own: tuple[str, ...],
+    model: noise.NoiseModel | None,
+    empty: str,
+    bench: str | None,
+) -> int:
+    """An A/B run's paired verdicts (each own series divided by its class's normaliser where the model names
+    one), written to the report targets; exit 1 on a confirmed regression."""
+    report = ab.compare_ab(run, settings, bench, own, model.normalisers if model else None)
     if not report.rows:
-        raise ResultsError(f"{args.ab_run}: no series{' matching ' + args.bench if args.bench else ''}")
+        raise ResultsError(f"{empty}{' matching ' + args.bench if args.bench else ''}")
     write_outputs(args, report, targets)
     return 1 if report.regressions else 0
 
