@@ -14,7 +14,9 @@ A program per (query block, head) leaves most SMs idle at batch 1, so each seque
 
 The split rule (`choose_num_splits`): no split where the grid fills the SMs already, else enough programs for
 WAVES waves over the SMs, but every split at least MIN_KEYS_PER_SPLIT keys (each split costs a partial write
-and its share of the combine) and at most MAX_SPLITS splits. It reads only shapes (the cache's capacity, not
+and its share of the combine) and KEYS_PER_PARTIAL_ROW keys per query row of its group (the float32 partials,
+written and read back, then cost at most a quarter of the K/V bytes the splits read), and at most MAX_SPLITS
+splits. It reads only shapes (the cache's capacity, not
 `cache_seqlens`): no device sync, and the same launch for every step a CUDA graph replays. Each sequence's own
 length is then split evenly in the kernel (whole BLOCK_N blocks per split, so shorter sequences leave the
 last splits empty).
@@ -58,6 +60,10 @@ _LOG2E = 1.4426950408889634
 MAX_Q_LEN = 16  # `attention` takes the split-KV kernel up to this many query tokens
 WAVES = 4  # programs for this many waves over the SMs
 MIN_KEYS_PER_SPLIT = 128
+# A split's partials (rows x head_dim float32, written, then read by the combine) against its K/V (keys x
+# head_dim x 2 tensors x 2 bytes): 8 keys a row keep them at most a quarter of the K/V traffic (and far below
+# the size of K, which a launch must not come near allocating).
+KEYS_PER_PARTIAL_ROW = 8
 MAX_SPLITS = 128
 MAX_BLOCK_M = 64  # query rows per program; a larger group (heads // kv_heads x q_len) takes several programs
 # Partial-output elements the combine loads per step: every split at once up to 64 splits at head_dim 128
@@ -95,15 +101,17 @@ def decode_config(head_dim: int, rows: int, page: int = 0) -> triton.Config:
     return triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=warps, num_stages=2)
 
 
-def choose_num_splits(max_kv_len: int, programs_per_split: int, sms: int) -> int:
+def choose_num_splits(max_kv_len: int, programs_per_split: int, sms: int, rows: int = 1) -> int:
     """Splits of each sequence's keys: none where one program per (sequence, head group) already fills the SMs
     (at batch 64 the unsplit kernel with 128-key tiles matched cuDNN on an H100), else
     cdiv(WAVES * sms, programs_per_split) (enough programs for WAVES waves), capped so that a sequence of
-    max_kv_len keys gives every split at least MIN_KEYS_PER_SPLIT of them, and at MAX_SPLITS; at least 1."""
+    max_kv_len keys gives every split at least MIN_KEYS_PER_SPLIT keys and KEYS_PER_PARTIAL_ROW keys per
+    query row of a group (`rows`: heads // kv_heads x q_len), and at MAX_SPLITS; at least 1."""
     if programs_per_split >= sms:
         return 1
     want = triton.cdiv(WAVES * sms, max(1, programs_per_split))
-    return max(1, min(want, triton.cdiv(max_kv_len, MIN_KEYS_PER_SPLIT), MAX_SPLITS))
+    least_keys = max(MIN_KEYS_PER_SPLIT, KEYS_PER_PARTIAL_ROW * rows)
+    return max(1, min(want, triton.cdiv(max_kv_len, least_keys), MAX_SPLITS))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -308,7 +316,7 @@ def split_kv_forward(
     config = config or decode_config(d, group * sq, page)
     bm, bn = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
     programs = b * kv_h * triton.cdiv(group * sq, bm)
-    splits = num_splits or choose_num_splits(capacity, programs, num_sms(q.device))
+    splits = num_splits or choose_num_splits(capacity, programs, num_sms(q.device), group * sq)
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
 
     if splits > 1:

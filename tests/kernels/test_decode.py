@@ -215,6 +215,28 @@ def test_split_rule():
     assert dec.choose_num_splits(600, 8, 132) == 5
     assert dec.choose_num_splits(1, 8, 132) == 1
     assert dec.choose_num_splits(10**7, 1, 1000) == dec.MAX_SPLITS
+    # Speculative decoding's larger groups: 8 keys a query row, so the float32 partials (written and read
+    # back) stay within a quarter of the K/V bytes: 8B q_len 16 (64 rows) at 8k keys takes 16 splits, not 64.
+    assert dec.choose_num_splits(8192, 8, 132, rows=4) == 64
+    assert dec.choose_num_splits(8192, 8, 132, rows=64) == 16
+    assert dec.choose_num_splits(8192, 16, 132, rows=128) == 8
+    assert dec.choose_num_splits(131072, 8, 132, rows=64) == 66
+
+
+@pytest.mark.parametrize(
+    "heads, q_len, kv_len", [(32, 1, 8192), (32, 4, 8192), (32, 16, 8192), (64, 16, 8192), (32, 16, 131072)]
+)
+def test_split_partials_stay_small(heads, q_len, kv_len):
+    # The partials the rule allows at Llama-3 group sizes on 132 SMs, written and read back by the combine:
+    # at most a quarter of the K/V bytes (the lse column aside).
+    kv_heads, d = 8, 128
+    rows = heads // kv_heads * q_len
+    config = dec.decode_config(d, rows)
+    programs = kv_heads * -(-rows // config.kwargs["BLOCK_M"])
+    splits = dec.choose_num_splits(kv_len, programs, 132, rows)
+    partial_bytes = heads * q_len * splits * (d + 1) * 4
+    kv_bytes = 2 * kv_heads * kv_len * d * 2
+    assert 2 * partial_bytes <= kv_bytes / 4 * (d + 1) / d, (splits, partial_bytes, kv_bytes)
     small_n = 64 if dec.INTERPRET else 128  # the interpreter keeps 64 keys a step for the tests' small caches
     assert dec.decode_config(128, 8 * 4).kwargs == {"BLOCK_M": 32, "BLOCK_N": small_n}
     assert dec.decode_config(128, 64).kwargs == {"BLOCK_M": 64, "BLOCK_N": 64}
