@@ -102,6 +102,12 @@ def _parser() -> argparse.ArgumentParser:
         "--validate: replay a stored A/B run of one commit against itself",
     )
     p.add_argument(
+        "--same-code",
+        action="store_true",
+        help="with --validate --ab-run: the run's two commits differ but run the same code (an unchanged copy, "
+        "e.g. experiments/gpu_history.py's asv-unchanged): replay it as an A/A run",
+    )
+    p.add_argument(
         "--rounds",
         type=at_least(Settings.min_rounds),
         default=ab.DEFAULT_ROUNDS,
@@ -383,10 +389,14 @@ def validate_command(args: argparse.Namespace, config: AsvConfig) -> int:
     target = writable_file(args.json, "--json") if args.json and args.json != "-" else None
     if args.ab_run:
         run = ab.load(Path(args.ab_run))
-        if run.base != run.head:
-            raise ResultsError(f"{args.ab_run}: an A/B run of {run.base[:8]} against {run.head[:8]}, not A/A")
+        if run.base != run.head and not args.same_code:
+            raise ResultsError(
+                f"{args.ab_run}: an A/B run of {run.base[:8]} against {run.head[:8]}, not A/A (add --same-code "
+                "if the two commits run the same code)"
+            )
         tally = validate.ab_replay(run, settings, own_test(own))
-        label = f"paired A/A run of {run.base[:8]} on {run.machine} ({len(run.rounds)} rounds)"
+        pair = run.base[:8] if run.base == run.head else f"{run.base[:8]} against {run.head[:8]} (the same code)"
+        label = f"paired A/A run of {pair} on {run.machine} ({len(run.rounds)} rounds)"
         print(validate.ab_table(tally, label), end="")
         return 0
     machine = asvresults.pick_machine(config.results_dir, args.machine)
@@ -492,6 +502,8 @@ def _main(args: argparse.Namespace) -> int:
         if len(refs) > 2:
             raise AsvError(f"give two commits (or two runs), not {len(refs)} arguments: {' '.join(refs)}")
         config = _config_for(args, refs)
+        if args.same_code and not (args.validate and args.ab_run):
+            raise AsvError("--same-code goes with --validate --ab-run FILE (a stored A/B run of two same-code commits)")
         if args.learn_noise is not None or args.validate:
             if args.base or args.head:
                 raise AsvError(f"--{'validate' if args.validate else 'learn-noise'} takes no BASE/HEAD")

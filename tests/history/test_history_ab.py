@@ -150,4 +150,22 @@ def test_a_stored_aa_run_replays_through_the_ab_rule(project, capsys):
     other = ab_run(own_factor=1.0)
     ab.save(other, path)
     assert compare_command.main(["--config", str(project / "asv.conf.json"), "--validate", "--ab-run", str(path)]) == 2
-    assert "not A/A" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "not A/A" in err and "add --same-code" in err
+
+
+def test_an_unchanged_copy_replays_as_aa_when_told_it_runs_the_same_code(project, capsys):
+    # experiments/gpu_history.py's unchanged copy is another commit running the same code: --same-code says so.
+    run = ab_run(own_factor=1.0, run_noise=0.002, rounds=10)
+    path = ab.save(run, project / "results" / "compare" / "ab" / "m-aaaaaaaa-bbbbbbbb.json")
+    args = ["--config", str(project / "asv.conf.json"), "--validate", "--ab-run", str(path)]
+    assert compare_command.main(args) == 2
+    assert "add --same-code" in capsys.readouterr().err
+    assert compare_command.main(args + ["--same-code"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "(the same code)" in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "2 series" and cells[2].startswith("0.0%") and cells[-1] == "100.0%"
+    # Without --validate --ab-run the flag means nothing: a clear error, not silence.
+    assert compare_command.main(["--config", str(project / "asv.conf.json"), "--same-code", "--validate"]) == 2
+    assert "--same-code goes with --validate --ab-run" in capsys.readouterr().err
