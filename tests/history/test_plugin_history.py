@@ -190,19 +190,19 @@ def test_a_nightly_in_the_plugins_repository_is_keyed_by_its_commits_and_confirm
     assert not list((repo / "results" / "asv" / MACHINE).glob(f"{second[:8]}-*.json"))
 
     _install(repo, site)
-    done = _nightly(repo, env, site, "--rounds", "4")
+    done = _nightly(repo, env, site, "--rounds", "6")
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     assert f"{first[:8]} -> {second[:8]}: 1 confirmed, 0 suspected" in done.stdout, done.stdout[-3000:]
     report = json.loads((repo / "results" / "compare" / f"{MACHINE}-{first[:8]}-{second[:8]}.json").read_text())
     rows = {r["benchmark"]: r for r in report["series"]}
     own = rows[OWN]
     assert own["verdict"] == "confirmed" and own["cross_session"]["verdict"] == "suspected"
-    assert own["ab"]["verdict"] == "slower" and own["decided_by"] == "paired A/B, 4 rounds in one session"
+    assert own["ab"]["verdict"] == "slower" and own["decided_by"] == "paired A/B, 6 rounds in one session"
     assert rows[CONTROL]["own_code"] is False and rows[CONTROL]["verdict"] in ("steady", "drift")
     assert f"the plugin of {first[:8]} and of {second[:8]} loaded side by side" in report["confirmation"]
 
     # Any two commits of the plugin A/B on demand: each commit's build, named by its commit, not by the checkout.
-    ab = ["compare", "--ab", first, second, "--machine", MACHINE, "--rounds", "4", "--json", "-"]
+    ab = ["compare", "--ab", first, second, "--machine", MACHINE, "--rounds", "6", "--json", "-"]
     done = _tierbench(*ab, cwd=repo, env=env, site=site)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(done.stdout)
@@ -239,7 +239,7 @@ def test_an_offline_nightly_of_the_plugins_commits_measures_each_commits_build(p
     env = {**plugin.env, "TIERBENCH_ASV_SUITE": "swiglu", "TIERBENCH_ASV_OVERRIDES": overrides}
 
     args = ["nightly", "--commits", f"{first},{second}", "--existing-env", "--machine", "cpu-offline"]
-    done = _tierbench(*args, "--bench", "plugins", "--rounds", "4", "--no-publish", cwd=repo, env=env, site=nothing)
+    done = _tierbench(*args, "--bench", "plugins", "--rounds", "6", "--no-publish", cwd=repo, env=env, site=nothing)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     assert f"{first[:8]} -> {second[:8]}: 1 confirmed, 0 suspected" in done.stdout, done.stdout[-3000:]
     for sha in (first, second):
