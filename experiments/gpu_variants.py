@@ -1,6 +1,6 @@
 """GPU check-and-time script for the Triton kernels' configs and variants (not collected by pytest).
 
-    python experiments/gpu_variants.py [--family matmul,small,norm,attention,decode] [--quick]
+    python experiments/gpu_variants.py [--family matmul,small,fp8,norm,attention,decode] [--quick]
 
 For each family and target shape: checks every variant against an fp32 torch reference, times it with
 triton.testing.do_bench (median) next to its torch peer (torch.matmul, F.layer_norm, F.rms_norm, SDPA's
@@ -11,7 +11,9 @@ minutes on an H200; the winners are what the autotune lists in kernels/*.py shou
 one config) is timed with CUDA graphs (`do_bench_cudagraph`), as the suite times them, since a launch is a
 large part of a 10-microsecond kernel. So is the `decode` family (split-KV tiles, pipeline depths and split
 counts at q_len 1 on Llama-3 8B's layout, against cuDNN's SDPA, each also as a share of a copy of the bytes
-it must read).
+it must read). The `fp8` family forces the FP8 kernel's tiles, pipeline depths and warp specialisation, each
+with precise and fast accumulation, against `torch._scaled_mm` in the same mode: which of them the gap to
+cuBLASLt comes from.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ epi_mod = importlib.import_module("tierbench.kernels.epilogue")
 act_mod = importlib.import_module("tierbench.kernels._activations")
 norm_mod = importlib.import_module("tierbench.kernels.norm")
 dec_mod = importlib.import_module("tierbench.kernels.decode")
+fp8_mod = importlib.import_module("tierbench.kernels.matmul_fp8")
 
 ROWS: list[str] = []
 T0 = time.time()
@@ -95,6 +98,70 @@ def run_variants(
 # ----------------------------------------------------------------------------------------------------------
 # matmul
 # ----------------------------------------------------------------------------------------------------------
+
+
+def fp8_variants(a, b, sa, sb, fast: bool) -> list[tuple[str, Callable[[], torch.Tensor]]]:
+    """The FP8 kernel's configs forced one at a time (precise accumulation skips the 128x256 tiles, which
+    spill with its second accumulator); BLOCK_K 64 and 256 beside the list's 128."""
+    cfg = mm_mod._cfg
+
+    def forced(c: triton.Config) -> Callable[[], torch.Tensor]:
+        return lambda: fp8_mod._matmul_fp8_forward(a, b, sa, sb, torch.bfloat16, fast, config=c)
+
+    out = [("auto (autotuned)", lambda: fp8_mod._matmul_fp8_forward(a, b, sa, sb, torch.bfloat16, fast))]
+    tiles = [
+        (128, 128, 128, 8, 4, False, False),
+        (128, 128, 128, 4, 4, False, False),
+        (128, 128, 128, 8, 5, False, False),
+        (128, 128, 64, 8, 6, False, False),
+        (128, 128, 256, 8, 2, False, False),
+        (128, 128, 128, 8, 4, True, False),  # warp-specialised
+        (64, 256, 128, 4, 4, False, False),
+        (256, 128, 128, 8, 3, False, False),
+    ]
+    if fast:
+        tiles += [
+            (128, 256, 128, 8, 3, False, True),
+            (128, 256, 128, 8, 4, False, True),
+            (128, 256, 128, 8, 4, True, True),
+            (128, 256, 64, 8, 6, False, True),
+        ]
+    for bm, bn, bk, w, st, ws, sub in tiles:
+        name = f"{bm}x{bn}x{bk} w{w} s{st}" + (" ws" if ws else "") + (" sub" if sub else "")
+        out.append((name, forced(cfg(bm, bn, bk, w, st, subtile=sub, ws=ws, flatten=not ws))))
+    return out
+
+
+def bench_fp8(quick: bool) -> None:
+    """FP8 e4m3, bf16 output, per-tensor scales (and per-row at the first shape): each mode against
+    `torch._scaled_mm` in the same mode."""
+    shapes = [(4096, 4096, 4096), (8192, 8192, 8192), (16384, 4096, 4096), (16384, 14336, 4096)]
+    for m, n, k in shapes[:1] if quick else shapes:
+        a32 = torch.randn(m, k, device="cuda")
+        bt32 = torch.randn(n, k, device="cuda")
+        scalings = [("per-tensor", a32.abs().amax().reshape(1) / 448, bt32.abs().amax().reshape(1) / 448)]
+        if (m, n, k) == shapes[0]:
+            scalings.append(("per-row", a32.abs().amax(1, keepdim=True) / 448, bt32.abs().amax(1)[None, :] / 448))
+        for scaling, sa, sb in scalings:
+            a = (a32 / sa.reshape(-1, 1) if sa.numel() > 1 else a32 / sa).to(torch.float8_e4m3fn)
+            bt = (bt32 / sb.reshape(-1, 1) if sb.numel() > 1 else bt32 / sb).to(torch.float8_e4m3fn)
+            b = bt.T
+            # The reference: the quantised operands, dequantised, multiplied in fp32.
+            ref = (a.float() * sa) @ (b.float() * sb)
+            flops = 2.0 * m * n * k
+            for fast in (False, True):
+                mode = "fast" if fast else "precise"
+                shape = f"{m}x{n}x{k} {scaling} {mode}"
+                peer = bench(
+                    lambda a=a, b=b, sa=sa, sb=sb, fast=fast: torch._scaled_mm(
+                        a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16, use_fast_accum=fast
+                    )
+                )
+                row("fp8", shape, "torch._scaled_mm (peer)", peer, f"{flops / peer * 1e-9:.1f} TFLOP/s", "1.000", "-")
+                run_variants("fp8", shape, fp8_variants(a, b, sa, sb, fast), ref, 2e-2, flops, "TFLOP/s", peer)
+            del a, bt, b, ref
+        del a32, bt32
+        torch.cuda.empty_cache()
 
 
 def matmul_variants(a: torch.Tensor, b: torch.Tensor) -> list[tuple[str, Callable[[], torch.Tensor]]]:
@@ -406,7 +473,7 @@ def bench_attention(quick: bool) -> None:
 
 def decode_variants(q, k, v, table, pk, pv) -> list[tuple[str, Callable[[], torch.Tensor]]]:
     """The split-KV kernel's tile (BLOCK_N keys, warps, pipeline stages) and split count, forced one at a time."""
-    rows = q.shape[1] // k.shape[1]
+    rows = q.shape[1] // k.shape[1] * q.shape[2]
     base = dec_mod.decode_config(q.shape[-1], rows)
 
     out = [
@@ -422,21 +489,23 @@ def decode_variants(q, k, v, table, pk, pv) -> list[tuple[str, Callable[[], torc
 
 
 def bench_decode(quick: bool) -> None:
-    """q_len 1, Llama-3 8B (32 query heads, 8 K/V heads, head_dim 128), bf16: the bars' KV lengths."""
+    """Llama-3 8B (32 query heads, 8 K/V heads, head_dim 128), bf16: q_len 1 at the bars' KV lengths, and
+    q_len 16 (speculative decoding: 64 query rows a K/V head, where the split rule caps splits by the
+    partials' size) at batch 1."""
     global GRAPHED
     GRAPHED = True
-    shapes = [(1, 8192), (1, 32768), (64, 8192), (64, 32768)]
-    for batch, kv_len in shapes[:1] if quick else shapes:
-        _decode_shape(batch, kv_len)
+    shapes = [(1, 8192, 1), (1, 32768, 1), (64, 8192, 1), (64, 32768, 1), (1, 8192, 16), (1, 32768, 16)]
+    for batch, kv_len, q_len in shapes[:1] if quick else shapes:
+        _decode_shape(batch, kv_len, q_len)
         torch.cuda.empty_cache()
     GRAPHED = False
 
 
-def _decode_shape(batch: int, kv_len: int) -> None:
+def _decode_shape(batch: int, kv_len: int, q_len: int = 1) -> None:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     heads, kv_heads, d, page = 32, 8, 128, 256
-    q = torch.randn(batch, heads, 1, d, device="cuda", dtype=torch.bfloat16)
+    q = torch.randn(batch, heads, q_len, d, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(batch, kv_heads, kv_len, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     # The same cache, paged: its blocks in a shuffled order.
     pages = kv_len // page
@@ -459,7 +528,7 @@ def _decode_shape(batch: int, kv_len: int) -> None:
             for i in range(0, batch, 8)
         ]
     )
-    shape = f"b{batch} kv{kv_len} graphed"
+    shape = f"b{batch} kv{kv_len}" + (f" q{q_len}" if q_len > 1 else "") + " graphed"
     row("decode", shape, "copy of K (ceiling)", copy_ms, f"{nbytes / copy_ms * 1e-6:.0f} GB/s", "-", "-")
     row("decode", shape, "SDPA cuDNN (peer)", peer, f"{copy_ms / peer:.0%} copy", "1.000", "-")
     for name, fn in decode_variants(q, k, v, table, pk, pv):
@@ -474,7 +543,7 @@ def _decode_shape(batch: int, kv_len: int) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--family", default="matmul,small,norm,attention,decode")
+    p.add_argument("--family", default="matmul,small,fp8,norm,attention,decode")
     p.add_argument("--quick", action="store_true", help="one shape per family")
     args = p.parse_args()
     if not torch.cuda.is_available():
@@ -486,6 +555,7 @@ def main() -> None:
     fams = {
         "matmul": bench_matmul,
         "small": bench_small,
+        "fp8": bench_fp8,
         "norm": bench_norm,
         "attention": bench_attention,
         "decode": bench_decode,
@@ -504,6 +574,7 @@ def main() -> None:
     tuners = [
         ("_matmul_tma_tuned", mm_mod._matmul_tma_tuned),
         ("_matmul_ptr_tuned", mm_mod._matmul_ptr_tuned),
+        ("_matmul_fp8_tuned", fp8_mod._matmul_fp8_tuned),
         *((f"_norm_tuned[band {i}]", t) for i, t in enumerate(norm_mod._norm_tuned)),
         ("_attn_fwd_tuned", attn_mod._attn_fwd_tuned),
     ]
