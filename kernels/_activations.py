@@ -2,8 +2,9 @@
 
 `ACTIVATION` codes (a constexpr of the kernels): NONE, GELU (exact, erf) and GELU_TANH (the tanh
 approximation, as `torch.nn.functional.gelu(..., approximate="tanh")`). The tanh form is written as
-x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3), since 0.5 (1 + tanh(u)) = sigmoid(2u): one exp, and the
-tails saturate to x or -0 without a NaN. The exact GELU's forward is x * Phi(x) with Phi the fused norm's
+x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3), since 0.5 (1 + tanh(u)) = sigmoid(2u): one MUFU exp2 and
+one MUFU reciprocal (an IEEE division there cost more than the rest of the activation), and the tails
+saturate to x or -0 without a NaN. The exact GELU's forward is x * Phi(x) with Phi the fused norm's
 fitted form (kernels/_norm_math.py, float32 precision: the GELU within 7.8e-7): libdevice's erff, a branch
 and two polynomials, made the epilogue 0.53x of the plain kernel at 2048^3 on an H100.
 """
@@ -14,7 +15,7 @@ import triton
 import triton.language as tl
 
 from ._common import INTERPRET
-from ._norm_math import _gelu_erf
+from ._norm_math import _exp2, _gelu_erf, _reciprocal
 
 NONE = 0
 GELU = 1
@@ -27,6 +28,7 @@ _SQRT1_2: tl.constexpr = tl.constexpr(0.7071067811865476)
 _INV_SQRT_2PI: tl.constexpr = tl.constexpr(0.3989422804014327)
 _SQRT_2_OVER_PI: tl.constexpr = tl.constexpr(0.7978845608028654)
 _TANH_CUBIC: tl.constexpr = tl.constexpr(0.044715)
+_MINUS_2_LOG2E: tl.constexpr = tl.constexpr(-2.8853900817779268)  # exp(-2u) = 2^(u * this)
 _INLINE_PTX: tl.constexpr = tl.constexpr(not INTERPRET)  # MUFU exp2 and reciprocal (PTX only compiled)
 
 
@@ -34,7 +36,7 @@ _INLINE_PTX: tl.constexpr = tl.constexpr(not INTERPRET)  # MUFU exp2 and recipro
 def _sigmoid_2u(x):
     # sigmoid(2u) of the tanh GELU, u = sqrt(2/pi) (x + 0.044715 x^3).
     u = _SQRT_2_OVER_PI * (x + _TANH_CUBIC * x * x * x)
-    return 1.0 / (1.0 + tl.exp(-2.0 * u))
+    return _reciprocal(1.0 + _exp2(u * _MINUS_2_LOG2E, _INLINE_PTX), _INLINE_PTX)
 
 
 @triton.jit

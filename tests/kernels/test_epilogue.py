@@ -21,8 +21,6 @@ ep = importlib.import_module("tierbench.kernels.epilogue")
 mm = importlib.import_module("tierbench.kernels.matmul")
 DTYPES = [torch.float16, torch.bfloat16, torch.float32]
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-# The tanh form's exp overflows to inf in the left tail by design (the GELU saturates to -0); numpy warns.
-pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
 
 MAX_GELU_SLOPE = 1.13  # max |gelu'| (about 1.129, both forms)
 
@@ -111,6 +109,29 @@ def test_matmul_bias_gelu(m, n, k, path, dtype, approximate, device, assert_clos
     y = matmul_bias_gelu(a, b, bias, approximate)
     assert last_launch("matmul-epilogue").startswith(f"{path}:")  # no grad: z not stored
     check_forward(y, None, a, b, bias, y_ref, z_ref, dtype, assert_close, f"{m}x{n}x{k} {approximate}")
+
+
+# The exact form's polynomial in x^2 overflows to -inf at |x| = 1e4 by design (its exp2 then gives 0 or inf).
+@pytest.mark.filterwarnings("ignore:overflow encountered in multiply:RuntimeWarning")
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_tails_saturate_without_nan(approximate, device):
+    # Pre-activations far in both tails (a bias of +-1e4, +-60): the exp inside each form overflows or
+    # underflows there, and the GELU must still give z on the right and 0 on the left, its gradient 1 and 0.
+    m, n, k = 8, 16, 8
+    a = torch.zeros(m, k, device=device, dtype=torch.float32, requires_grad=True)
+    b = torch.zeros(k, n, device=device, dtype=torch.float32, requires_grad=True)
+    big = torch.tensor([1e4, -1e4, 60.0, -60.0] * (n // 4), device=device)
+    bias = big.clone().requires_grad_()
+    y = matmul_bias_gelu(a, b, bias, approximate)
+    assert last_launch("matmul-epilogue").startswith(("tma", "ptr"))  # the Triton kernel, not a fallback
+    assert torch.isfinite(y).all()
+    right = big > 0
+    assert torch.equal(y[:, right], big[right].expand(m, -1)) and torch.equal(
+        y[:, ~right].abs(), torch.zeros_like(y[:, ~right])
+    )
+    y.backward(torch.ones_like(y))
+    assert torch.isfinite(bias.grad).all()
+    assert torch.equal(bias.grad, torch.where(right, float(m), 0.0).to(bias.grad))
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
