@@ -1,0 +1,92 @@
+"""Compile the matmul family's GPU builds ahead of time for sm_90 (no GPU) and report registers and spills as JSON.
+
+    python tests/kernels/matmul_builds.py
+
+Run by test_epilogue.py in a fresh process (the interpreter, on in the test session, compiles nothing, and
+never runs the inline PTX of the activations). The builds: the persistent TMA kernel plain and with each
+bias + activation epilogue (whole and half-width stores, the pre-activation stored as under autograd), the
+pointer kernel's small tile with the tanh epilogue, the activation's backward kernel, and the FP8 kernel
+with precise and fast accumulation.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import tempfile
+
+import resource_report as rr
+from triton import knobs
+
+mm = importlib.import_module("tierbench.kernels.matmul")
+epi = importlib.import_module("tierbench.kernels.epilogue")
+f8 = importlib.import_module("tierbench.kernels.matmul_fp8")
+act = importlib.import_module("tierbench.kernels._activations")
+
+M = N = K = 4096
+_BF16, _FP8, _F32 = rr._BF16, rr._FP8, rr._F32
+_OFF = {"A_COL_MAJOR": False, "B_COL_MAJOR": False, "HAS_BIAS": False, "ACTIVATION": act.NONE, "STORE_PRE": False}
+
+
+def _result(compiled: rr.Compiled, config: object) -> dict:
+    return {"registers": compiled.regs, "spill_bytes": sum(compiled.spill_bytes or (0,)), "config": str(config)}
+
+
+def tma_build(config, activation: int, store_pre: bool) -> dict:
+    flags = {**_OFF, "NUM_SMS": rr.SMS, "UPCAST": False, "INPUT_PRECISION": "ieee"}
+    if activation != act.NONE:
+        flags.update(HAS_BIAS=True, ACTIVATION=activation, STORE_PRE=store_pre)
+    args = (_BF16, _BF16, _BF16, _BF16 if store_pre else None, _BF16 if flags["HAS_BIAS"] else None, M, N, K, K, N, N)
+    compiled = rr.compile_sm90(mm._matmul_tma_kernel, args, {**flags, **config.all_kwargs()}, "matmul_tma")
+    return _result(compiled, config)
+
+
+def ptr_build(config, activation: int) -> dict:
+    flags = {"HAS_BIAS": True, "ACTIVATION": activation, "STORE_PRE": False, "UPCAST": False, "INPUT_PRECISION": "ieee"}
+    args = (_BF16, _BF16, _BF16, None, _BF16, M, N, K, K, 1, N, 1, N, 1)
+    compiled = rr.compile_sm90(mm._matmul_ptr_kernel, args, {**flags, **config.all_kwargs()}, "matmul_ptr")
+    return _result(compiled, config)
+
+
+def gelu_backward_build(activation: int) -> dict:
+    cfg = epi._BWD_CONFIG
+    args = (_BF16, _BF16, _BF16, _F32, M, N, 256, N, 1, N)
+    meta = {"ACTIVATION": activation, "HAS_DBIAS": True, "num_warps": cfg.num_warps, **cfg.kwargs}
+    return _result(rr.compile_sm90(epi._gelu_backward_kernel, args, meta, "gelu_backward"), cfg)
+
+
+def fp8_build(config, fast: bool) -> dict:
+    flags = {"NUM_SMS": rr.SMS, "ROW_SCALES": True, "COL_SCALES": True, "FAST_ACCUM": fast, "UPCAST": False}
+    args = (_FP8, _FP8, _BF16, _F32, _F32, M, N, K, K, K, N, 1, 1)
+    compiled = rr.compile_sm90(f8._matmul_fp8_kernel, args, {**flags, **config.all_kwargs()}, "matmul_fp8")
+    return _result(compiled, config)
+
+
+def main() -> int:
+    tma = mm.matmul_tma_configs()
+    whole, half = tma[0], tma[1]  # 128x256x64, 8 warps, 3 stages: whole and half-width epilogue stores
+    small = next(c for c in mm.matmul_ptr_configs() if c.kwargs["BLOCK_M"] == 64 and c.kwargs["BLOCK_K"] == 128)
+    fp8 = f8.matmul_fp8_configs()
+    precise = next(c for c in fp8 if c.kwargs["BLOCK_N"] == 128)  # precise accumulation keeps tiles <= 128x128
+    fast = fp8[1]  # 128x256x128 with half-width stores
+    report = {}
+    with tempfile.TemporaryDirectory() as cache:
+        knobs.cache.dir = cache  # a private, always-missed cache: every build goes through ptxas
+        knobs.compilation.always_compile = True
+        knobs.nvidia.dump_ptxas_log = True
+        report["tma plain"] = tma_build(whole, act.NONE, False)
+        report["tma bias+gelu, z stored, half-width stores"] = tma_build(half, act.GELU, True)
+        report["tma bias+gelu-tanh"] = tma_build(whole, act.GELU_TANH, False)
+        report["tma bias+gelu-tanh, half-width stores"] = tma_build(half, act.GELU_TANH, False)
+        report["ptr bias+gelu-tanh, small tile"] = ptr_build(small, act.GELU_TANH)
+        report["gelu backward"] = gelu_backward_build(act.GELU)
+        report["gelu-tanh backward"] = gelu_backward_build(act.GELU_TANH)
+        report["fp8 precise"] = fp8_build(precise, False)
+        report["fp8 fast"] = fp8_build(fast, True)
+    json.dump(report, sys.stdout, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
