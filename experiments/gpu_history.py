@@ -27,6 +27,11 @@ Steps (each can run in its own command; results accumulate under results/):
            and eager norm forward series over --rounds rounds. A planted series must be `confirmed` near the
            slowdown timed directly, nothing else confirmed; with P = 0 nothing may be confirmed. Each A/B is
            saved round by round in results/compare/ab, so a command's time limit keeps the finished rounds
+  gate     the gate as a nightly runs it, for each P of --plant: HEAD and its planted commit measured in one
+           session (`--bench`, default the norm forward), then `tierbench compare HEAD PLANTED --confirm
+           --rounds N` itself: its exit status (1 = a confirmed regression), what it confirmed and what it
+           called machine drift, its report in results/compare/<machine>-<head>-<planted>.{md,json}. PASS
+           needs exit 1 with every planted series confirmed and nothing else confirmed
 
 On a machine without the repository's history (a copy of the checkout): make a bundle where the history is,
 `git bundle create .gitbundle/main.bundle main` (.gitbundle is ignored), carry it, and there run
@@ -41,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import statistics
 import subprocess
@@ -67,11 +73,12 @@ from tierbench.suite.history.asvtool import (
 )
 from tierbench.suite.history.compare import Report, compare_results, default_own_providers
 from tierbench.suite.history.compare_command import confirm, learn_model, record_aa_run
+from tierbench.suite.history.compare_command import main as compare_main
 from tierbench.suite.history.nightly_command import main as nightly_main
 from tierbench.suite.history.render import markdown
 from tierbench.suite.history.stats import Settings, Verdict
 
-STEPS = ("history", "aa", "slow", "plant", "ab")
+STEPS = ("history", "aa", "slow", "plant", "ab", "gate")
 SLOW_BRANCH = "asv-slowed"
 # The small tile every Triton matmul of the slowed commit uses: kernels/matmul.py's _cfg(bm, bn, bk, warps, stages).
 SLOW_ARGS = (64, 64, 32, 4, 2)
@@ -434,13 +441,41 @@ def step_plant(config: AsvConfig, machine: str, pcts: list[int], bench: str | No
     return ok
 
 
+def step_gate(config: AsvConfig, machine: str, pcts: list[int], bench: str | None, rounds: int) -> bool:
+    """Per planted size: both commits measured, then the nightly's own verdict command on the pair."""
+    head = require_commit(config.repo, "HEAD")
+    ok = True
+    for pct in pcts:
+        planted = make_planted_commit(config.repo, head, pct)
+        print(f"== gate, planted {pct}%: {head[:8]} then {planted[:8]}, {rounds} confirmation rounds", flush=True)
+        _nightly(config, machine, [head, planted], bench or PLANT_BENCH)
+        stem = config.root / "results" / "compare" / f"{machine}-{head[:8]}-{planted[:8]}"
+        stem.parent.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        args = ["--config", str(config.path), "--machine", machine, head, planted, "--confirm"]
+        args += ["--rounds", str(rounds), "--json", f"{stem}.json", "--md", f"{stem}.md"]
+        code = compare_main(args)
+        spent = time.monotonic() - started
+        report = json.loads(Path(f"{stem}.json").read_text())
+        verdicts = {r["benchmark"]: r["verdict"] for r in report["series"]}
+        planted_keys = [k for k in verdicts if _planted_series(k)]
+        confirmed = sorted(k for k, v in verdicts.items() if v == "confirmed")
+        drift = sorted(k for k, v in verdicts.items() if v == "drift")
+        good = code == 1 and bool(planted_keys) and set(confirmed) == set(planted_keys)
+        said = f"exit {code}; confirmed {confirmed or 'nothing'}; drift {drift or 'none'}"
+        print(f"{'PASS' if good else 'FAIL'} gate, planted {pct}%: {said}; {len(planted_keys)} planted series; "
+              f"judging and A/B {spent:.0f} s")  # fmt: skip
+        ok = ok and good
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python experiments/gpu_history.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("--steps", default="history,aa,slow", help="comma-separated: history, aa, slow, plant, ab")
+    p.add_argument("--steps", default="history,aa,slow", help="comma-separated: history, aa, slow, plant, ab, gate")
     p.add_argument(
         "--plant",
         default="3,5,10",
-        help="plant, ab: the extra work of each planted commit, in percent (ab: 0 is an unchanged copy)",
+        help="plant, ab, gate: the extra work of each planted commit, in percent (ab: 0 is an unchanged copy)",
     )
     p.add_argument("--commits", type=int, default=3, help="history: this many commits up to HEAD")
     p.add_argument("--aa-runs", type=int, default=3, help="aa: A/A runs behind the noise model")
@@ -467,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
             raise AsvError(f"unknown steps {unknown}; valid choices: {', '.join(STEPS)}")
         given = [p.strip() for p in args.plant.split(",") if p.strip()]
         pcts = [int(p) for p in given if p.isdigit()]
-        if len(pcts) != len(given) or ("plant" in steps and 0 in pcts):
+        if len(pcts) != len(given) or ({"plant", "gate"} & set(steps) and 0 in pcts):
             raise AsvError(f"--plant={args.plant}: whole percentages (0, an unchanged copy, only with --steps ab)")
         config = find_config(args.config)
         machine = args.machine or machine_name()
@@ -482,6 +517,8 @@ def main(argv: list[str] | None = None) -> int:
             ok = step_plant(config, machine, pcts, args.bench, args.rounds) and ok
         if "ab" in steps:
             ok = step_ab(config, machine, pcts, args.rounds) and ok
+        if "gate" in steps:
+            ok = step_gate(config, machine, pcts, args.bench, args.rounds) and ok
         if set(steps) - {"ab"}:  # the A/B alone stores no asv results: nothing new to publish
             publish.publish(config)
     except (AsvError, asvresults.ResultsError) as exc:
