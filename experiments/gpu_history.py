@@ -458,7 +458,7 @@ def step_gate(config: AsvConfig, machine: str, pcts: list[int], bench: str | Non
         spent = time.monotonic() - started
         report = json.loads(Path(f"{stem}.json").read_text())
         verdicts = {r["benchmark"]: r["verdict"] for r in report["series"]}
-        planted_keys = [k for k in verdicts if _planted_series(k)]
+        planted_keys = [k for k, v in verdicts.items() if _planted_series(k) and v != "skipped"]
         confirmed = sorted(k for k, v in verdicts.items() if v == "confirmed")
         drift = sorted(k for k, v in verdicts.items() if v == "drift")
         good = code == 1 and bool(planted_keys) and set(confirmed) == set(planted_keys)
