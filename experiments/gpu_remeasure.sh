@@ -12,7 +12,7 @@
 #   traffic                                       the norm family at 16384 x 4096 with ncu's DRAM bytes
 #   tests=FILE,FILE,...                           pytest -m gpu of those test files (junit XML kept; the
 #                                                 scale-out ones need hydra-joblib-launcher installed)
-#   history=STEP,STEP,...                         experiments/gpu_history.py's steps (aa, plant, slow,
+#   history=STEP,STEP,...                         experiments/gpu_history.py's steps (aa, plant, ab, gate, slow,
 #                                                 history) in a clone of the carried .gitbundle/main.bundle
 #                                                 (`git bundle create .gitbundle/main.bundle main` here);
 #                                                 asv's results, the noise runs and the reports come back
