@@ -5,8 +5,10 @@ approximation, as `torch.nn.functional.gelu(..., approximate="tanh")`). The tanh
 x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3), since 0.5 (1 + tanh(u)) = sigmoid(2u): one MUFU exp2 and
 one MUFU reciprocal (an IEEE division there cost more than the rest of the activation), and the tails
 saturate to x or -0 without a NaN. The exact GELU's forward is x * Phi(x) with Phi the fused norm's
-fitted form (kernels/_norm_math.py, float32 precision: the GELU within 7.8e-7): libdevice's erff, a branch
-and two polynomials, made the epilogue 0.53x of the plain kernel at 2048^3 on an H100.
+fitted form (kernels/_norm_math.py): libdevice's erff, a branch and two polynomials, made the epilogue 0.53x
+of the plain kernel at 2048^3 on an H100. As in the norm kernels, `PRECISE` (a float32 output) takes the
+7-term fit (the GELU within 7.8e-7) and a 16-bit output the 5-term one (within 3.6e-6, far below a 16-bit
+rounding), two FMAs an element fewer.
 """
 
 from __future__ import annotations
@@ -40,10 +42,10 @@ def _sigmoid_2u(x):
 
 
 @triton.jit
-def activate(x, ACTIVATION: tl.constexpr):
-    """The activation of fp32 `x`."""
+def activate(x, ACTIVATION: tl.constexpr, PRECISE: tl.constexpr):
+    """The activation of fp32 `x`; PRECISE: float32 accuracy (else enough for a 16-bit output)."""
     if ACTIVATION == 1:
-        return _gelu_erf(x, 1, True, _INLINE_PTX)
+        return _gelu_erf(x, 1, PRECISE, _INLINE_PTX)
     elif ACTIVATION == 2:
         return x * _sigmoid_2u(x)
     else:

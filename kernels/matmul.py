@@ -163,11 +163,11 @@ def _bias_row(bias_ptr, off_n, N, WIDTH: tl.constexpr, HAS_BIAS: tl.constexpr):
 
 
 @triton.jit
-def _epilogue(acc, bias, HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr):
+def _epilogue(acc, bias, HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr, OUT_DTYPE: tl.constexpr):
     # Bias (a loaded fp32 row) and activation on the fp32 tile, in registers: returns (pre-activation, output).
     if HAS_BIAS:
         acc = acc + bias[None, :]
-    return acc, activate(acc, ACTIVATION)
+    return acc, activate(acc, ACTIVATION, OUT_DTYPE == tl.float32)
 
 
 @triton.jit
@@ -188,7 +188,7 @@ def _finish_tile(
     # The bias is loaded here, after the K loop, one half-tile at a time: loaded earlier (as the pointer
     # kernel does) it is held in the accumulator's layout and the large tiles spill (ptxas, sm_90).
     bias = _bias_row(bias_ptr, off_n, N, WIDTH, HAS_BIAS)
-    pre, out = _epilogue(acc, bias, HAS_BIAS, ACTIVATION)
+    pre, out = _epilogue(acc, bias, HAS_BIAS, ACTIVATION, dtype)
     if STORE_PRE:
         z_desc.store([off_m, off_n], pre.to(dtype))
     c_desc.store([off_m, off_n], out.to(dtype))
@@ -359,7 +359,7 @@ def _matmul_ptr_kernel(
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
 
-    pre, out = _epilogue(acc, bias, HAS_BIAS, ACTIVATION)
+    pre, out = _epilogue(acc, bias, HAS_BIAS, ACTIVATION, dtype)
     if STORE_PRE:
         z_ptrs = z_ptr + offs_m.to(tl.int64)[:, None] * stride_cm + offs_n.to(tl.int64)[None, :] * stride_cn
         tl.store(z_ptrs, pre.to(dtype), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
