@@ -143,8 +143,9 @@ def bench_fp8(quick: bool) -> None:
         if (m, n, k) == shapes[0]:
             scalings.append(("per-row", a32.abs().amax(1, keepdim=True) / 448, bt32.abs().amax(1)[None, :] / 448))
         for scaling, sa, sb in scalings:
-            a = (a32 / sa.reshape(-1, 1) if sa.numel() > 1 else a32 / sa).to(torch.float8_e4m3fn)
-            bt = (bt32 / sb.reshape(-1, 1) if sb.numel() > 1 else bt32 / sb).to(torch.float8_e4m3fn)
+            # sa is (1,) or (M, 1); sb is (1,) or (1, N), a column of bt's rows once reshaped.
+            a = (a32 / sa).to(torch.float8_e4m3fn)
+            bt = (bt32 / sb.reshape(-1, 1)).to(torch.float8_e4m3fn)
             b = bt.T
             # The reference: the quantised operands, dequantised, multiplied in fp32.
             ref = (a.float() * sa) @ (b.float() * sb)

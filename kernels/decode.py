@@ -16,10 +16,9 @@ The split rule (`choose_num_splits`): no split where the grid fills the SMs alre
 WAVES waves over the SMs, but every split at least MIN_KEYS_PER_SPLIT keys (each split costs a partial write
 and its share of the combine) and KEYS_PER_PARTIAL_ROW keys per query row of its group (the float32 partials,
 written and read back, then cost at most a quarter of the K/V bytes the splits read), and at most MAX_SPLITS
-splits. It reads only shapes (the cache's capacity, not
-`cache_seqlens`): no device sync, and the same launch for every step a CUDA graph replays. Each sequence's own
-length is then split evenly in the kernel (whole BLOCK_N blocks per split, so shorter sequences leave the
-last splits empty).
+splits. It reads only shapes (the cache's capacity, not `cache_seqlens`): no device sync, and the same launch
+for every step a CUDA graph replays. Each sequence's own length is then split evenly in the kernel (whole
+BLOCK_N blocks per split, so shorter sequences leave the last splits empty).
 
 `kernels.attention` routes q_len <= MAX_Q_LEN here (`suits`): there the prefill kernels' query tiles (32 to
 128 rows) are mostly padding, each query head reads its K/V again, and their grid (query blocks x heads) is

@@ -221,6 +221,13 @@ def test_split_rule():
     assert dec.choose_num_splits(8192, 8, 132, rows=64) == 16
     assert dec.choose_num_splits(8192, 16, 132, rows=128) == 8
     assert dec.choose_num_splits(131072, 8, 132, rows=64) == 66
+    small_n = 64 if dec.INTERPRET else 128  # the interpreter keeps 64 keys a step for the tests' small caches
+    assert dec.decode_config(128, 8 * 4).kwargs == {"BLOCK_M": 32, "BLOCK_N": small_n}
+    assert dec.decode_config(128, 64).kwargs == {"BLOCK_M": 64, "BLOCK_N": 64}
+    assert dec.decode_config(128, 4, page=256).kwargs == {"BLOCK_M": 16, "BLOCK_N": small_n}
+    assert dec.decode_config(128, 4, page=64).kwargs == {"BLOCK_M": 16, "BLOCK_N": 64}  # a tile within a page
+    assert dec.decode_config(256, 1).kwargs == {"BLOCK_M": 16, "BLOCK_N": 32}
+    assert dec.suits(1) and dec.suits(dec.MAX_Q_LEN) and not dec.suits(dec.MAX_Q_LEN + 1)
 
 
 @pytest.mark.parametrize(
@@ -237,13 +244,6 @@ def test_split_partials_stay_small(heads, q_len, kv_len):
     partial_bytes = heads * q_len * splits * (d + 1) * 4
     kv_bytes = 2 * kv_heads * kv_len * d * 2
     assert 2 * partial_bytes <= kv_bytes / 4 * (d + 1) / d, (splits, partial_bytes, kv_bytes)
-    small_n = 64 if dec.INTERPRET else 128  # the interpreter keeps 64 keys a step for the tests' small caches
-    assert dec.decode_config(128, 8 * 4).kwargs == {"BLOCK_M": 32, "BLOCK_N": small_n}
-    assert dec.decode_config(128, 64).kwargs == {"BLOCK_M": 64, "BLOCK_N": 64}
-    assert dec.decode_config(128, 4, page=256).kwargs == {"BLOCK_M": 16, "BLOCK_N": small_n}
-    assert dec.decode_config(128, 4, page=64).kwargs == {"BLOCK_M": 16, "BLOCK_N": 64}  # a tile within a page
-    assert dec.decode_config(256, 1).kwargs == {"BLOCK_M": 16, "BLOCK_N": 32}
-    assert dec.suits(1) and dec.suits(dec.MAX_Q_LEN) and not dec.suits(dec.MAX_Q_LEN + 1)
 
 
 def test_attention_decode_validation(device):
