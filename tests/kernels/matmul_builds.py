@@ -68,7 +68,7 @@ def main() -> int:
     whole, half = tma[0], tma[1]  # 128x256x64, 8 warps, 3 stages: whole and half-width epilogue stores
     small = next(c for c in mm.matmul_ptr_configs() if c.kwargs["BLOCK_M"] == 64 and c.kwargs["BLOCK_K"] == 128)
     fp8 = f8.matmul_fp8_configs()
-    precise = next(c for c in fp8 if c.kwargs["BLOCK_N"] == 128)  # precise accumulation keeps tiles <= 128x128
+    precise = [c for c in fp8 if c.kwargs["BLOCK_N"] <= 128 and c.kwargs["BLOCK_M"] >= 128]  # what precise keeps
     fast = fp8[1]  # 128x256x128 with half-width stores
     report = {}
     with tempfile.TemporaryDirectory() as cache:
@@ -82,7 +82,8 @@ def main() -> int:
         report["ptr bias+gelu-tanh, small tile"] = ptr_build(small, act.GELU_TANH)
         report["gelu backward"] = gelu_backward_build(act.GELU)
         report["gelu-tanh backward"] = gelu_backward_build(act.GELU_TANH)
-        report["fp8 precise"] = fp8_build(precise, False)
+        for c in precise:
+            report[f"fp8 precise {c.kwargs['BLOCK_M']}x{c.kwargs['BLOCK_N']} w{c.num_warps}"] = fp8_build(c, False)
         report["fp8 fast"] = fp8_build(fast, True)
     json.dump(report, sys.stdout, indent=1)
     return 0

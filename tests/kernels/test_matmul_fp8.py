@@ -184,15 +184,17 @@ def test_matmul_fp8_gpu_full_size(m, n, k, out_dtype, fast_accum):
 
 
 def test_prune_fp8_configs():
-    """Shared memory counts the output's element size; precise accumulation drops the 128x256 tiles."""
+    """Shared memory counts the output's element size; precise accumulation drops the 128x256 tiles (which
+    spill with its second accumulator) and keeps 256x128 (which does not)."""
     cfg = f8._cfg
-    big, big4, mid, small = (
+    big, big4, tall, mid, small = (
         cfg(128, 256, 128, 8, 3),
         cfg(128, 256, 128, 8, 4, subtile=True),
+        cfg(256, 128, 128, 8, 3),
         cfg(128, 128, 128, 8, 4),
         cfg(64, 64, 128, 4, 4),
     )
-    configs = [big, big4, mid, small]
+    configs = [big, big4, tall, mid, small]
 
     def kept(out_dtype, m=4096, n=4096, **flags):
         args = {"c_ptr": torch.empty(1, dtype=out_dtype), "M": m, "N": n}
@@ -201,5 +203,5 @@ def test_prune_fp8_configs():
     assert kept(torch.bfloat16, FAST_ACCUM=True) == configs
     # An fp32 output tile staged for TMA: 128 or 64 KiB more, past 227 KiB with the 128x256 pipelines.
     assert kept(torch.float32, FAST_ACCUM=True) == [mid, small]
-    assert kept(torch.bfloat16, FAST_ACCUM=False) == [mid, small]
+    assert kept(torch.bfloat16, FAST_ACCUM=False) == [tall, mid, small]
     assert kept(torch.bfloat16, m=48, n=40, FAST_ACCUM=True) == [small]  # tiles no larger than the problem
