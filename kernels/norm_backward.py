@@ -12,7 +12,8 @@ over rows.
 Two kinds of launches, by width (BLOCK_N = next power of two of the hidden size):
 - whole rows (BLOCK_N <= 8192, 4096 for the fused op): one persistent kernel; each program walks tiles of
   ROWS rows, reads x, dy and the vectors once, writes dx once, and adds its rows' dweight/dbias terms to
-  fp32 accumulators in registers, written once per program as a row of partial sums.
+  fp32 accumulators in registers, written once per program as a row of partial sums. Prefetching
+  candidates load the next tile's x and dy before working on the current one.
 - two passes (wider rows, or a forced CHUNK config): a row-sums kernel takes mean(g) and mean(g * xhat) per
   row in CHUNK-wide pieces, then a chunk kernel over (column chunk, group of rows) writes dx and one row of
   partial sums per group. x and dy are read twice, dx written once.
@@ -59,9 +60,10 @@ _MAX_WARPS_PER_SM = 64
 _MIN_ROWS_PER_PROGRAM = 32
 
 
-def whole_row_config(rows: int = 1, ctas: int = 1, warps: int = 4) -> triton.Config:
-    """A whole-row backward candidate: ROWS rows per tile, CTAS programs per SM (persistent)."""
-    return triton.Config({"ROWS": rows, "CTAS": ctas}, num_warps=warps, num_stages=1)
+def whole_row_config(rows: int = 1, ctas: int = 1, warps: int = 4, prefetch: bool = False) -> triton.Config:
+    """A whole-row backward candidate: ROWS rows per tile, CTAS programs per SM (persistent); PREFETCH loads
+    a program's next tile of x and dy into registers before it works on the current one."""
+    return triton.Config({"ROWS": rows, "CTAS": ctas, "PREFETCH": prefetch}, num_warps=warps, num_stages=1)
 
 
 def chunk_config(chunk: int, warps: int = 4) -> triton.Config:
@@ -70,10 +72,14 @@ def chunk_config(chunk: int, warps: int = 4) -> triton.Config:
 
 
 def whole_row_configs() -> list[triton.Config]:
-    """Rows per tile x warps x programs per SM (see _whole_row_grid: fewer where rows are few)."""
+    """Rows per tile x warps x programs per SM (see _whole_row_grid: fewer where rows are few), and a few
+    prefetching ones."""
     if INTERPRET:
-        return [whole_row_config(rows=2, ctas=1)]
-    return [whole_row_config(rows=r, ctas=c, warps=w) for r in (1, 4) for w in (4, 8, 16, 32) for c in (1, 2, 4)]
+        return [whole_row_config(rows=2, ctas=1, prefetch=True)]
+    plain = [whole_row_config(rows=r, ctas=c, warps=w) for r in (1, 4) for w in (4, 8, 16, 32) for c in (1, 2, 4)]
+    # One program an SM working one row at a time leaves its loads waiting on its arithmetic (the fused op
+    # at 4096 wide): the prefetching candidates, one and two programs an SM.
+    return plain + [whole_row_config(rows=1, ctas=c, warps=w, prefetch=True) for w in (8, 16) for c in (1, 2)]
 
 
 def prune_whole_row_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
@@ -143,6 +149,18 @@ def _input_grad(g, xhat, dgelu, mean_g, mean_gx, rstd, IS_RMS: tl.constexpr, HAS
 
 
 @triton.jit
+def _load_tile(X, DY, tile, n_rows, cols, col_ok, stride_x, stride_dy, ROWS: tl.constexpr):
+    # x and dy of a tile of ROWS rows, as stored. Rows past the end (a tile past the last included) read as
+    # zeros; with rstd 0 their xhat, g and dx are 0 and add nothing.
+    rows = tile * ROWS + tl.arange(0, ROWS)
+    mask = (rows < n_rows)[:, None] & col_ok[None, :]
+    offs = rows.to(tl.int64)[:, None]
+    x = tl.load(X + offs * stride_x + cols[None, :], mask=mask, other=0.0)
+    dy = tl.load(DY + offs * stride_dy + cols[None, :], mask=mask, other=0.0)
+    return x, dy
+
+
+@triton.jit
 def _whole_row_bwd_kernel(
     X,
     DY,
@@ -172,6 +190,7 @@ def _whole_row_bwd_kernel(
     EVEN_N: tl.constexpr,
     ROWS: tl.constexpr,
     CTAS: tl.constexpr,  # programs per SM: sizes the grid only
+    PREFETCH: tl.constexpr,
 ):
     if EVEN_N:
         N = BLOCK_N
@@ -190,14 +209,22 @@ def _whole_row_bwd_kernel(
     acc_dw = tl.zeros([BLOCK_N], dtype=tl.float32)
     acc_db = tl.zeros([BLOCK_N], dtype=tl.float32)
     acc_dxb = tl.zeros([BLOCK_N], dtype=tl.float32)
-    for tile in tl.range(pid, tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
+    step = tl.num_programs(0)
+    if PREFETCH:
+        x_raw, dy_raw = _load_tile(X, DY, pid, n_rows, cols, col_ok, stride_x, stride_dy, ROWS)
+    for tile in tl.range(pid, tl.cdiv(n_rows, ROWS), step):
         rows = tile * ROWS + tl.arange(0, ROWS)
         row_ok = rows < n_rows
         mask = row_ok[:, None] & col_ok[None, :]
         offs = rows.to(tl.int64)[:, None]
-        # Rows past the end read as zeros with rstd 0: their xhat, g and dx are 0 and add nothing.
-        x = _to_f32(tl.load(X + offs * stride_x + cols[None, :], mask=mask, other=0.0), INLINE_PTX)
-        dy = _to_f32(tl.load(DY + offs * stride_dy + cols[None, :], mask=mask, other=0.0), INLINE_PTX)
+        if PREFETCH:  # this tile's rows came with the last step; the next tile's loads go out before its work
+            x = _to_f32(x_raw, INLINE_PTX)
+            dy = _to_f32(dy_raw, INLINE_PTX)
+            x_raw, dy_raw = _load_tile(X, DY, tile + step, n_rows, cols, col_ok, stride_x, stride_dy, ROWS)
+        else:
+            raw_x, raw_dy = _load_tile(X, DY, tile, n_rows, cols, col_ok, stride_x, stride_dy, ROWS)
+            x = _to_f32(raw_x, INLINE_PTX)
+            dy = _to_f32(raw_dy, INLINE_PTX)
         rstd = tl.load(Rstd + rows, mask=row_ok, other=0.0)[:, None]
         if IS_RMS:
             mean = 0.0
