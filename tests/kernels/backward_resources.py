@@ -42,6 +42,7 @@ def norm_rows() -> list[str]:
                     meta = {**flags, **need, **shape, **cfg.all_kwargs()}
                     c = compile_sm90(nb._whole_row_bwd_kernel, args, meta, "w")
                     label = f"{op} {hidden} rows {cfg.kwargs['ROWS']} ctas {cfg.kwargs['CTAS']} w{cfg.num_warps}"
+                    label += " prefetch" if cfg.kwargs["PREFETCH"] else ""
                     rows.append(line("whole-row", label, c))
                 continue
             for cfg in nb.prune_chunk_configs(nb.chunk_configs(), {}, BLOCK_N=hidden):
