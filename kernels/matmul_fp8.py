@@ -21,8 +21,9 @@ and `fast_accum=True` leaves the whole K to the tensor cores' accumulation (fast
 torch._scaled_mm's `use_fast_accum` does. Under Triton's interpreter, which has no FP8 dot, tiles are widened
 to fp32 and multiplied exactly (the products of two fp8 values are exact in fp32).
 
-Kernel: `_matmul_fp8_kernel`, the persistent TMA design of `matmul._matmul_tma_kernel` (one program per SM,
-grouped tile order, pipelined K loop, optional half-width epilogue stores); Hopper (sm_90) or newer only.
+Kernel: `_matmul_fp8_kernel`, the persistent TMA design of `matmul._matmul_tma_kernel` (one or two programs
+per SM, grouped tile order, pipelined K loop, optional half-width epilogue stores); Hopper (sm_90) or newer
+only.
 Forward only (no autograd). Family "matmul-fp8" in `last_launch`.
 """
 
@@ -52,6 +53,12 @@ OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 # ----------------------------------------------------------------------------------------------------------
 
 
+def fp8_cfg(bm, bn, bk, warps, stages, *, group_m=8, subtile=False, per_sm=1) -> triton.Config:
+    """A config of the 16-bit kernel's form with PER_SM programs an SM (the grid: PER_SM x SMs)."""
+    base = _cfg(bm, bn, bk, warps, stages, group_m=group_m, subtile=subtile)
+    return triton.Config({**base.kwargs, "PER_SM": per_sm}, num_warps=warps, num_stages=stages)
+
+
 def matmul_fp8_configs() -> list[triton.Config]:
     """Candidate configs (BLOCK_K 128: four K-steps of 32 of FP8 wgmma); one small config under the interpreter.
 
@@ -59,17 +66,27 @@ def matmul_fp8_configs() -> list[triton.Config]:
     tile precise accumulation compiles without spilling.
     """
     if INTERPRET:
-        return [_cfg(32, 32, 32, 4, 2, group_m=2, subtile=True)]
+        return [fp8_cfg(32, 32, 32, 4, 2, group_m=2, subtile=True, per_sm=2)]
     return [
-        _cfg(128, 256, 128, 8, 3),
-        _cfg(128, 256, 128, 8, 3, subtile=True),
-        _cfg(128, 256, 128, 8, 4, subtile=True),
-        _cfg(256, 128, 128, 8, 3),
-        _cfg(128, 128, 128, 8, 4),
-        _cfg(128, 128, 128, 4, 4),
-        _cfg(64, 128, 128, 4, 4),
-        _cfg(64, 64, 128, 4, 4),
+        fp8_cfg(128, 256, 128, 8, 3),
+        fp8_cfg(128, 256, 128, 8, 3, subtile=True),
+        fp8_cfg(128, 256, 128, 8, 4, subtile=True),
+        fp8_cfg(256, 128, 128, 8, 3),
+        fp8_cfg(128, 128, 128, 8, 4),
+        fp8_cfg(128, 128, 128, 4, 4),
+        fp8_cfg(64, 128, 128, 4, 4),
+        fp8_cfg(64, 64, 128, 4, 4),
+        # Two programs an SM (one warpgroup each): precise accumulation waits for each K step's MMAs before
+        # adding them up, and the other program's MMAs can run meanwhile.
+        fp8_cfg(128, 128, 128, 4, 3, subtile=True, per_sm=2),
+        fp8_cfg(64, 128, 128, 4, 4, subtile=True, per_sm=2),
+        fp8_cfg(128, 64, 128, 4, 4, subtile=True, per_sm=2),
     ]
+
+
+# Shared memory of one SM on sm_90, and what the hardware keeps of it for each resident program.
+_SM_SMEM = 233472
+_SMEM_PER_PROGRAM_RESERVED = 1024
 
 
 def _smem_bytes(cfg: triton.Config, out_esize: int) -> int:
@@ -85,13 +102,19 @@ _MAX_PRECISE_BLOCK_N = 128
 
 
 def prune_fp8_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
-    """Drop configs that overflow shared memory, spill with precise accumulation, or whose tiles dwarf the
-    problem (keeping at least one)."""
+    """Drop configs that overflow shared memory (a program's, or an SM's for the programs it should hold),
+    spill with precise accumulation, or whose tiles dwarf the problem (keeping at least one)."""
     if len(configs) <= 1:
         return configs
     out_esize = named_args["c_ptr"].element_size()
     m, n = named_args["M"], named_args["N"]
-    fitting = [c for c in configs if _smem_bytes(c, out_esize) <= _SMEM_LIMIT] or configs
+
+    def fits(c: triton.Config) -> bool:
+        smem = _smem_bytes(c, out_esize)
+        per_sm = c.kwargs.get("PER_SM", 1)
+        return smem <= _SMEM_LIMIT and per_sm * (smem + _SMEM_PER_PROGRAM_RESERVED) <= _SM_SMEM
+
+    fitting = [c for c in configs if fits(c)] or configs
     if not kwargs.get("FAST_ACCUM", False):
         fitting = [c for c in fitting if c.kwargs["BLOCK_N"] <= _MAX_PRECISE_BLOCK_N] or fitting
     kept = [
@@ -135,6 +158,7 @@ def _matmul_fp8_kernel(
     COL_SCALES: tl.constexpr,
     FAST_ACCUM: tl.constexpr,
     UPCAST: tl.constexpr,
+    PER_SM: tl.constexpr = 1,  # programs per SM
 ):
     dtype = c_ptr.dtype.element_ty
     a_desc = tl.make_tensor_descriptor(a_ptr, [M, K], [stride_am, 1], [BLOCK_M, BLOCK_K])
@@ -155,7 +179,8 @@ def _matmul_fp8_kernel(
     num_tiles = num_pid_m * num_pid_n
     k_tiles = tl.cdiv(K, BLOCK_K)
 
-    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE):
+    programs = NUM_SMS * PER_SM
+    for tile_id in tl.range(tl.program_id(0), num_tiles, programs, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE):
         pid_m, pid_n = _grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
@@ -263,7 +288,8 @@ def _matmul_fp8_forward(
     col_scales = scale_b.numel() > 1
 
     def grid(meta):
-        return (min(sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
+        programs = sms * meta.get("PER_SM", 1)
+        return (min(programs, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
 
     args = (a, b, c, scale_a, scale_b, M, N, K, a.stride(0), b.stride(1), c.stride(0))
     args += (scale_a.stride(0) if row_scales else 0, scale_b.stride(1) if col_scales else 0)

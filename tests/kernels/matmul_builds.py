@@ -6,7 +6,7 @@ Run by test_epilogue.py in a fresh process (the interpreter, on in the test sess
 never runs the inline PTX of the activations). The builds: the persistent TMA kernel plain and with each
 bias + activation epilogue (whole and half-width stores, the pre-activation stored as under autograd), the
 pointer kernel's small tile with the tanh epilogue, the activation's backward kernel, and the FP8 kernel
-with precise and fast accumulation.
+with precise accumulation (every tile it keeps) and fast.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def main() -> int:
     whole, half = tma[0], tma[1]  # 128x256x64, 8 warps, 3 stages: whole and half-width epilogue stores
     small = next(c for c in mm.matmul_ptr_configs() if c.kwargs["BLOCK_M"] == 64 and c.kwargs["BLOCK_K"] == 128)
     fp8 = f8.matmul_fp8_configs()
-    precise = [c for c in fp8 if c.kwargs["BLOCK_N"] <= 128 and c.kwargs["BLOCK_M"] >= 128]  # what precise keeps
+    precise = [c for c in fp8 if c.kwargs["BLOCK_N"] <= 128]  # the tiles precise accumulation keeps
     fast = fp8[1]  # 128x256x128 with half-width stores
     report = {}
     with tempfile.TemporaryDirectory() as cache:
@@ -83,7 +83,9 @@ def main() -> int:
         report["gelu backward"] = gelu_backward_build(act.GELU)
         report["gelu-tanh backward"] = gelu_backward_build(act.GELU_TANH)
         for c in precise:
-            report[f"fp8 precise {c.kwargs['BLOCK_M']}x{c.kwargs['BLOCK_N']} w{c.num_warps}"] = fp8_build(c, False)
+            kw = c.kwargs
+            name = f"fp8 precise {kw['BLOCK_M']}x{kw['BLOCK_N']} w{c.num_warps} s{c.num_stages} x{kw['PER_SM']}"
+            report[name] = fp8_build(c, False)
         report["fp8 fast"] = fp8_build(fast, True)
     json.dump(report, sys.stdout, indent=1)
     return 0

@@ -379,7 +379,11 @@ def report_matmul(disasm: list[str] | None, sass_dir: Path | None) -> list[str]:
         _matmul_row(mm._matmul_tma_kernel, args, {**base, **kw}, c, w, disasm, sass_dir) for w, c, args, kw in cases
     ]
     fp8_args = (_FP8, _FP8, _BF16, _F32, _F32, m, n, k, k, k, n, 1, 1)
-    fp8_cfg = next(c for c in f8.matmul_fp8_configs() if c.kwargs["BLOCK_N"] == 128)  # 128x128x128, 8 warps
+    fp8_cfg = next(
+        c
+        for c in f8.matmul_fp8_configs()
+        if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps) == (128, 128, 8)  # 128x128x128, 8 warps
+    )
     for fast in (False, True):
         kw = {"NUM_SMS": SMS, "ROW_SCALES": True, "COL_SCALES": True, "FAST_ACCUM": fast, "UPCAST": False}
         what = "matmul_fp8" + (", fast accum" if fast else "")

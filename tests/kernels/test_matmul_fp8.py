@@ -109,7 +109,8 @@ def test_padded_rows_odd_k_and_fast_accum(device):
 def test_forced_configs(device):
     a, b, scale_a, scale_b, _, _ = fp8_operands(72, 64, 96, E5M2, "row-col", device, seed=3)
     cfg = f8._cfg
-    for c in (cfg(16, 32, 32, 4, 2, group_m=3), cfg(32, 16, 64, 4, 2, subtile=True)):
+    several = f8.fp8_cfg(16, 16, 32, 4, 2, per_sm=3)  # programs striding over tiles three SMs' worth apart
+    for c in (cfg(16, 32, 32, 4, 2, group_m=3), cfg(32, 16, 64, 4, 2, subtile=True), several):
         out = f8._matmul_fp8_forward(a, b, scale_a, scale_b, torch.bfloat16, config=c)
         check_fp8(out, a, b, scale_a, scale_b, torch.bfloat16, f"{c}")
 
@@ -205,3 +206,7 @@ def test_prune_fp8_configs():
     assert kept(torch.float32, FAST_ACCUM=True) == [mid, small]
     assert kept(torch.bfloat16, FAST_ACCUM=False) == [tall, mid, small]
     assert kept(torch.bfloat16, m=48, n=40, FAST_ACCUM=True) == [small]  # tiles no larger than the problem
+    # Two programs an SM only where both fit its shared memory: 3 stages and half-width stores, not 4 stages.
+    pair, crowded = f8.fp8_cfg(128, 128, 128, 4, 3, subtile=True, per_sm=2), f8.fp8_cfg(128, 128, 128, 4, 4, per_sm=2)
+    args = {"c_ptr": torch.empty(1, dtype=torch.bfloat16), "M": 4096, "N": 4096}
+    assert f8.prune_fp8_configs([pair, crowded, small], args, FAST_ACCUM=False) == [pair, small]
