@@ -17,7 +17,11 @@ against another run of another session differs by sqrt(2) times sigma, sigma^2 =
 mean 1/runs per session) (a session mean already carries within / runs). Each part is shrunk toward a
 **prior**, the pooled part of its family on the machine (every series of matmul, norm or attention), worth
 `prior_df` degrees of freedom: a series with little history is held to its family's spread; with no history
-on the machine at all, DEFAULT_PRIOR_SIGMA, stated in every verdict that uses it.
+on the machine at all, DEFAULT_PRIOR_SIGMA, stated in every verdict that uses it. Where a provider has
+several series of a family with enough history (MIN_PROVIDER_SERIES, MIN_PROVIDER_PRIOR_DF), its series are
+shrunk toward that provider's pooled part instead: providers differ in how much they move between sessions
+(on an H100, XLA's norm series 33-46%, the others' 0.1-1%), and one volatile provider pooled into the family
+would hold every other series of it to its spread.
 
 **Normalisers.** Providers of one history class are measured in one process, case by case and turn by turn,
 so a clock or thermal state hits them alike. Per class, the control provider whose ratio to the class's own
@@ -43,12 +47,15 @@ from .asvresults import NOT_RESULTS, ResultFile, ResultsError, load
 from .keys import family_of
 from .stats import Noise, log_median
 
-NOISE_FORMAT = 3
+NOISE_FORMAT = 4  # 4: priors per provider within a family
 MIN_SESSION_GAP_S = 1800.0  # runs closer than this to the previous one share a session
 PRIOR_DF = 4.0  # weight of the family prior, in degrees of freedom
 # The prior where a machine has no history at all: on an H200 the between-session sd of a series of
 # unchanged code ranged from 0.1% to 3.7%; a new machine is held to the top of that range.
 DEFAULT_PRIOR_SIGMA = 0.03
+# A provider's own prior within a family needs this many series and between-session degrees of freedom.
+MIN_PROVIDER_SERIES = 2
+MIN_PROVIDER_PRIOR_DF = 4
 NORMALISE_GAIN = 0.5  # a normaliser must at least halve the own series' within-session variance
 MIN_NORMALISE_DF = 4  # over at least this many degrees of freedom
 
@@ -111,7 +118,8 @@ class Normaliser:
 class NoiseModel:
     machine: str
     series: dict[str, SeriesFit] = field(default_factory=dict)
-    priors: dict[str, Prior] = field(default_factory=dict)  # per family, and "*" for the whole machine
+    # per family ("norm"), per provider within a family ("norm:triton"), and "*" for the whole machine
+    priors: dict[str, Prior] = field(default_factory=dict)
     normalisers: dict[str, Normaliser] = field(default_factory=dict)  # per history class (module.Class)
     min_gap_s: float = MIN_SESSION_GAP_S
     prior_df: float = PRIOR_DF
@@ -121,7 +129,12 @@ class NoiseModel:
     format: int = NOISE_FORMAT
 
     def prior(self, key: str) -> Prior:
-        return self.priors.get(family_of(key)) or self.priors.get("*") or default_prior()
+        return (
+            self.priors.get(provider_prior_name(key))
+            or self.priors.get(family_of(key))
+            or self.priors.get("*")
+            or default_prior()
+        )
 
     def lookup(self, key: str, version: str | None = None) -> Noise:
         """The noise of one run across sessions: the series' own history shrunk toward its family's prior."""
@@ -149,6 +162,12 @@ class NoiseModel:
 
     def normaliser(self, key: str) -> Normaliser | None:
         return self.normalisers.get(keys.class_of(key))
+
+
+def provider_prior_name(key: str) -> str:
+    """The name of the prior of a series' provider within its family ("norm:triton"); "" for other names."""
+    parts = keys.parse(key)
+    return f"{parts.family}:{parts.provider}" if parts else ""
 
 
 def default_prior() -> Prior:
@@ -295,12 +314,20 @@ def fit_model(observations: Iterable[Observation], machine: str, files: int = 0)
     for key, version in newest_versions(by_series).items():
         model.series[key] = fits[(key, version)]
     families: dict[str, list[SeriesFit]] = {}
+    providers: dict[str, list[SeriesFit]] = {}
     for (key, _), fit in fits.items():
         families.setdefault(family_of(key), []).append(fit)
+        if name := provider_prior_name(key):
+            providers.setdefault(name, []).append(fit)
     for family, members in families.items():
         prior = pooled_prior(members, f"{family} on {machine}")
         if prior:
             model.priors[family] = prior
+    for name, members in providers.items():
+        family, provider = name.split(":", 1)
+        prior = pooled_prior(members, f"{family}'s {provider} on {machine}")
+        if prior and prior.series >= MIN_PROVIDER_SERIES and prior.df >= MIN_PROVIDER_PRIOR_DF:
+            model.priors[name] = prior
     whole = pooled_prior(fits.values(), machine)
     if whole:
         model.priors["*"] = whole

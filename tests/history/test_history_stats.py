@@ -190,6 +190,26 @@ def test_a_series_without_history_gets_its_family_prior():
     assert unknown.sigma == noise.DEFAULT_PRIOR_SIGMA and "no history on this machine" in unknown.source
 
 
+def test_a_volatile_provider_does_not_set_the_others_prior():
+    """XLA's series moving 30% between sessions must not hold the family's steady series to that spread: each
+    provider with two or more series is shrunk toward its own pool; one with a single series, toward the
+    family's."""
+    obs = []
+    for case in ("a", "b", "c"):
+        obs += [_obs(f"norm.N.track_triton('{case}')", "g", i, v) for i, v in enumerate((1.0, 1.002, 0.998, 1.0))]
+        obs += [_obs(f"norm.N.track_xla('{case}')", "g", i, v) for i, v in enumerate((1.0, 1.4, 0.7, 1.2))]
+    obs += [_obs("norm.N.track_eager('a')", "g", i, v) for i, v in enumerate((1.0, 1.01, 0.99, 1.0))]
+    model = noise.fit_model(obs, "gpu")
+    assert model.priors["norm:triton"].sigma < 0.005 and model.priors["norm:xla"].sigma > 0.2
+    assert "norm:eager" not in model.priors  # one series: no provider pool of its own
+    assert model.priors["norm"].sigma > 0.1  # the family's pool holds XLA
+    triton = model.lookup("norm.N.track_triton('a')")
+    assert triton.sigma < 0.005 and "norm's triton" in triton.source
+    assert model.lookup("norm.N.track_eager('a')").sigma > 0.05  # shrunk toward the family's prior
+    new = model.lookup("norm.N.track_triton('d')")  # no history: its provider's prior
+    assert new.sigma == pytest.approx(model.priors["norm:triton"].sigma) and new.df == noise.PRIOR_DF
+
+
 def _runs_with_a_shared_factor(control_noise: float) -> list[noise.Observation]:
     """Own series and a control measured in the same runs; each run's machine factor hits both."""
     rng = np.random.default_rng(3)
