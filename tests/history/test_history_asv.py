@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tierbench.suite.history import asvtool, nightly_command
+from tierbench.suite.history import asvtool, nightly_command, noise
 
 # Real asv runs whose verdicts (slower, unchanged) come from timings: nothing else may run beside them.
 pytestmark = pytest.mark.alone
@@ -130,7 +130,7 @@ def test_stored_results_carry_the_timer_samples(history):
     assert (repo / "results" / "html" / "history" / "index.html").exists()
     assert json.loads((repo / "results" / "asv" / MACHINE / "benchmarks.json").read_text())["matmul.Matmul.track_eager"]
     model = json.loads((repo / "results" / "noise" / f"{MACHINE}.json").read_text())
-    assert model["format"] == 3 and model["series"][KEY]["runs"] == 4  # two nightly runs, two A/A runs
+    assert model["format"] == noise.NOISE_FORMAT and model["series"][KEY]["runs"] == 4  # two nightly runs, two A/A runs
     assert len(list((repo / "results" / "noise" / MACHINE / "runs").iterdir())) == 2
     # The nightly judged the second commit against the first.
     verdicts = json.loads((repo / "results" / "compare" / f"{MACHINE}-{first[:8]}-{second[:8]}.json").read_text())
