@@ -139,15 +139,18 @@ def fp8_variants(a, b, sa, sb, fast: bool) -> list[tuple[str, Callable[[], torch
     return out
 
 
-def bench_fp8(quick: bool) -> None:
-    """FP8 e4m3, bf16 output, per-tensor scales (and per-row at the first shape): each mode against
-    `torch._scaled_mm` in the same mode."""
-    shapes = [(4096, 4096, 4096), (8192, 8192, 8192), (16384, 4096, 4096), (16384, 14336, 4096)]
-    for m, n, k in shapes[:1] if quick else shapes:
+FP8_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (16384, 4096, 4096), (16384, 14336, 4096)]
+
+
+def bench_fp8(quick: bool, shapes: list[tuple[int, int, int]] | None = None) -> None:
+    """FP8 e4m3, bf16 output, per-tensor scales (and per-row at the default list's first shape): each mode
+    against `torch._scaled_mm` in the same mode. `shapes` (--fp8-shapes) replaces the list, per-tensor only."""
+    chosen = shapes or (FP8_SHAPES[:1] if quick else FP8_SHAPES)
+    for m, n, k in chosen:
         a32 = torch.randn(m, k, device="cuda")
         bt32 = torch.randn(n, k, device="cuda")
         scalings = [("per-tensor", a32.abs().amax().reshape(1) / 448, bt32.abs().amax().reshape(1) / 448)]
-        if (m, n, k) == shapes[0]:
+        if not shapes and (m, n, k) == FP8_SHAPES[0]:
             scalings.append(("per-row", a32.abs().amax(1, keepdim=True) / 448, bt32.abs().amax(1)[None, :] / 448))
         for scaling, sa, sb in scalings:
             # sa is (1,) or (M, 1); sb is (1,) or (1, N), a column of bt's rows once reshaped.
@@ -557,7 +560,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--family", default="matmul,small,fp8,norm,attention,decode")
     p.add_argument("--quick", action="store_true", help="one shape per family")
+    p.add_argument(
+        "--fp8-shapes", help="the fp8 family's shapes instead of its list, e.g. 8192x8192x8192,4096x4096x4096"
+    )
     args = p.parse_args()
+    fp8_shapes = [tuple(int(d) for d in s.split("x")) for s in args.fp8_shapes.split(",")] if args.fp8_shapes else None
     if not torch.cuda.is_available():
         sys.exit("gpu_variants.py needs a CUDA GPU")
     props = torch.cuda.get_device_properties(0)
@@ -567,7 +574,7 @@ def main() -> None:
     fams = {
         "matmul": bench_matmul,
         "small": bench_small,
-        "fp8": bench_fp8,
+        "fp8": lambda quick: bench_fp8(quick, fp8_shapes),
         "norm": bench_norm,
         "attention": bench_attention,
         "decode": bench_decode,
