@@ -78,7 +78,8 @@ def whole_row_configs() -> list[triton.Config]:
         return [whole_row_config(rows=2, ctas=1, prefetch=True)]
     plain = [whole_row_config(rows=r, ctas=c, warps=w) for r in (1, 4) for w in (4, 8, 16, 32) for c in (1, 2, 4)]
     # One program an SM working one row at a time leaves its loads waiting on its arithmetic (the fused op
-    # at 4096 wide): the prefetching candidates, one and two programs an SM.
+    # at 4096 wide): the prefetching candidates, one and two programs an SM. On an H100 the tuner took them
+    # for LayerNorm at 8192, RMSNorm at 4096 and 8192 and the fused op at 2048 and 4096 (242 -> 200 us).
     return plain + [whole_row_config(rows=1, ctas=c, warps=w, prefetch=True) for w in (8, 16) for c in (1, 2)]
 
 

@@ -137,7 +137,8 @@ class NoiseModel:
         )
 
     def lookup(self, key: str, version: str | None = None) -> Noise:
-        """The noise of one run across sessions: the series' own history shrunk toward its family's prior."""
+        """The noise of one run across sessions: the series' own history shrunk toward its prior (its provider's
+        within the family, else the family's)."""
         prior = self.prior(key)
         fit = self.series.get(key)
         why = ""
