@@ -556,15 +556,28 @@ def _decode_shape(batch: int, kv_len: int, q_len: int = 1) -> None:
             log(f"[{time.time() - T0:6.1f}s] decode {shape} {name} FAILED: {type(e).__name__}: {str(e)[:300]}")
 
 
+def shape_list(text: str) -> list[tuple[int, int, int]]:
+    """argparse type of --fp8-shapes: MxNxK,MxNxK,... of positive integers."""
+    shapes = []
+    for item in text.split(","):
+        dims = item.split("x")
+        if len(dims) != 3 or not all(d.isdigit() and int(d) > 0 for d in dims):
+            raise argparse.ArgumentTypeError(f"{item!r} is not MxNxK (three positive integers), e.g. 8192x8192x8192")
+        shapes.append((int(dims[0]), int(dims[1]), int(dims[2])))
+    return shapes
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--family", default="matmul,small,fp8,norm,attention,decode")
     p.add_argument("--quick", action="store_true", help="one shape per family")
     p.add_argument(
-        "--fp8-shapes", help="the fp8 family's shapes instead of its list, e.g. 8192x8192x8192,4096x4096x4096"
+        "--fp8-shapes",
+        type=shape_list,
+        help="the fp8 family's shapes instead of its list, e.g. 8192x8192x8192,4096x4096x4096",
     )
     args = p.parse_args()
-    fp8_shapes = [tuple(int(d) for d in s.split("x")) for s in args.fp8_shapes.split(",")] if args.fp8_shapes else None
+    fp8_shapes = args.fp8_shapes
     if not torch.cuda.is_available():
         sys.exit("gpu_variants.py needs a CUDA GPU")
     props = torch.cuda.get_device_properties(0)
