@@ -132,6 +132,11 @@ def fp8_variants(a, b, sa, sb, fast: bool) -> list[tuple[str, Callable[[], torch
     for bm, bn, bk, w, st, ws, sub in tiles:
         name = f"{bm}x{bn}x{bk} w{w} s{st}" + (" ws" if ws else "") + (" sub" if sub else "")
         out.append((name, forced(cfg(bm, bn, bk, w, st, subtile=sub, ws=ws, flatten=not ws))))
+    # Precise accumulation as two half-width products a K step (fast accumulation has no promotion to split).
+    if not fast:
+        for bm, bn, st in ((128, 256, 3), (128, 256, 4), (128, 128, 4)):
+            name = f"{bm}x{bn}x128 w8 s{st} split halves"
+            out.append((name, forced(fp8_mod.fp8_cfg(bm, bn, 128, 8, st, split_n=True))))
     # Two or three programs an SM, one warpgroup each (half-width stores, so that two fit shared memory).
     for bm, bn, st, per_sm in ((128, 128, 3, 2), (64, 128, 4, 2), (128, 64, 4, 2), (64, 128, 2, 3), (64, 64, 4, 3)):
         name = f"{bm}x{bn}x128 w4 s{st} sub x{per_sm}/SM"

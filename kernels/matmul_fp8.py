@@ -53,10 +53,12 @@ OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 # ----------------------------------------------------------------------------------------------------------
 
 
-def fp8_cfg(bm, bn, bk, warps, stages, *, group_m=8, subtile=False, per_sm=1) -> triton.Config:
-    """A config of the 16-bit kernel's form with PER_SM programs an SM (the grid: PER_SM x SMs)."""
+def fp8_cfg(bm, bn, bk, warps, stages, *, group_m=8, subtile=False, per_sm=1, split_n=False) -> triton.Config:
+    """A config of the 16-bit kernel's form with PER_SM programs an SM (the grid: PER_SM x SMs); SPLIT_N:
+    precise accumulation in two half-width products a K step (see the kernel)."""
     base = _cfg(bm, bn, bk, warps, stages, group_m=group_m, subtile=subtile)
-    return triton.Config({**base.kwargs, "PER_SM": per_sm}, num_warps=warps, num_stages=stages)
+    kwargs = {**base.kwargs, "PER_SM": per_sm, "SPLIT_N": split_n}
+    return triton.Config(kwargs, num_warps=warps, num_stages=stages)
 
 
 def matmul_fp8_configs() -> list[triton.Config]:
@@ -94,7 +96,7 @@ _SMEM_PER_PROGRAM_RESERVED = 1024
 def _smem_bytes(cfg: triton.Config, out_esize: int) -> int:
     kw = cfg.kwargs
     pipeline = (kw["BLOCK_M"] + kw["BLOCK_N"]) * kw["BLOCK_K"] * cfg.num_stages  # one byte an operand element
-    epi_n = kw["BLOCK_N"] // 2 if kw["EPI_SUBTILE"] else kw["BLOCK_N"]
+    epi_n = kw["BLOCK_N"] // 2 if kw["EPI_SUBTILE"] or kw.get("SPLIT_N", False) else kw["BLOCK_N"]
     return pipeline + kw["BLOCK_M"] * epi_n * out_esize
 
 
@@ -117,8 +119,12 @@ def prune_fp8_configs(configs: list[triton.Config], named_args: dict, **kwargs) 
         return smem <= _SMEM_LIMIT and per_sm * (smem + _SMEM_PER_PROGRAM_RESERVED) <= _SM_SMEM
 
     fitting = [c for c in configs if fits(c)] or configs
-    if not kwargs.get("FAST_ACCUM", False):
-        fitting = [c for c in fitting if c.kwargs["BLOCK_N"] <= _MAX_PRECISE_BLOCK_N] or fitting
+    if kwargs.get("FAST_ACCUM", False):  # the split products are precise accumulation's form
+        fitting = [c for c in fitting if not c.kwargs.get("SPLIT_N", False)] or fitting
+    else:
+        fitting = [
+            c for c in fitting if c.kwargs["BLOCK_N"] <= _MAX_PRECISE_BLOCK_N or c.kwargs.get("SPLIT_N", False)
+        ] or fitting
     kept = [
         c
         for c in fitting
@@ -131,6 +137,29 @@ def prune_fp8_configs(configs: list[triton.Config], named_args: dict, **kwargs) 
 # ----------------------------------------------------------------------------------------------------------
 # Kernel
 # ----------------------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _step_product(a, b, UPCAST: tl.constexpr):
+    # One K step's product on its own: the tensor cores accumulate its BLOCK_K (precise accumulation's
+    # promotion interval), and the caller adds it to its fp32 accumulator.
+    if UPCAST:  # interpreter only: no FP8 dot; products of fp8 values are exact in fp32
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
+    else:
+        return tl.dot(a, b)
+
+
+@triton.jit
+def _scaled(acc, off_m, off_n, M, N, scale, scale_a_ptr, scale_b_ptr, stride_sa, stride_sb, BLOCK_M: tl.constexpr,
+            WIDTH: tl.constexpr, ROW_SCALES: tl.constexpr, COL_SCALES: tl.constexpr):  # fmt: skip
+    # The fp32 tile (BLOCK_M x WIDTH at off_m, off_n) times its rows' and columns' scales and the scalar ones.
+    if ROW_SCALES:
+        offs_m = off_m + tl.arange(0, BLOCK_M)
+        acc = acc * tl.load(scale_a_ptr + offs_m * stride_sa, mask=offs_m < M, other=0.0)[:, None]
+    if COL_SCALES:
+        offs_n = off_n + tl.arange(0, WIDTH)
+        acc = acc * tl.load(scale_b_ptr + offs_n * stride_sb, mask=offs_n < N, other=0.0)[None, :]
+    return acc * scale
 
 
 @triton.jit
@@ -161,12 +190,20 @@ def _matmul_fp8_kernel(
     FAST_ACCUM: tl.constexpr,
     UPCAST: tl.constexpr,
     PER_SM: tl.constexpr = 1,  # programs per SM
+    # Precise accumulation as two half-width products a K step, each added to its half of the fp32 tile:
+    # the first half's adds can run beside the second half's MMAs, and the tile holds no second full-size
+    # accumulator (128x256 compiles without spilling).
+    SPLIT_N: tl.constexpr = False,
 ):
     dtype = c_ptr.dtype.element_ty
+    HALF_N: tl.constexpr = BLOCK_N // 2
     a_desc = tl.make_tensor_descriptor(a_ptr, [M, K], [stride_am, 1], [BLOCK_M, BLOCK_K])
     # b (K, N) column-major is bt (N, K) row-major: described as bt, its tiles transposed in registers.
-    b_desc = tl.make_tensor_descriptor(b_ptr, [N, K], [stride_bn, 1], [BLOCK_N, BLOCK_K])
-    if EPI_SUBTILE:
+    if SPLIT_N:
+        b_desc = tl.make_tensor_descriptor(b_ptr, [N, K], [stride_bn, 1], [HALF_N, BLOCK_K])
+    else:
+        b_desc = tl.make_tensor_descriptor(b_ptr, [N, K], [stride_bn, 1], [BLOCK_N, BLOCK_K])
+    if EPI_SUBTILE or SPLIT_N:
         c_desc = tl.make_tensor_descriptor(c_ptr, [M, N], [stride_cm, 1], [BLOCK_M, BLOCK_N // 2])
     else:
         c_desc = tl.make_tensor_descriptor(c_ptr, [M, N], [stride_cm, 1], [BLOCK_M, BLOCK_N])
@@ -186,26 +223,39 @@ def _matmul_fp8_kernel(
         pid_m, pid_n = _grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for ki in range(k_tiles):
-            off_k = ki * BLOCK_K
-            a = a_desc.load([off_m, off_k])
-            b = b_desc.load([off_n, off_k]).T
-            if UPCAST:  # interpreter only: no FP8 dot; products of fp8 values are exact in fp32
-                acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
-            elif FAST_ACCUM:
-                acc = tl.dot(a, b, acc)
-            else:
-                acc = tl.dot(a, b, acc, max_num_imprecise_acc=BLOCK_K)
-
-        if ROW_SCALES:
-            offs_m = off_m + tl.arange(0, BLOCK_M)
-            acc = acc * tl.load(scale_a_ptr + offs_m * stride_sa, mask=offs_m < M, other=0.0)[:, None]
-        if COL_SCALES:
-            offs_n = off_n + tl.arange(0, BLOCK_N)
-            acc = acc * tl.load(scale_b_ptr + offs_n * stride_sb, mask=offs_n < N, other=0.0)[None, :]
-        tma_epilogue(c_desc, c_desc, acc * scale, None, off_m, off_n, N, dtype, BLOCK_M, BLOCK_N, EPI_SUBTILE, False, 0,
-                     False)  # fmt: skip
+        if SPLIT_N:
+            acc0 = tl.zeros((BLOCK_M, HALF_N), dtype=tl.float32)
+            acc1 = tl.zeros((BLOCK_M, HALF_N), dtype=tl.float32)
+            for ki in range(k_tiles):
+                off_k = ki * BLOCK_K
+                a = a_desc.load([off_m, off_k])
+                part0 = _step_product(a, b_desc.load([off_n, off_k]).T, UPCAST)
+                part1 = _step_product(a, b_desc.load([off_n + HALF_N, off_k]).T, UPCAST)
+                acc0 += part0
+                acc1 += part1
+            acc0 = _scaled(acc0, off_m, off_n, M, N, scale, scale_a_ptr, scale_b_ptr, stride_sa, stride_sb, BLOCK_M,
+                           HALF_N, ROW_SCALES, COL_SCALES)  # fmt: skip
+            acc1 = _scaled(acc1, off_m, off_n + HALF_N, M, N, scale, scale_a_ptr, scale_b_ptr, stride_sa, stride_sb,
+                           BLOCK_M, HALF_N, ROW_SCALES, COL_SCALES)  # fmt: skip
+            tma_epilogue(c_desc, c_desc, acc0, None, off_m, off_n, N, dtype, BLOCK_M, HALF_N, False, False, 0, False)
+            tma_epilogue(c_desc, c_desc, acc1, None, off_m, off_n + HALF_N, N, dtype, BLOCK_M, HALF_N, False, False, 0,
+                         False)  # fmt: skip
+        else:
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for ki in range(k_tiles):
+                off_k = ki * BLOCK_K
+                a = a_desc.load([off_m, off_k])
+                b = b_desc.load([off_n, off_k]).T
+                if UPCAST:  # interpreter only: no FP8 dot; products of fp8 values are exact in fp32
+                    acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+                elif FAST_ACCUM:
+                    acc = tl.dot(a, b, acc)
+                else:
+                    acc = tl.dot(a, b, acc, max_num_imprecise_acc=BLOCK_K)
+            acc = _scaled(acc, off_m, off_n, M, N, scale, scale_a_ptr, scale_b_ptr, stride_sa, stride_sb, BLOCK_M,
+                          BLOCK_N, ROW_SCALES, COL_SCALES)  # fmt: skip
+            tma_epilogue(c_desc, c_desc, acc, None, off_m, off_n, N, dtype, BLOCK_M, BLOCK_N, EPI_SUBTILE, False, 0,
+                         False)  # fmt: skip
 
 
 _matmul_fp8_tuned = triton.autotune(

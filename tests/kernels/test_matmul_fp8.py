@@ -115,6 +115,19 @@ def test_forced_configs(device):
         check_fp8(out, a, b, scale_a, scale_b, torch.bfloat16, f"{c}")
 
 
+def test_split_products_ragged_and_scaled(device):
+    """Precise accumulation as two half-width products a K step: each half's column scales and stores, a
+    ragged last tile (N = 40 against 32-wide tiles of two 16-wide halves), every output dtype."""
+    a, b, scale_a, scale_b, _, _ = fp8_operands(50, 40, 80, E4M3, "row-col", device, seed=4)
+    split = f8.fp8_cfg(16, 32, 32, 4, 2, split_n=True)
+    for out_dtype in f8.OUT_DTYPES:
+        out = f8._matmul_fp8_forward(a, b, scale_a, scale_b, out_dtype, config=split)
+        check_fp8(out, a, b, scale_a, scale_b, out_dtype, f"split halves {out_dtype}")
+    a, b, scale_a, scale_b, _, _ = fp8_operands(33, 48, 64, E5M2, "tensor", device, seed=5)
+    out = f8._matmul_fp8_forward(a, b, scale_a, scale_b, torch.bfloat16, config=split)
+    check_fp8(out, a, b, scale_a, scale_b, torch.bfloat16, "split halves, per-tensor scales")
+
+
 def test_empty(device):
     one = torch.ones((), device=device)
     a, b = torch.zeros(8, 0, dtype=E4M3, device=device), torch.zeros(16, 0, dtype=E4M3, device=device).T
@@ -210,3 +223,7 @@ def test_prune_fp8_configs():
     pair, crowded = f8.fp8_cfg(128, 128, 128, 4, 3, subtile=True, per_sm=2), f8.fp8_cfg(128, 128, 128, 4, 4, per_sm=2)
     args = {"c_ptr": torch.empty(1, dtype=torch.bfloat16), "M": 4096, "N": 4096}
     assert f8.prune_fp8_configs([pair, crowded, small], args, FAST_ACCUM=False) == [pair, small]
+    # Split products keep 128x256 in precise accumulation (no second full-size accumulator), never in fast.
+    split = f8.fp8_cfg(128, 256, 128, 8, 3, split_n=True)
+    assert f8.prune_fp8_configs([big, split, small], args, FAST_ACCUM=False) == [split, small]
+    assert f8.prune_fp8_configs([big, split, small], args, FAST_ACCUM=True) == [big, small]
