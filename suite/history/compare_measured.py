@@ -114,7 +114,7 @@ def runs(args: argparse.Namespace, refs: list[str], settings) -> Report:
     base, head = (compare_runs.load_run(r, args.runs_dir) for r in refs)
     if args.noise and args.noise != "none":
         model = load_model(Path(args.noise))
-        source = f"the family priors of {plain(args.noise)}"
+        source = f"the priors of {plain(args.noise)} (per provider within a family, else per family)"
     else:
         model, source = None, "none: the prior of a machine without history"
     noise = compare_runs.RunNoise(model, {}, source)

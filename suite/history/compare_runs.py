@@ -3,7 +3,8 @@
 - **Two runs** (`compare RUN_A RUN_B`, each a run id under --runs or a run folder): every (case, provider)
   recorded in either, judged as two commits' stored results are. The runs ran in two sessions, so the
   estimate (the ratio of the two run medians) is judged against the noise of one run across sessions: the
-  family prior of a saved noise model (`--noise FILE`), else the prior of a machine without history (sd 3%).
+  prior of a saved noise model (`--noise FILE`; its provider's within the family where it has one, else the
+  family's), else the prior of a machine without history (sd 3%).
   Across sessions nothing is confirmed: an own-code series that looks slower is `suspected`, a control that
   moved is `drift`; a paired A/B in one session (`compare --providers` or `--plugin-versions`) confirms.
 - **Two providers of one run** (`compare RUN --providers A B`): in a run the providers of a case took turns
@@ -17,6 +18,7 @@ Torch-free: it reads records and stored configs only.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,17 +100,21 @@ def as_result(key: str, record: Measurement) -> BenchmarkResult:
 
 
 class RunNoise:
-    """The noise of one run across sessions for records (which have no history of their own): the family's
-    prior of a saved noise model where it has one, else the prior of a machine without history."""
+    """The noise of one run across sessions for records (which have no history of their own): the prior of a
+    saved noise model where it has one (its provider's within the family, else the family's), else the prior
+    of a machine without history."""
 
     def __init__(self, model: NoiseModel | None, families: dict[str, str], source: str):
         self.model = model
         self.families = families  # row key -> the record's op family
+        self.providers: dict[str, str] = {}  # row key -> the record's provider, as asv names it
         self.source = source
 
     def prior(self, key: str) -> Prior:
         priors = self.model.priors if self.model else {}
-        return priors.get(self.families.get(key, "")) or priors.get("*") or default_prior()
+        family = self.families.get(key, "")
+        mine = priors.get(f"{family}:{self.providers[key]}") if key in self.providers else None
+        return mine or priors.get(family) or priors.get("*") or default_prior()
 
     def lookup(self, key: str, version: str | None = None) -> Noise:
         prior = self.prior(key)
@@ -144,6 +150,7 @@ def compare_runs(
         either = h or b
         key = series_name(either)
         noise.families[key] = either.family
+        noise.providers[key] = re.sub(r"\W", "_", either.provider)  # asv's name of the provider
         mine = own(either)
         row = compare_row(
             key,

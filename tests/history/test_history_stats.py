@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tierbench.suite.history import noise
+from tierbench.suite.history.compare_runs import RunNoise
 from tierbench.suite.history.stats import (
     Noise,
     Settings,
@@ -208,6 +209,20 @@ def test_a_volatile_provider_does_not_set_the_others_prior():
     assert model.lookup("norm.N.track_eager('a')").sigma > 0.05  # shrunk toward the family's prior
     new = model.lookup("norm.N.track_triton('d')")  # no history: its provider's prior
     assert new.sigma == pytest.approx(model.priors["norm:triton"].sigma) and new.df == noise.PRIOR_DF
+
+
+def test_records_compared_across_runs_take_their_providers_prior():
+    """`tierbench compare RUN RUN --noise MODEL`: a record's row is judged against its provider's prior in the
+    family where the model has one, else the family's."""
+    obs = []
+    for case in ("a", "b", "c"):
+        obs += [_obs(f"norm.N.track_triton('{case}')", "g", i, v) for i, v in enumerate((1.0, 1.002, 0.998, 1.0))]
+        obs += [_obs(f"norm.N.track_xla('{case}')", "g", i, v) for i, v in enumerate((1.0, 1.4, 0.7, 1.2))]
+    model = noise.fit_model(obs, "gpu")
+    runs = RunNoise(model, {"row t": "norm", "row e": "norm"}, "a model")
+    runs.providers.update({"row t": "triton", "row e": "eager"})
+    assert runs.lookup("row t").sigma == pytest.approx(model.priors["norm:triton"].sigma)
+    assert runs.lookup("row e").sigma == pytest.approx(model.priors["norm"].sigma)  # no eager pool: the family
 
 
 def _runs_with_a_shared_factor(control_noise: float) -> list[noise.Observation]:
