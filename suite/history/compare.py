@@ -42,7 +42,7 @@ def default_own_providers(plugins: tuple[str, ...] = ()) -> tuple[str, ...]:
     those of the `plugins` named."""
     from ..catalog import build
 
-    return tuple(sorted({re.sub(r"\W", "_", name) for name in build(plugins).own_code_providers()}))
+    return tuple(sorted({keys.asv_name(name) for name in build(plugins).own_code_providers()}))
 
 
 @dataclass

@@ -18,7 +18,6 @@ Torch-free: it reads records and stored configs only.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from ..store.records import CONFIG_FILE, Measurement
 from ..text import plain
 from .asvresults import BenchmarkResult, ResultsError
 from .compare import Report, Row, compare_row, sort_rows
+from .keys import asv_name
 from .measured_ab import fresh_state
 from .noise import NoiseModel, Prior, default_prior
 from .stats import Noise, Settings, median, round_medians
@@ -111,10 +111,9 @@ class RunNoise:
         self.source = source
 
     def prior(self, key: str) -> Prior:
-        priors = self.model.priors if self.model else {}
-        family = self.families.get(key, "")
-        mine = priors.get(f"{family}:{self.providers[key]}") if key in self.providers else None
-        return mine or priors.get(family) or priors.get("*") or default_prior()
+        if self.model is None:
+            return default_prior()
+        return self.model.prior_for(self.families.get(key, ""), self.providers.get(key))
 
     def lookup(self, key: str, version: str | None = None) -> Noise:
         prior = self.prior(key)
@@ -150,7 +149,7 @@ def compare_runs(
         either = h or b
         key = series_name(either)
         noise.families[key] = either.family
-        noise.providers[key] = re.sub(r"\W", "_", either.provider)  # asv's name of the provider
+        noise.providers[key] = asv_name(either.provider)
         mine = own(either)
         row = compare_row(
             key,

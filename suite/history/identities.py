@@ -4,16 +4,12 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from ..benchmarks.identity import GitSource, code_identity
 from . import keys
-
-
-def asv_name(provider: str) -> str:
-    return re.sub(r"\W", "_", provider)
+from .keys import asv_name
 
 
 class SeriesIdentities:

@@ -25,6 +25,11 @@ class Key(NamedTuple):
         return f"{self.cls}.track_{provider}{self.params}"
 
 
+def asv_name(provider: str) -> str:
+    """A provider's name as asv's method names carry it (non-identifier characters as `_`)."""
+    return re.sub(r"\W", "_", provider)
+
+
 def parse(key: str) -> Key | None:
     m = _KEY.match(key)
     return Key(m["family"], m["cls"], m["provider"], m["params"] or "") if m else None

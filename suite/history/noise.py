@@ -128,13 +128,15 @@ class NoiseModel:
     created: float = field(default_factory=time.time)
     format: int = NOISE_FORMAT
 
+    def prior_for(self, family: str, provider: str | None = None) -> Prior:
+        """The prior of a provider's series in a family: the provider's own where the model has one, else the
+        family's, else the machine's, else that of a machine without history."""
+        own = self.priors.get(provider_prior_name(family, provider)) if provider else None
+        return own or self.priors.get(family) or self.priors.get("*") or default_prior()
+
     def prior(self, key: str) -> Prior:
-        return (
-            self.priors.get(provider_prior_name(key))
-            or self.priors.get(family_of(key))
-            or self.priors.get("*")
-            or default_prior()
-        )
+        parts = keys.parse(key)
+        return self.prior_for(family_of(key), parts.provider if parts else None)
 
     def lookup(self, key: str, version: str | None = None) -> Noise:
         """The noise of one run across sessions: the series' own history shrunk toward its prior (its provider's
@@ -165,10 +167,9 @@ class NoiseModel:
         return self.normalisers.get(keys.class_of(key))
 
 
-def provider_prior_name(key: str) -> str:
-    """The name of the prior of a series' provider within its family ("norm:triton"); "" for other names."""
-    parts = keys.parse(key)
-    return f"{parts.family}:{parts.provider}" if parts else ""
+def provider_prior_name(family: str, provider: str) -> str:
+    """The name of a provider's prior within a family in `NoiseModel.priors` ("norm:triton")."""
+    return f"{family}:{provider}"
 
 
 def default_prior() -> Prior:
@@ -315,20 +316,19 @@ def fit_model(observations: Iterable[Observation], machine: str, files: int = 0)
     for key, version in newest_versions(by_series).items():
         model.series[key] = fits[(key, version)]
     families: dict[str, list[SeriesFit]] = {}
-    providers: dict[str, list[SeriesFit]] = {}
+    providers: dict[tuple[str, str], list[SeriesFit]] = {}
     for (key, _), fit in fits.items():
         families.setdefault(family_of(key), []).append(fit)
-        if name := provider_prior_name(key):
-            providers.setdefault(name, []).append(fit)
+        if parts := keys.parse(key):
+            providers.setdefault((parts.family, parts.provider), []).append(fit)
     for family, members in families.items():
         prior = pooled_prior(members, f"{family} on {machine}")
         if prior:
             model.priors[family] = prior
-    for name, members in providers.items():
-        family, provider = name.split(":", 1)
+    for (family, provider), members in providers.items():
         prior = pooled_prior(members, f"{family}'s {provider} on {machine}")
         if prior and prior.series >= MIN_PROVIDER_SERIES and prior.df >= MIN_PROVIDER_PRIOR_DF:
-            model.priors[name] = prior
+            model.priors[provider_prior_name(family, provider)] = prior
     whole = pooled_prior(fits.values(), machine)
     if whole:
         model.priors["*"] = whole

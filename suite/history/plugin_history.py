@@ -36,7 +36,8 @@ from ..measure import provenance
 from ..text import plain
 from .asvtool import AsvConfig, AsvError, build_commit
 from .compare import Report, attach_confirmations
-from .identities import SeriesIdentities, asv_name
+from .identities import SeriesIdentities
+from .keys import asv_name
 from .stats import Settings
 
 try:  # Python 3.11+; on 3.10 a repository's plugin and version come from the overrides and entry points
