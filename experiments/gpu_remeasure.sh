@@ -52,7 +52,9 @@ tb_run() {  # seconds run_id overrides...
   # An interrupted run brought back with the tree: finish it under its saved config.
   [ -f "results/runs/$id/config.yaml" ] && target=(resume="$id")
   echo "== $id: tierbench run ${target[*]} (at most ${seconds}s) $(date -u +%H:%M:%S)"
-  timeout -s INT -k 30 "$seconds" python3 -m tierbench.suite.cli run "${target[@]}" \
+  # The folder is tierbench's own tree, whose commit the build names; its .git (if the copy has one) may be
+  # of an older HEAD, which the records would take for the working folder's commit: hide it.
+  GIT_DIR=/nonexistent timeout -s INT -k 30 "$seconds" python3 -m tierbench.suite.cli run "${target[@]}" \
     ceilings_dir=results/ceilings table=false html=false
   echo "== $id: exit $? $(date -u +%H:%M:%S)"
 }
