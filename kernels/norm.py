@@ -39,7 +39,7 @@ from ._common import (
     num_sms,
     on_device,
 )
-from ._norm_math import _gelu_erf, _to_f32
+from ._norm_math import _gelu_erf, _sum_pair, _to_f32
 from ._tuning import ROWS_PER_SM_BANDS, TurnTuner, rows_per_sm_band
 from .norm_backward import norm_backward
 
@@ -137,22 +137,6 @@ def prune_norm_configs(configs: list[triton.Config], named_args: dict, **kwargs)
 # ----------------------------------------------------------------------------------------------------------
 # Kernels
 # ----------------------------------------------------------------------------------------------------------
-
-
-@triton.jit
-def _add_pairs(a0, b0, a1, b1):
-    return a0 + a1, b0 + b1
-
-
-@triton.jit
-def _sum_pair(a, b, axis: tl.constexpr):
-    # Two sums in one reduction: one round of shared-memory exchange and barriers instead of two. The
-    # interpreter runs a custom combine step by step (LayerNorm 512x1024 took 31 s instead of 1): there,
-    # two plain sums, the same numbers.
-    if _INTERPRETED:
-        return tl.sum(a, axis), tl.sum(b, axis)
-    else:
-        return tl.reduce((a, b), axis, _add_pairs)
 
 
 @triton.jit

@@ -31,7 +31,7 @@ import triton
 import triton.language as tl
 
 from ._common import INTERPRET, next_pow2, note_launch, num_sms, round_to
-from ._norm_math import _gelu_and_grad, _to_f32
+from ._norm_math import _gelu_and_grad, _sum_pair, _to_f32
 from ._tuning import ROWS_PER_SM_BANDS, TurnTuner, rows_per_sm_band
 
 # ----------------------------------------------------------------------------------------------------------
@@ -233,8 +233,13 @@ def _whole_row_bwd_kernel(
             mean = tl.load(Mean + rows, mask=row_ok, other=0.0)[:, None]
         xhat, dgelu = _normalized(x, xb, mean, rstd, IS_RMS, HAS_GELU, GELU_IMPL, PRECISE, INLINE_PTX)
         g = dy * w  # 0 in the padding lanes, so the padding adds nothing to the row sums
-        mean_gx = (tl.sum(g * xhat, axis=1) / N)[:, None]
-        mean_g = (tl.sum(g, axis=1) / N)[:, None]
+        if IS_RMS:
+            mean_gx = (tl.sum(g * xhat, axis=1) / N)[:, None]
+            mean_g = 0.0
+        else:
+            sum_gx, sum_g = _sum_pair(g * xhat, g, 1)
+            mean_gx = (sum_gx / N)[:, None]
+            mean_g = (sum_g / N)[:, None]
         dx = _input_grad(g, xhat, dgelu, mean_g, mean_gx, rstd, IS_RMS, HAS_GELU)
         tl.store(DX + offs * stride_dx + cols[None, :], round_to(dx, DX.dtype.element_ty), mask=mask)
         if NEED_DW:
@@ -295,9 +300,12 @@ def _row_sums_kernel(
         xhat, _ = _normalized(x, xb, mean, rstd, IS_RMS, HAS_GELU, GELU_IMPL, PRECISE, INLINE_PTX)
         acc_g += g
         acc_gx += g * xhat
-    tl.store(MeanGX + row, tl.sum(acc_gx, axis=0) / N)
-    if not IS_RMS:
-        tl.store(MeanG + row, tl.sum(acc_g, axis=0) / N)
+    if IS_RMS:
+        tl.store(MeanGX + row, tl.sum(acc_gx, axis=0) / N)
+    else:
+        sum_gx, sum_g = _sum_pair(acc_gx, acc_g, 0)
+        tl.store(MeanGX + row, sum_gx / N)
+        tl.store(MeanG + row, sum_g / N)
 
 
 @triton.jit
