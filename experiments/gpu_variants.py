@@ -1,6 +1,6 @@
 """GPU check-and-time script for the Triton kernels' configs and variants (not collected by pytest).
 
-    python experiments/gpu_variants.py [--family matmul,small,fp8,norm,attention,decode] [--quick]
+    python experiments/gpu_variants.py [--family matmul,small,fp8,norm,normbwd,attention,decode] [--quick]
 
 For each family and target shape: checks every variant against an fp32 torch reference, times it with
 triton.testing.do_bench (median) next to its torch peer (torch.matmul, F.layer_norm, F.rms_norm, SDPA's
@@ -38,6 +38,8 @@ act_mod = importlib.import_module("tierbench.kernels._activations")
 norm_mod = importlib.import_module("tierbench.kernels.norm")
 dec_mod = importlib.import_module("tierbench.kernels.decode")
 fp8_mod = importlib.import_module("tierbench.kernels.matmul_fp8")
+nb_mod = importlib.import_module("tierbench.kernels.norm_backward")
+common_mod = importlib.import_module("tierbench.kernels._common")
 
 ROWS: list[str] = []
 T0 = time.time()
@@ -424,6 +426,69 @@ def bench_norm(quick: bool) -> None:
         torch.cuda.empty_cache()
 
 
+def norm_backward_variants(n: int, gelu: bool) -> list[tuple[str, triton.Config]]:
+    """Whole-row candidates forced past the width rule (the fused op takes two passes from 8192): warps,
+    prefetching and the vectors reloaded every tile, which spares the registers the fused op spilled at 8192."""
+    wc = nb_mod.whole_row_config
+    if n <= 4096:
+        shapes = [(8, 1), (8, 2), (16, 1)]
+    else:
+        shapes = [(16, 1), (32, 1)]
+    out = []
+    for warps, ctas in shapes:
+        for prefetch in (False, True):
+            for reload in (False, True) if gelu or n > 4096 else (False,):
+                name = f"whole-row w{warps} x{ctas}" + (" prefetch" if prefetch else "") + (" reload" if reload else "")
+                out.append((name, wc(rows=1, ctas=ctas, warps=warps, prefetch=prefetch, reload=reload)))
+    return out
+
+
+def _norm_backward_shape(rows: int, n: int) -> None:
+    dtype = torch.bfloat16
+    x = torch.randn(rows, n, device="cuda", dtype=dtype)
+    dy = torch.randn(rows, n, device="cuda", dtype=dtype)
+    w, b, xb = (torch.randn(n, device="cuda", dtype=dtype) for _ in range(3))
+    # The bytes the backward must move: x and dy read, dx written (the vectors' share is negligible).
+    nbytes = 3.0 * x.numel() * x.element_size()
+    copy_ms = bench(lambda: torch.empty_like(x).copy_(x))
+    copy_rate = 2.0 * x.numel() * x.element_size() / copy_ms
+    shape = f"{rows}x{n} bf16"
+    row("normbwd", shape, "copy of x (ceiling)", copy_ms, f"{copy_rate * 1e-6:.0f} GB/s", "-", "-")
+    for name, gb in (("layer_norm", None), ("bias_gelu_ln", xb)):
+        mean = torch.empty(rows, device="cuda", dtype=torch.float32)
+        rstd = torch.empty_like(mean)
+        norm_mod._norm_forward(x, w, b, gb, 1e-5, False, mean=mean, rstd=rstd)
+        leaves = [t.float().requires_grad_() for t in (x, w, b)]
+        h = leaves[0] if gb is None else F.gelu(leaves[0] + gb.float())
+        ref = torch.autograd.grad(F.layer_norm(h, (n,), leaves[1], leaves[2], 1e-5), leaves[0], dy.float())[0]
+
+        def launch(config=None, gb=gb, mean=mean, rstd=rstd):
+            return nb_mod.norm_backward(dy, x, w, gb, mean, rstd, False, need_dw=True, db_dtype=dtype,
+                                        need_dxb=gb is not None, gelu_impl=1, config=config)[0]  # fmt: skip
+
+        launch()  # the tuner's turns run on the first call
+        log(f"  {name}, the tuner's pick: {common_mod.last_launch('norm-bwd')}")
+        auto_ms = bench(launch)
+        variants = [("auto (tuned)", None), *norm_backward_variants(n, gb is not None)]
+        for label, config in variants:
+            try:
+                err = rel_err(launch(config), ref)
+                ms = auto_ms if config is None else bench(lambda c=config: launch(c))
+                bad = "" if err <= 1e-2 else " BAD"
+                share = f"{nbytes / ms / copy_rate:.0%} copy"
+                row("normbwd", f"{shape} {name}", label, ms, share, f"{auto_ms / ms:.3f}", f"{err:.1e}{bad}")
+            except Exception as e:  # one broken variant must not stop the sweep
+                log(f"[{time.time() - T0:6.1f}s] normbwd {shape} {name} {label} FAILED: {type(e).__name__}: {e}")
+
+
+def bench_norm_backward(quick: bool) -> None:
+    """LayerNorm and the fused bias+GELU+LayerNorm backward at 16384 rows, 4096 and 8192 wide: the tuned
+    launch against forced whole-row candidates, each as a share of a copy's rate on the bytes it must move."""
+    for n in (8192,) if quick else (4096, 8192):
+        _norm_backward_shape(16384, n)
+        torch.cuda.empty_cache()
+
+
 # ----------------------------------------------------------------------------------------------------------
 # attention
 # ----------------------------------------------------------------------------------------------------------
@@ -574,7 +639,7 @@ def shape_list(text: str) -> list[tuple[int, int, int]]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--family", default="matmul,small,fp8,norm,attention,decode")
+    p.add_argument("--family", default="matmul,small,fp8,norm,normbwd,attention,decode")
     p.add_argument("--quick", action="store_true", help="one shape per family")
     p.add_argument(
         "--fp8-shapes",
@@ -594,6 +659,7 @@ def main() -> None:
         "small": bench_small,
         "fp8": lambda quick: bench_fp8(quick, fp8_shapes),
         "norm": bench_norm,
+        "normbwd": bench_norm_backward,
         "attention": bench_attention,
         "decode": bench_decode,
     }

@@ -60,10 +60,14 @@ _MAX_WARPS_PER_SM = 64
 _MIN_ROWS_PER_PROGRAM = 32
 
 
-def whole_row_config(rows: int = 1, ctas: int = 1, warps: int = 4, prefetch: bool = False) -> triton.Config:
+def whole_row_config(
+    rows: int = 1, ctas: int = 1, warps: int = 4, prefetch: bool = False, reload: bool = False
+) -> triton.Config:
     """A whole-row backward candidate: ROWS rows per tile, CTAS programs per SM (persistent); PREFETCH loads
-    a program's next tile of x and dy into registers before it works on the current one."""
-    return triton.Config({"ROWS": rows, "CTAS": ctas, "PREFETCH": prefetch}, num_warps=warps, num_stages=1)
+    a program's next tile of x and dy into registers before it works on the current one; RELOAD loads the
+    weight and the GELU bias again for every tile (from L1) instead of holding them in registers."""
+    kwargs = {"ROWS": rows, "CTAS": ctas, "PREFETCH": prefetch, "RELOAD": reload}
+    return triton.Config(kwargs, num_warps=warps, num_stages=1)
 
 
 def chunk_config(chunk: int, warps: int = 4) -> triton.Config:
@@ -150,6 +154,20 @@ def _input_grad(g, xhat, dgelu, mean_g, mean_gx, rstd, IS_RMS: tl.constexpr, HAS
 
 
 @triton.jit
+def _vectors(W, XB, cols, col_ok, HAS_W: tl.constexpr, HAS_GELU: tl.constexpr):
+    # The weight and the GELU bias as fp32 rows (1.0 and 0.0 where the op has none).
+    if HAS_W:
+        w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+    else:
+        w = 1.0
+    if HAS_GELU:
+        xb = tl.load(XB + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+    else:
+        xb = 0.0
+    return w, xb
+
+
+@triton.jit
 def _load_tile(X, DY, tile, n_rows, cols, col_ok, stride_x, stride_dy, ROWS: tl.constexpr):
     # x and dy of a tile of ROWS rows, as stored. Rows past the end (a tile past the last included) read as
     # zeros; with rstd 0 their xhat, g and dx are 0 and add nothing.
@@ -192,6 +210,7 @@ def _whole_row_bwd_kernel(
     ROWS: tl.constexpr,
     CTAS: tl.constexpr,  # programs per SM: sizes the grid only
     PREFETCH: tl.constexpr,
+    RELOAD: tl.constexpr,  # the vectors loaded every tile: fewer registers held across the loop
 ):
     if EVEN_N:
         N = BLOCK_N
@@ -199,14 +218,7 @@ def _whole_row_bwd_kernel(
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < N
     # The vectors once per program (plain widening: a thread may hold a single bf16 of them).
-    if HAS_W:
-        w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
-    else:
-        w = 1.0
-    if HAS_GELU:
-        xb = tl.load(XB + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
-    else:
-        xb = 0.0
+    w, xb = _vectors(W, XB, cols, col_ok, HAS_W, HAS_GELU)
     acc_dw = tl.zeros([BLOCK_N], dtype=tl.float32)
     acc_db = tl.zeros([BLOCK_N], dtype=tl.float32)
     acc_dxb = tl.zeros([BLOCK_N], dtype=tl.float32)
@@ -226,6 +238,8 @@ def _whole_row_bwd_kernel(
             raw_x, raw_dy = _load_tile(X, DY, tile, n_rows, cols, col_ok, stride_x, stride_dy, ROWS)
             x = _to_f32(raw_x, INLINE_PTX)
             dy = _to_f32(raw_dy, INLINE_PTX)
+        if RELOAD:
+            w, xb = _vectors(W, XB, cols, col_ok, HAS_W, HAS_GELU)
         rstd = tl.load(Rstd + rows, mask=row_ok, other=0.0)[:, None]
         if IS_RMS:
             mean = 0.0

@@ -30,9 +30,15 @@ OPS = {
         "gwb",  # GELU bias, weight, LayerNorm bias
     ),
 }
-# Forced backward configs: whole rows one per tile (the interpreter's four programs walk 13 rows), and two
-# passes in 128-wide chunks (hidden 333: three chunks, the last one ragged).
-VARIANTS = {"auto": None, "rows1": nb.whole_row_config(rows=1, ctas=2), "two_pass": nb.chunk_config(128)}
+# Forced backward configs: whole rows one per tile (the interpreter's four programs walk 13 rows), the same
+# with the vectors loaded every tile, and two passes in 128-wide chunks (hidden 333: three chunks, the last
+# one ragged).
+VARIANTS = {
+    "auto": None,
+    "rows1": nb.whole_row_config(rows=1, ctas=2),
+    "reload": nb.whole_row_config(rows=1, ctas=2, reload=True),
+    "two_pass": nb.chunk_config(128),
+}
 
 
 def _rand(shape, dtype, device, gen, scale=1.0, offset=0.0):
@@ -121,7 +127,11 @@ def test_gradient_check_catches_a_wrong_or_unwritten_block(dtype):
 
 
 # Every dtype through the tuned path; the forced programs once each (their code does not depend on the dtype).
-CASES = [(dtype, "auto") for dtype in DTYPES] + [(torch.float16, "rows1"), (torch.bfloat16, "two_pass")]
+CASES = [(dtype, "auto") for dtype in DTYPES] + [
+    (torch.float16, "rows1"),
+    (torch.bfloat16, "reload"),
+    (torch.bfloat16, "two_pass"),
+]
 
 
 @pytest.mark.parametrize("dtype,variant", CASES)
@@ -133,6 +143,7 @@ def test_norm_backward(op, dtype, variant, device):
     _check_op(op, x, vectors, dy, f"{op} {dtype} {variant}", VARIANTS[variant])
     kind = "two-pass row sums" if variant == "two_pass" else "whole-row"
     assert last_launch("norm-bwd").startswith(f"{kind}: "), last_launch("norm-bwd")
+    assert ("RELOAD=True" in last_launch("norm-bwd")) == (variant == "reload"), last_launch("norm-bwd")
 
 
 @pytest.mark.parametrize(
