@@ -13,7 +13,9 @@ large part of a 10-microsecond kernel. So is the `decode` family (split-KV tiles
 counts at q_len 1 on Llama-3 8B's layout, against cuDNN's SDPA, each also as a share of a copy of the bytes
 it must read). The `fp8` family forces the FP8 kernel's tiles, pipeline depths and warp specialisation, each
 with precise and fast accumulation, against `torch._scaled_mm` in the same mode: which of them the gap to
-cuBLASLt comes from.
+cuBLASLt comes from. The `normbwd` family times the norm backward (LayerNorm and the fused op, 4096 and 8192
+wide) as tuned against whole-row candidates forced past the width rule, each as a share of a copy's rate on
+the bytes it must move.
 """
 
 from __future__ import annotations
