@@ -65,8 +65,6 @@ GELU_IMPL = 1
 # data never does, and below that the loss stays under ~4e-6.
 RECENTRE: tl.constexpr = tl.constexpr(64.0)
 
-_INTERPRETED: tl.constexpr = tl.constexpr(INTERPRET)
-
 # Blocks per SM of the persistent whole-row programs (rows of 4096 or more, one row per step, the next row
 # prefetched into registers). On the H200 1 and 2 measured alike at width 16384 and 2 was better below;
 # a cp.async double buffer in shared memory (Triton's pipeliner) was 1.5-2x slower than either.

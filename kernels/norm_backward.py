@@ -217,7 +217,8 @@ def _whole_row_bwd_kernel(
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < N
-    # The vectors once per program (plain widening: a thread may hold a single bf16 of them).
+    # The vectors once per program, or every tile with RELOAD (plain widening: a thread may hold a single bf16
+    # of them).
     w, xb = _vectors(W, XB, cols, col_ok, HAS_W, HAS_GELU)
     acc_dw = tl.zeros([BLOCK_N], dtype=tl.float32)
     acc_db = tl.zeros([BLOCK_N], dtype=tl.float32)
