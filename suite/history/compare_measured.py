@@ -117,7 +117,7 @@ def runs(args: argparse.Namespace, refs: list[str], settings) -> Report:
         source = f"the priors of {plain(args.noise)} (per provider within a family, else per family)"
     else:
         model, source = None, "none: the prior of a machine without history"
-    noise = compare_runs.RunNoise(model, {}, source)
+    noise = compare_runs.RunNoise(model, source)
     if base.device != head.device:
         print(
             f"tierbench compare: warning: {base.label} ran on {base.device}, {head.label} on {head.device}: "

@@ -104,16 +104,20 @@ class RunNoise:
     saved noise model where it has one (its provider's within the family, else the family's), else the prior
     of a machine without history."""
 
-    def __init__(self, model: NoiseModel | None, families: dict[str, str], source: str):
+    def __init__(self, model: NoiseModel | None, source: str):
         self.model = model
-        self.families = families  # row key -> the record's op family
-        self.providers: dict[str, str] = {}  # row key -> the record's provider, as asv names it
         self.source = source
+        self._series: dict[str, tuple[str, str]] = {}  # row key -> (op family, provider as asv names it)
+
+    def note(self, key: str, family: str, provider: str) -> None:
+        """Which family and provider a row's records are of: what its prior is looked up by."""
+        self._series[key] = (family, asv_name(provider))
 
     def prior(self, key: str) -> Prior:
         if self.model is None:
             return default_prior()
-        return self.model.prior_for(self.families.get(key, ""), self.providers.get(key))
+        family, provider = self._series.get(key, ("", None))
+        return self.model.prior_for(family, provider)
 
     def lookup(self, key: str, version: str | None = None) -> Noise:
         prior = self.prior(key)
@@ -148,8 +152,7 @@ def compare_runs(
         b, h = before.get(pair), after.get(pair)
         either = h or b
         key = series_name(either)
-        noise.families[key] = either.family
-        noise.providers[key] = asv_name(either.provider)
+        noise.note(key, either.family, either.provider)
         mine = own(either)
         row = compare_row(
             key,

@@ -219,8 +219,9 @@ def test_records_compared_across_runs_take_their_providers_prior():
         obs += [_obs(f"norm.N.track_triton('{case}')", "g", i, v) for i, v in enumerate((1.0, 1.002, 0.998, 1.0))]
         obs += [_obs(f"norm.N.track_xla('{case}')", "g", i, v) for i, v in enumerate((1.0, 1.4, 0.7, 1.2))]
     model = noise.fit_model(obs, "gpu")
-    runs = RunNoise(model, {"row t": "norm", "row e": "norm"}, "a model")
-    runs.providers.update({"row t": "triton", "row e": "eager"})
+    runs = RunNoise(model, "a model")
+    runs.note("row t", "norm", "triton")
+    runs.note("row e", "norm", "eager")
     assert runs.lookup("row t").sigma == pytest.approx(model.priors["norm:triton"].sigma)
     assert runs.lookup("row e").sigma == pytest.approx(model.priors["norm"].sigma)  # no eager pool: the family
 
