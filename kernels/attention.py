@@ -503,11 +503,11 @@ class _AttentionFunction(torch.autograd.Function):
     kernel with its log-sum-exp store and saves q, k, v, O and the (B, H, S_q) fp32 LSE; never P."""
 
     @staticmethod
-    def forward(ctx, q, k, v, causal: bool, scale: float) -> torch.Tensor:
+    def forward(ctx, q, k, v, causal: bool, scale: float, deterministic: bool) -> torch.Tensor:
         lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
         o = _attention_forward(q, k, v, causal, scale, lse=lse)
         ctx.save_for_backward(q, k, v, o, lse)
-        ctx.causal, ctx.scale = causal, scale
+        ctx.causal, ctx.scale, ctx.deterministic = causal, scale, deterministic
         return o
 
     @staticmethod
@@ -528,8 +528,9 @@ class _AttentionFunction(torch.autograd.Function):
                 group=q.shape[1] // k.shape[1],
                 need_dq=need_dq,
                 need_dkdv=need_dk or need_dv,
+                atomic_dq=not ctx.deterministic,
             )
-        return dq, dk if need_dk else None, dv if need_dv else None, None, None
+        return dq, dk if need_dk else None, dv if need_dv else None, None, None, None
 
 
 def attention(
@@ -538,6 +539,7 @@ def attention(
     v: torch.Tensor,
     causal: bool = False,
     scale: float | None = None,
+    deterministic: bool = True,
 ) -> torch.Tensor:
     """softmax(q k^T * scale [+ causal mask]) v; q (B, H, Sq, D), k/v (B, KV_H, Sk, D), fp16/bf16.
 
@@ -546,7 +548,9 @@ def attention(
     is_causal; it needs Sq <= Sk. Query lengths up to `decode.MAX_Q_LEN` run the split-KV decode kernel
     (kernels/decode.py), longer ones the kernels of this module. Differentiable: where an input requires grad
     (and grad mode is on) the forward saves what the backward needs (causal then needs Sq == Sk); otherwise
-    it saves nothing.
+    it saves nothing. deterministic=False lets the backward add dQ with atomics in one pass (fewer products,
+    dQ's last bits may vary from run to run; attention_backward.py); the default gives the same gradients
+    every run.
     """
     _check_attention(q, k, v, causal, scale)
     with on_device(q):
@@ -557,7 +561,7 @@ def attention(
                     f"{tuple(q.shape)}, k shape {tuple(k.shape)}"
                 )
             scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-            return _AttentionFunction.apply(q, k, v, causal, scale)
+            return _AttentionFunction.apply(q, k, v, causal, scale, deterministic)
         if decode.suits(q.shape[2]):
             return decode.split_kv_forward(q, k, v, causal, scale)
         return _attention_forward(q, k, v, causal, scale)

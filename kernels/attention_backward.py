@@ -6,9 +6,13 @@ the probabilities: P = exp(scale * q k^T - LSE) is recomputed tile by tile on ch
 2. dK/dV: one program per (BLOCK_N keys, batch, K/V head) keeps its K and V tiles and fp32 accumulators
    while it walks the query blocks: dV += P^T dO, dK += dS^T Q, with dS = P * (dO V^T - delta).
 3. dQ: one program per (BLOCK_M queries, batch, query head) walks the key blocks: dQ += dS K.
-Two passes rather than one kernel that adds dQ with atomics: every gradient element is written once, by one
-program, in a fixed order, so the gradients are the same from run to run, and no fp32 dQ buffer and cast
-are needed; the price is computing Q K^T and dO V^T twice.
+By default two passes rather than one kernel that adds dQ with atomics: every gradient element is written
+once, by one program, in a fixed order, so the gradients are the same from run to run, and no fp32 dQ buffer
+and cast are needed; the price is computing Q K^T and dO V^T twice (seven products a tile pair against five).
+`atomic_dq=True` takes the one pass instead, as FlashAttention-2 and later do: the dK/dV program also forms
+dS K for each query block it walks and adds it into an fp32 dQ buffer with atomics (kernel 2 then ends the
+work; a last kernel scales and rounds the buffer into dQ). The sums then land in whatever order the programs
+run, so dQ may differ in its last bits from run to run.
 
 Grouped K/V heads: query head h reads K/V head h // group, and the dK/dV program of a K/V head sums over its
 group's query heads (`group`; 1 = one K/V head per query head, all the forward runs today).
@@ -39,8 +43,12 @@ _LOG2E_IN_KERNEL = tl.constexpr(_LOG2E)
 # fp32 registers per thread that the accumulators (dK and dV, or dQ) and the two score tiles (P, dS) may
 # take (beyond it ptxas spilled on sm_90), and shared memory per program.
 _MAX_TILE_REGS = 160
+# The one pass's partial dQ tile is formed and added out at once (not live across the loop), so its budget
+# counts it in full but allows more: the largest candidate that compiled without spilling on sm_90.
+_MAX_ONE_PASS_REGS = 176
 _MAX_SMEM = 200 * 1024
 _PREPROCESS_BLOCK = 16 if INTERPRET else 64
+_DQ_FROM_SUMS_BLOCK = 1024
 
 
 def bwd_config(block_m: int, block_n: int, warps: int, stages: int) -> triton.Config:
@@ -74,7 +82,25 @@ def dq_configs() -> list[triton.Config]:
     ]
 
 
-def _prune(configs: list[triton.Config], head_dim: int, resident: str, seq: int) -> list[triton.Config]:
+def dkdv_dq_configs() -> list[triton.Config]:
+    """Candidates of the one-pass dK/dV program that also adds dQ (`atomic_dq`): its dS K partial (BLOCK_M x
+    HEAD_DIM fp32) lives beside the two accumulators, so the query blocks are smaller or the warps more."""
+    if INTERPRET:
+        return [bwd_config(16, 32, 4, 1)]
+    return [
+        bwd_config(64, 128, 8, 2),
+        bwd_config(32, 128, 8, 3),
+        bwd_config(32, 128, 8, 2),
+        bwd_config(16, 128, 8, 4),
+        bwd_config(32, 64, 4, 3),
+        bwd_config(16, 64, 4, 4),
+        bwd_config(16, 32, 4, 2),  # what fits head_dim 256
+    ]
+
+
+def _prune(
+    configs: list[triton.Config], head_dim: int, resident: str, seq: int, dq_partial: bool = False
+) -> list[triton.Config]:
     # resident: the block a program keeps ("BLOCK_N" for dK/dV, "BLOCK_M" for dQ); the other one streams.
     if len(configs) <= 1:
         return configs
@@ -84,8 +110,10 @@ def _prune(configs: list[triton.Config], head_dim: int, resident: str, seq: int)
     for cfg in configs:
         r, s = cfg.kwargs[resident], cfg.kwargs[streamed]
         smem = (2 * r + 2 * s * cfg.num_stages) * head_dim * 2  # resident tiles + streamed ones per stage
-        regs = (accumulators * r * head_dim + 2 * r * s) // (32 * cfg.num_warps)
-        if smem > _MAX_SMEM or regs > _MAX_TILE_REGS or r % s or r > max(64, triton.next_power_of_2(seq)):
+        partial = s * head_dim if dq_partial else 0  # the one pass's dS K tile
+        regs = (accumulators * r * head_dim + 2 * r * s + partial) // (32 * cfg.num_warps)
+        limit = _MAX_ONE_PASS_REGS if dq_partial else _MAX_TILE_REGS
+        if smem > _MAX_SMEM or regs > limit or r % s or r > max(64, triton.next_power_of_2(seq)):
             continue
         kept.append(cfg)
     return kept or [min(configs, key=lambda c: c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])]
@@ -93,6 +121,10 @@ def _prune(configs: list[triton.Config], head_dim: int, resident: str, seq: int)
 
 def prune_dkdv_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
     return _prune(configs, kwargs["HEAD_DIM"], "BLOCK_N", named_args["SK"])
+
+
+def prune_dkdv_dq_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
+    return _prune(configs, kwargs["HEAD_DIM"], "BLOCK_N", named_args["SK"], dq_partial=True)
 
 
 def prune_dq_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
@@ -173,6 +205,7 @@ def _dkdv_inner(
     do_base,
     lse_base,
     delta_base,
+    dq_base,  # this head's fp32 dQ sums (rows of HEAD_DIM), with ATOMIC_DQ
     stride_qs,
     stride_dos,
     offs_n,
@@ -181,6 +214,7 @@ def _dkdv_inner(
     SQ,
     qk_scale,
     MASK: tl.constexpr,  # the causal mask (query blocks across the diagonal)
+    ATOMIC_DQ: tl.constexpr,
     HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr,
     DTYPE: tl.constexpr,
@@ -197,8 +231,14 @@ def _dkdv_inner(
         if MASK:
             p_t = tl.where(offs_m[None, :] >= offs_n[:, None], p_t, 0.0)
         dv = tl.dot(_operand(p_t, DTYPE, UPCAST), do, dv)
-        ds_t = p_t * (tl.dot(v, tl.trans(do)) - delta[None, :])
-        dk = tl.dot(_operand(ds_t, DTYPE, UPCAST), q, dk)
+        ds_t = _operand(p_t * (tl.dot(v, tl.trans(do)) - delta[None, :]), DTYPE, UPCAST)
+        dk = tl.dot(ds_t, q, dk)
+        if ATOMIC_DQ:
+            # This key block's share of the queries' dQ; rows past SQ are not added (their dS is not 0).
+            dq = tl.dot(tl.trans(ds_t), k)
+            offs_d = tl.arange(0, HEAD_DIM)
+            ptrs = dq_base + offs_m.to(tl.int64)[:, None] * HEAD_DIM + offs_d[None, :]
+            tl.atomic_add(ptrs, dq, mask=(offs_m < SQ)[:, None], sem="relaxed")
     return dk, dv
 
 
@@ -212,6 +252,7 @@ def _dkdv_kernel(
     Delta,
     DK,
     DV,
+    DQ_SUMS,  # fp32 (B, H, SQ, HEAD_DIM) zeros, with ATOMIC_DQ
     H,  # query heads
     H_KV,  # K/V heads = H // GROUP
     GROUP,
@@ -240,6 +281,7 @@ def _dkdv_kernel(
     HEAD_DIM: tl.constexpr,
     CAUSAL: tl.constexpr,
     UPCAST: tl.constexpr,
+    ATOMIC_DQ: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
@@ -262,21 +304,22 @@ def _dkdv_kernel(
         q_base = _head_base(Q, b, h, stride_qb, stride_qh)
         do_base = _head_base(DO, b, h, stride_dob, stride_doh)
         row0 = (b.to(tl.int64) * H + h) * SQ
+        dq_base = DQ_SUMS + row0 * HEAD_DIM
         if CAUSAL:
             # Query blocks across the diagonal, masked; then every later query sees the whole key block.
             diagonal_end = tl.minimum(start_n + BLOCK_N, SQ)
             dk, dv = _dkdv_inner(
-                dk, dv, k, v, q_base, do_base, LSE + row0, Delta + row0, stride_qs, stride_dos, offs_n,
-                start_n, diagonal_end, SQ, qk_scale, True, HEAD_DIM, BLOCK_M, DTYPE, UPCAST,
+                dk, dv, k, v, q_base, do_base, LSE + row0, Delta + row0, dq_base, stride_qs, stride_dos,
+                offs_n, start_n, diagonal_end, SQ, qk_scale, True, ATOMIC_DQ, HEAD_DIM, BLOCK_M, DTYPE, UPCAST,
             )  # fmt: skip
             dk, dv = _dkdv_inner(
-                dk, dv, k, v, q_base, do_base, LSE + row0, Delta + row0, stride_qs, stride_dos, offs_n,
-                diagonal_end, SQ, SQ, qk_scale, False, HEAD_DIM, BLOCK_M, DTYPE, UPCAST,
+                dk, dv, k, v, q_base, do_base, LSE + row0, Delta + row0, dq_base, stride_qs, stride_dos,
+                offs_n, diagonal_end, SQ, SQ, qk_scale, False, ATOMIC_DQ, HEAD_DIM, BLOCK_M, DTYPE, UPCAST,
             )  # fmt: skip
         else:
             dk, dv = _dkdv_inner(
-                dk, dv, k, v, q_base, do_base, LSE + row0, Delta + row0, stride_qs, stride_dos, offs_n,
-                0, SQ, SQ, qk_scale, False, HEAD_DIM, BLOCK_M, DTYPE, UPCAST,
+                dk, dv, k, v, q_base, do_base, LSE + row0, Delta + row0, dq_base, stride_qs, stride_dos,
+                offs_n, 0, SQ, SQ, qk_scale, False, ATOMIC_DQ, HEAD_DIM, BLOCK_M, DTYPE, UPCAST,
             )  # fmt: skip
     _store_rows(_head_base(DK, b, h_kv, stride_dkb, stride_dkh), offs_n, SK, stride_dks, dk * sm_scale, HEAD_DIM)
     _store_rows(_head_base(DV, b, h_kv, stride_dvb, stride_dvh), offs_n, SK, stride_dvs, dv, HEAD_DIM)
@@ -404,10 +447,25 @@ def _dq_kernel(
     _store_rows(_head_base(DQ, b, h, stride_dqb, stride_dqh), offs_m, SQ, stride_dqs, dq * sm_scale, HEAD_DIM)
 
 
+@triton.jit
+def _dq_from_sums_kernel(Sums, DQ, n, sm_scale, BLOCK: tl.constexpr):
+    # The one pass's fp32 sums, scaled and rounded into dQ (both contiguous, the same shape).
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(Sums + offs, mask=offs < n, other=0.0)
+    tl.store(DQ + offs, round_to(x * sm_scale, DQ.dtype.element_ty), mask=offs < n)
+
+
 _dkdv_tuned = triton.autotune(
     configs=dkdv_configs(),
     key=["SQ", "SK", "HEAD_DIM", "CAUSAL", "GROUP"],
     prune_configs_by={"early_config_prune": prune_dkdv_configs},
+)(_dkdv_kernel)
+
+_dkdv_dq_tuned = triton.autotune(
+    configs=dkdv_dq_configs(),
+    key=["SQ", "SK", "HEAD_DIM", "CAUSAL", "GROUP"],
+    prune_configs_by={"early_config_prune": prune_dkdv_dq_configs},
+    reset_to_zero=["DQ_SUMS"],  # each timed candidate adds into the buffer: start it from zeros
 )(_dkdv_kernel)
 
 _dq_tuned = triton.autotune(
@@ -439,12 +497,15 @@ def attention_backward(
     group: int = 1,
     need_dq: bool = True,
     need_dkdv: bool = True,
+    atomic_dq: bool = False,
     dkdv_config: triton.Config | None = None,
     dq_config: triton.Config | None = None,
 ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
     """dq, dk, dv (None where not asked for) from the output's gradient `do` and what the forward saved: q, k,
     v (B, H // group, S_k, D), o and lse ((B, H, S_q) fp32, natural-log log-sum-exp of the scaled scores).
-    No validation beyond the head grouping. `dkdv_config`/`dq_config` (`bwd_config`) bypass the autotuners."""
+    No validation beyond the head grouping. `atomic_dq`: one pass that adds dQ with atomics where dq and dk/dv
+    are both asked for (the module's docstring says what it trades). `dkdv_config`/`dq_config` (`bwd_config`)
+    bypass the autotuners (`dkdv_config` is the one pass's config under `atomic_dq`)."""
     b, h, sq, d = q.shape
     h_kv, sk = k.shape[1], k.shape[2]
     if group < 1 or h != h_kv * group:
@@ -465,16 +526,24 @@ def attention_backward(
     scales = (scale * _LOG2E, scale)
     mask = "causal" if causal else "full"
     launches = []
+    one_pass = atomic_dq and need_dq and need_dkdv
     if need_dkdv:
-        args = (*inputs, dk, dv, h, h_kv, group, sq, sk, *strides, *dk.stride()[:3], *dv.stride()[:3], *scales)
+        # Without the one pass the kernel never touches the fp32 dQ sums: dk stands in for the pointer.
+        sums = torch.zeros(q.shape, dtype=torch.float32, device=q.device) if one_pass else dk
+        args = (*inputs, dk, dv, sums, h, h_kv, group, sq, sk, *strides, *dk.stride()[:3], *dv.stride()[:3])
+        args = (*args, *scales)
+        tuner = _dkdv_dq_tuned if one_pass else _dkdv_tuned
         if dkdv_config is None:
-            _dkdv_tuned[lambda meta: (triton.cdiv(sk, meta["BLOCK_N"]) * b * h_kv,)](*args, **consts)
-            dkdv_config = _dkdv_tuned.best_config
+            tuner[lambda meta: (triton.cdiv(sk, meta["BLOCK_N"]) * b * h_kv,)](*args, **consts, ATOMIC_DQ=one_pass)
+            dkdv_config = tuner.best_config
         else:
             grid = (triton.cdiv(sk, dkdv_config.kwargs["BLOCK_N"]) * b * h_kv,)
-            _dkdv_kernel[grid](*args, **consts, **dkdv_config.all_kwargs())
-        launches.append((dkdv_config, f"{mask}, dk/dv"))
-    if need_dq:
+            _dkdv_kernel[grid](*args, **consts, ATOMIC_DQ=one_pass, **dkdv_config.all_kwargs())
+        launches.append((dkdv_config, f"{mask}, dk/dv" + (" + atomic dq" if one_pass else "")))
+    if one_pass:
+        n = dq.numel()
+        _dq_from_sums_kernel[(triton.cdiv(n, _DQ_FROM_SUMS_BLOCK),)](sums, dq, n, scale, BLOCK=_DQ_FROM_SUMS_BLOCK)
+    elif need_dq:
         args = (*inputs, dq, h, group, sq, sk, *strides, *dq.stride()[:3], *scales)
         if dq_config is None:
             _dq_tuned[lambda meta: (triton.cdiv(sq, meta["BLOCK_M"]) * b * h,)](*args, **consts)

@@ -56,6 +56,57 @@ def test_attention_backward(head_dim, seq, causal, dtype, device):
     assert f"; {mask}, dq: BLOCK_M=" in last_launch("attention-bwd")
 
 
+@pytest.mark.parametrize(
+    "seq,head_dim,causal,dtype",
+    [(77, 64, False, torch.float16), (77, 64, True, torch.bfloat16), (17, 128, True, torch.float16)],
+)
+def test_one_pass_backward_adds_dq_with_atomics(seq, head_dim, causal, dtype, device):
+    """deterministic=False: one dK/dV pass that also adds dQ into fp32 sums; ragged blocks, both masks."""
+    q, k, v = random_qkv(1, 2, seq, seq, head_dim, dtype, device, seed=30)
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    do = _grad_out(q, 31)
+    grads = torch.autograd.grad(attention(*leaves, causal=causal, deterministic=False), leaves, do)
+    refs = reference_grads(lambda q, k, v: attention_ref(q, k, v, causal), [q, k, v], do)
+    for name, grad, ref in zip(("dq", "dk", "dv"), grads, refs):
+        assert_grad_close(grad, ref, dtype, f"one pass S={seq} causal={causal} {name}", GRADIENT_ELEMENT_TOLERANCE)
+    mask = "causal" if causal else "full"
+    assert last_launch("attention-bwd").startswith(f"{mask}, dk/dv + atomic dq: BLOCK_M=")
+    assert "; " not in last_launch("attention-bwd")  # one kernel logged: no dQ pass
+
+
+def test_one_pass_backward_cross_lengths_groups_and_a_lone_dq(device):
+    """The one pass with queries longer than keys and shorter (rows past either length add nothing), with
+    grouped K/V heads (each query head's dQ from its group's K), and asked for dq alone (two-pass dQ)."""
+    for sq, sk in ((77, 33), (17, 50)):
+        q, k, v = random_qkv(1, 2, sq, sk, 64, torch.float16, device, seed=32)
+        _check_one_pass(q, k, v, 1, f"Sq={sq} Sk={sk}")
+    q, _, _ = random_qkv(1, 4, 33, 33, 64, torch.bfloat16, device, seed=33)
+    _, k, v = random_qkv(1, 2, 33, 33, 64, torch.bfloat16, device, seed=34)
+    _check_one_pass(q, k, v, 2, "group 2")
+    do = _grad_out(q, 35)
+    lse = torch.empty(q.shape[:3], dtype=torch.float32, device=device)
+    o = at._attention_forward(q, k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1), False, 0.125, lse=lse)
+    dq, dk, dv = ab.attention_backward(do, q, k, v, o, lse, False, 0.125, group=2, need_dkdv=False, atomic_dq=True)
+    assert dk is None and dv is None
+    assert last_launch("attention-bwd").startswith("full, dq: BLOCK_M=")
+
+
+def _check_one_pass(q, k, v, group, what):
+    """The one pass against float64 autograd, from a forward on K/V repeated per query head."""
+    do = _grad_out(q, 36)
+    lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
+    kr, vr = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    o = at._attention_forward(q, kr, vr, False, 0.125, lse=lse)
+    grads = ab.attention_backward(do, q, k, v, o, lse, False, 0.125, group=group, atomic_dq=True)
+
+    def ref(q, k, v):
+        return attention_ref(q, k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1), False, 0.125)
+
+    for name, grad, r in zip(("dq", "dk", "dv"), grads, reference_grads(ref, [q, k, v], do)):
+        assert_grad_close(grad, r, q.dtype, f"one pass {what} {name}", GRADIENT_ELEMENT_TOLERANCE)
+    assert "atomic dq" in last_launch("attention-bwd")
+
+
 @pytest.mark.parametrize("sq,sk", [(1, 17), (17, 77), (77, 33)])
 def test_attention_backward_cross_lengths(sq, sk, device):
     q, k, v = random_qkv(1, 2, sq, sk, 64, torch.float16, device, seed=2)
@@ -238,11 +289,12 @@ def test_backward_pruning_rules():
 # ----------------------------------------------------------------------------------------------------------
 
 
-def _gpu_check(b, h, s, d, dtype, causal, seed):
+def _gpu_check(b, h, s, d, dtype, causal, seed, deterministic=True):
     q, k, v = random_qkv(b, h, s, s, d, dtype, "cuda", seed=seed)
     do = _grad_out(q, seed + 1)
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
-    grads = torch.autograd.grad(attention(*leaves, causal=causal), leaves, do)
+    grads = torch.autograd.grad(attention(*leaves, causal=causal, deterministic=deterministic), leaves, do)
+    assert ("atomic dq" in last_launch("attention-bwd")) != deterministic
     assert "gluon" not in last_launch("attention") and ", lse:" in last_launch("attention")
     for i in range(b):  # the float32 reference one batch at a time, to bound its memory
         refs = reference_grads(lambda q, k, v: attention_ref(q, k, v, causal), [t[i : i + 1] for t in (q, k, v)],
@@ -272,6 +324,34 @@ def test_attention_backward_gpu_full_size(head_dim, causal, dtype):
 @pytest.mark.parametrize("seq,head_dim", [(1000, 64), (4097, 128), (333, 256), (77, 32)])
 def test_attention_backward_gpu_ragged(seq, head_dim, causal):
     _gpu_check(1, 4, seq, head_dim, torch.bfloat16, causal, seed=22)
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seq,head_dim", [(4096, 128), (4097, 64), (333, 256)])
+def test_one_pass_backward_gpu(seq, head_dim, causal):
+    _gpu_check(2, 8, seq, head_dim, torch.bfloat16, causal, seed=26, deterministic=False)
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_every_one_pass_candidate_gpu(head_dim):
+    """Each one-pass candidate the autotuner may pick, forced, causal and not."""
+    q, k, v = random_qkv(1, 8, 1024, 1024, head_dim, torch.bfloat16, "cuda", seed=27)
+    do = _grad_out(q, 28)
+    scale = 1 / math.sqrt(head_dim)
+    for causal in (False, True):
+        lse = torch.empty(q.shape[:3], dtype=torch.float32, device="cuda")
+        o = at._attention_forward(q, k, v, causal, scale, lse=lse)
+        refs = reference_grads(lambda q, k, v, c=causal: attention_ref(q, k, v, c), [q, k, v], do)
+        for cfg in ab.prune_dkdv_dq_configs(ab.dkdv_dq_configs(), {"SK": 1024}, HEAD_DIM=head_dim):
+            grads = ab.attention_backward(do, q, k, v, o, lse, causal, scale, atomic_dq=True, dkdv_config=cfg)
+            for name, grad, ref in zip(("dq", "dk", "dv"), grads, refs):
+                assert_grad_close(
+                    grad, ref, torch.bfloat16, f"{cfg} causal={causal} {name}", GRADIENT_ELEMENT_TOLERANCE
+                )
 
 
 @pytest.mark.gpu
