@@ -1,6 +1,6 @@
 """GPU check-and-time script for the Triton kernels' configs and variants (not collected by pytest).
 
-    python experiments/gpu_variants.py [--family matmul,small,fp8,norm,normbwd,attention,decode] [--quick]
+    python experiments/gpu_variants.py [--family matmul,small,fp8,norm,normbwd,attention,attnbwd,decode] [--quick]
 
 For each family and target shape: checks every variant against an fp32 torch reference, times it with
 triton.testing.do_bench (median) next to its torch peer (torch.matmul, F.layer_norm, F.rms_norm, SDPA's
@@ -15,7 +15,8 @@ it must read). The `fp8` family forces the FP8 kernel's tiles, pipeline depths a
 with precise and fast accumulation, against `torch._scaled_mm` in the same mode: which of them the gap to
 cuBLASLt comes from. The `normbwd` family times the norm backward (LayerNorm and the fused op, 4096 and 8192
 wide) as tuned against whole-row candidates forced past the width rule, each as a share of a copy's rate on
-the bytes it must move.
+the bytes it must move. The `attnbwd` family times the attention backward's two passes against its one pass
+with atomic dQ (each candidate forced), beside cuDNN's and flash-attn 4's backward.
 """
 
 from __future__ import annotations
@@ -553,6 +554,72 @@ def bench_attention(quick: bool) -> None:
             del q, k, v
 
 
+def _fa4_backward(q, k, v, do, causal) -> Callable[[], object] | None:
+    """flash-attn 4's backward alone (its forward run once, the graph kept), or None where not installed."""
+    try:
+        from flash_attn.cute import flash_attn_func
+    except ImportError:
+        return None
+    leaves = [t.transpose(1, 2).detach().requires_grad_() for t in (q, k, v)]  # its layout: (B, S, H, D)
+    out = flash_attn_func(*leaves, causal=causal)
+    out = out[0] if isinstance(out, tuple) else out
+    return lambda: torch.autograd.grad(out, leaves, do.transpose(1, 2), retain_graph=True)
+
+
+def bench_attention_backward(quick: bool) -> None:
+    """The attention backward, D128 bf16 at S 4096 and 16384, causal and not: the two-pass kernel (tuned), the
+    one pass that adds dQ with atomics (tuned, then each candidate forced), against cuDNN's SDPA backward
+    (and flash-attn 4's where installed), each timed alone after one forward. TFLOP/s by the model's FLOPs
+    (2.5 forwards); rel err of the worst of dq, dk, dv against an fp32 backward."""
+    shapes = [(4, 16, 4096, 128), (1, 16, 16384, 128)]
+    for b, h, s, d in shapes[:1] if quick else shapes:
+        for causal in (False, True):
+            _attention_backward_shape(b, h, s, d, causal)
+            torch.cuda.empty_cache()
+
+
+def _attention_backward_shape(b: int, h: int, s: int, d: int, causal: bool) -> None:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    bwd = importlib.import_module("tierbench.kernels.attention_backward")
+    q, k, v, do = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    scale = d**-0.5
+    shape = f"{b}x{h}x{s}x{d} bwd{' causal' if causal else ''}"
+    flops = 2.5 * 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
+    wide = [t.float().requires_grad_() for t in (q, k, v)]
+    with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
+        ref = torch.autograd.grad(F.scaled_dot_product_attention(*wide, is_causal=causal), wide, do.float())
+    del wide
+    lse = torch.empty(q.shape[:3], dtype=torch.float32, device="cuda")
+    o = attn_mod._attention_forward(q, k, v, causal, scale, lse=lse)
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        out = F.scaled_dot_product_attention(*leaves, is_causal=causal)
+    runs = [("SDPA cuDNN (peer)", lambda: torch.autograd.grad(out, leaves, do, retain_graph=True))]
+    fa4 = _fa4_backward(q, k, v, do, causal)
+    if fa4 is not None:
+        runs.append(("flash-attn 4", fa4))
+
+    def ours(**kw) -> Callable[[], object]:
+        return lambda: bwd.attention_backward(do, q, k, v, o, lse, causal, scale, **kw)
+
+    runs += [("two-pass (tuned)", ours()), ("one pass (tuned)", ours(atomic_dq=True))]
+    for c in bwd.prune_dkdv_dq_configs(bwd.dkdv_dq_configs(), {"SK": s}, HEAD_DIM=d):
+        name = f"one pass {c.kwargs['BLOCK_M']}x{c.kwargs['BLOCK_N']} w{c.num_warps} s{c.num_stages}"
+        runs.append((name, ours(atomic_dq=True, dkdv_config=c)))
+    peer_ms = None
+    for name, fn in runs:
+        try:
+            err = max(rel_err(g, r) for g, r in zip(fn(), ref))
+            ms = bench(fn)
+            peer_ms = peer_ms or ms
+            bad = "" if err <= 2e-2 else " BAD"
+            rate = f"{flops / ms * 1e-9:.1f} TFLOP/s"
+            row("attnbwd", shape, name, ms, rate, f"{peer_ms / ms:.3f}", f"{err:.1e}{bad}")
+        except Exception as e:  # one broken variant must not stop the sweep
+            log(f"[{time.time() - T0:6.1f}s] attnbwd {shape} {name} FAILED: {type(e).__name__}: {str(e)[:300]}")
+
+
 # ----------------------------------------------------------------------------------------------------------
 # decode
 # ----------------------------------------------------------------------------------------------------------
@@ -641,7 +708,7 @@ def shape_list(text: str) -> list[tuple[int, int, int]]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--family", default="matmul,small,fp8,norm,normbwd,attention,decode")
+    p.add_argument("--family", default="matmul,small,fp8,norm,normbwd,attention,attnbwd,decode")
     p.add_argument("--quick", action="store_true", help="one shape per family")
     p.add_argument(
         "--fp8-shapes",
@@ -663,6 +730,7 @@ def main() -> None:
         "norm": bench_norm,
         "normbwd": bench_norm_backward,
         "attention": bench_attention,
+        "attnbwd": bench_attention_backward,
         "decode": bench_decode,
     }
     for fam in args.family.split(","):
