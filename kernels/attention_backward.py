@@ -235,10 +235,10 @@ def _dkdv_inner(
         dk = tl.dot(ds_t, q, dk)
         if ATOMIC_DQ:
             # This key block's share of the queries' dQ; rows past SQ are not added (their dS is not 0).
-            dq = tl.dot(tl.trans(ds_t), k)
+            dq_t = tl.dot(tl.trans(k), ds_t)
             offs_d = tl.arange(0, HEAD_DIM)
-            ptrs = dq_base + offs_m.to(tl.int64)[:, None] * HEAD_DIM + offs_d[None, :]
-            tl.atomic_add(ptrs, dq, mask=(offs_m < SQ)[:, None], sem="relaxed")
+            ptrs = dq_base + offs_m.to(tl.int64)[None, :] * HEAD_DIM + offs_d[:, None]
+            tl.atomic_add(ptrs, dq_t, mask=(offs_m < SQ)[None, :], sem="relaxed")
     return dk, dv
 
 
