@@ -90,7 +90,6 @@ def dkdv_dq_configs() -> list[triton.Config]:
     return [
         bwd_config(64, 128, 8, 2),
         bwd_config(32, 128, 8, 3),
-        bwd_config(32, 128, 8, 2),
         bwd_config(16, 128, 8, 4),
         bwd_config(32, 64, 4, 3),
         bwd_config(16, 64, 4, 4),
