@@ -72,6 +72,17 @@ def test_split_counts_agree(num_splits, device, assert_close):
         _check(out, attention_ref(q, k, v, causal), torch.float16, f"{num_splits} splits causal={causal}", assert_close)
 
 
+@pytest.mark.parametrize("num_splits, head_dim", [(40, 128), (dec.MAX_SPLITS, 256)])
+def test_the_combine_takes_head_dim_in_slices(num_splits, head_dim, device, assert_close):
+    # Many splits leave room for a slice of head_dim per combine program (64 of 128 columns at 40 splits, 32
+    # of 256 at 128); most of these splits are empty (lse -inf, weight 0) and must not disturb the sum.
+    assert dec.combine_slice(num_splits, head_dim) == {128: 64, 256: 32}[head_dim]
+    q, k, v = random_qkv(1, 2, 2, 300, head_dim, torch.bfloat16, device, seed=13, kv_heads=1)
+    out = dec.split_kv_forward(q, k, v, True, None, num_splits=num_splits)
+    assert f"{num_splits} splits:" in last_launch("attention")
+    _check(out, attention_ref(q, k, v, True), torch.bfloat16, f"{num_splits} splits D={head_dim}", assert_close)
+
+
 def test_groups_larger_than_one_tile(device, assert_close):
     # 16 query heads per K/V head x 5 tokens = 80 rows: two programs per group (BLOCK_M 64), the second one
     # ragged; and forced small tiles (16 rows, 16 keys) so that one group takes five.
