@@ -67,16 +67,15 @@ MIN_KEYS_PER_SPLIT = 128
 KEYS_PER_PARTIAL_ROW = 8
 MAX_SPLITS = 128
 MAX_BLOCK_M = 64  # query rows per program; a larger group (heads // kv_heads x q_len) takes several programs
-# Partial-output elements one combine program loads (every split, a slice of head_dim): 32 fp32 registers a
-# thread at 4 warps. Its loads were a loop of dependent steps (lse, then chunks of partials): at batch 1 that
-# chain, not the bytes, was its time (3.3-5.4 us on an H100 against cuDNN's 2.0-3.1 us reduction).
-_COMBINE_ELEMS = 4096
-_COMBINE_MIN_SLICE = 16
+# head_dim columns one combine program takes, from every split (at MAX_SPLITS, 32 fp32 registers a thread at
+# 4 warps): four programs a query row at head_dim 128. The combine's loads were a loop of dependent steps
+# (lse, then chunks of partials) in one program a row: at batch 1 that chain, not the bytes, was its time
+# (3.3-5.4 us on an H100 against cuDNN's 2.0-3.1 us reduction).
+COMBINE_SLICE = 32
 
 
-def combine_slice(splits: int, head_dim: int) -> int:
-    """head_dim columns a combine program takes: as many as _COMBINE_ELEMS allows beside all the splits."""
-    return min(head_dim, max(_COMBINE_MIN_SLICE, _COMBINE_ELEMS // next_pow2(splits)))
+def combine_slice(head_dim: int) -> int:
+    return min(head_dim, COMBINE_SLICE)
 
 
 def suits(q_len: int) -> bool:
@@ -340,7 +339,7 @@ def split_kv_forward(
         num_warps=config.num_warps, num_stages=config.num_stages,
     )  # fmt: skip
     if splits > 1:
-        block_d = combine_slice(splits, d)
+        block_d = combine_slice(d)
         _combine_kernel[(b * h * sq, d // block_d)](
             part, lse, o, h, sq, splits, *o.stride(), HEAD_DIM=d, BLOCK_S=next_pow2(splits), BLOCK_D=block_d,
             num_warps=4,

@@ -55,7 +55,7 @@ def combine_build(head_dim: int, splits: int) -> dict:
     lse = torch.empty(32, splits, dtype=torch.float32)
     o = torch.empty(1, 8, 4, head_dim, dtype=torch.bfloat16)
     block_s = dec.next_pow2(splits)
-    meta = dict(HEAD_DIM=head_dim, BLOCK_S=block_s, BLOCK_D=dec.combine_slice(splits, head_dim), num_warps=4)
+    meta = dict(HEAD_DIM=head_dim, BLOCK_S=block_s, BLOCK_D=dec.combine_slice(head_dim), num_warps=4)
     compiled = rr.compile_sm90(dec._combine_kernel, (part, lse, o, 8, 4, splits, *o.stride()), meta, "combine")
     return {"registers": compiled.regs, "spill_bytes": sum(compiled.spill_bytes or (0,))}
 
