@@ -334,8 +334,6 @@ def _epilogue_shape(n: int) -> None:
         cfg(128, 256, 64, 8, 3, subtile=True),
         cfg(128, 128, 64, 4, 4),
         cfg(128, 128, 64, 8, 4, subtile=True),
-        # Two one-warpgroup programs an SM: one's epilogue beside the other's MMAs.
-        cfg(128, 128, 64, 4, 3, subtile=True, per_sm=2),
         # Warp-specialised: the activation of one tile beside the next tile's loads, not after them.
         cfg(128, 256, 64, 8, 3, subtile=True, ws=True, flatten=False),
         cfg(128, 128, 64, 8, 4, ws=True, flatten=False),
@@ -343,7 +341,7 @@ def _epilogue_shape(n: int) -> None:
     for c in configs:
         k = c.kwargs
         name = f"{k['BLOCK_M']}x{k['BLOCK_N']} w{c.num_warps} s{c.num_stages}{' sub' if k['EPI_SUBTILE'] else ''}"
-        name += (" ws" if k["WARP_SPECIALIZE"] else "") + (" x2/SM" if k.get("PER_SM", 1) == 2 else "")
+        name += " ws" if k["WARP_SPECIALIZE"] else ""
         variants.append(("plain", name, lambda c=c: mm_mod._matmul_forward(a, b, path="tma", config=c)))
         for label in ("erf", "tanh"):
             act = act_mod.GELU_CODES["none" if label == "erf" else "tanh"]

@@ -44,18 +44,12 @@ from ._common import (
 # Configs
 # ----------------------------------------------------------------------------------------------------------
 
-# Shared memory a Hopper block may use (227 KiB); an SM's, and what the hardware keeps of it per resident block.
+# Shared memory a Hopper block may use (227 KiB).
 _SMEM_LIMIT = 232448
-_SM_SMEM = 233472
-_SMEM_PER_PROGRAM_RESERVED = 1024
 
 
-def _cfg(bm, bn, bk, warps, stages, group_m=8, subtile=False, ws=False, flatten=True, per_sm=1) -> triton.Config:
-    """A config of either kernel; per_sm (the persistent TMA kernel only): programs an SM, the grid per_sm x
-    SMs, so that one program's epilogue can run beside another's K loop."""
+def _cfg(bm, bn, bk, warps, stages, group_m=8, subtile=False, ws=False, flatten=True) -> triton.Config:
     kw = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m}
-    if per_sm != 1:
-        kw["PER_SM"] = per_sm
     return triton.Config(
         {**kw, "EPI_SUBTILE": subtile, "WARP_SPECIALIZE": ws, "FLATTEN": flatten},
         num_warps=warps,
@@ -77,9 +71,6 @@ def matmul_tma_configs() -> list[triton.Config]:
         _cfg(128, 128, 64, 4, 4),
         # The bias+GELU epilogue at 2048^3 (H100): 0.76x of the plain kernel against 0.53x with 128x256.
         _cfg(128, 128, 64, 8, 4, subtile=True),
-        # Two one-warpgroup programs an SM (3 stages and half-width stores fit both in shared memory): the
-        # epilogue of one beside the other's MMAs, where one program's epilogue leaves the tensor cores idle.
-        _cfg(128, 128, 64, 4, 3, subtile=True, per_sm=2),
         _cfg(64, 128, 64, 4, 4),
         _cfg(64, 64, 64, 4, 4),
         # fp32 inputs need a shallower K tile to fit the pipeline in shared memory.
@@ -130,8 +121,7 @@ def prune_matmul_configs(configs: list[triton.Config], named_args: dict, **kwarg
     kept = []
     for cfg in configs:
         kw = cfg.kwargs
-        smem = _smem_bytes(cfg, esize)
-        if smem > _SMEM_LIMIT or kw.get("PER_SM", 1) * (smem + _SMEM_PER_PROGRAM_RESERVED) > _SM_SMEM:
+        if _smem_bytes(cfg, esize) > _SMEM_LIMIT:
             continue
         # 16-bit operands: a K tile under 64 only lengthens the loop.
         if esize == 2 and kw["BLOCK_K"] < 64:
@@ -262,7 +252,6 @@ def _matmul_tma_kernel(
     STORE_PRE: tl.constexpr,
     UPCAST: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
-    PER_SM: tl.constexpr = 1,  # programs per SM
 ):
     dtype = c_ptr.dtype.element_ty
     # A column-major operand is described as its row-major transpose (the storage it is a view of) and its
@@ -291,8 +280,7 @@ def _matmul_tma_kernel(
     num_tiles = num_pid_m * num_pid_n
     k_tiles = tl.cdiv(K, BLOCK_K)
 
-    programs = NUM_SMS * PER_SM
-    for tile_id in tl.range(tl.program_id(0), num_tiles, programs, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE):
+    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE):
         pid_m, pid_n = _grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
@@ -491,8 +479,7 @@ def launch_matmul(
         sms = num_sms(a.device)
 
         def grid(meta):
-            tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
-            return (min(sms * meta.get("PER_SM", 1), tiles),)
+            return (min(sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
 
         a_col, b_col = a_layout == "col", b_layout == "col"
         flags.update(NUM_SMS=sms, A_COL_MAJOR=a_col, B_COL_MAJOR=b_col)

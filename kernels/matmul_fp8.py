@@ -43,7 +43,7 @@ from ._common import (
     num_sms,
     on_device,
 )
-from .matmul import _SM_SMEM, _SMEM_LIMIT, _SMEM_PER_PROGRAM_RESERVED, _cfg, _grouped_tile, tma_epilogue
+from .matmul import _SMEM_LIMIT, _cfg, _grouped_tile, tma_epilogue
 
 FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -86,6 +86,11 @@ def matmul_fp8_configs() -> list[triton.Config]:
         # measured 0.50-0.63x torch._scaled_mm: left out.)
         fp8_cfg(128, 128, 128, 4, 3, subtile=True, per_sm=2),
     ]
+
+
+# Shared memory of one SM on sm_90, and what the hardware keeps of it for each resident program.
+_SM_SMEM = 233472
+_SMEM_PER_PROGRAM_RESERVED = 1024
 
 
 def _smem_bytes(cfg: triton.Config, out_esize: int) -> int:

@@ -4,8 +4,7 @@
 
 Run by test_epilogue.py in a fresh process (the interpreter, on in the test session, compiles nothing, and
 never runs the inline PTX of the activations). The builds: the persistent TMA kernel plain and with each
-bias + activation epilogue (whole and half-width stores, the pre-activation stored as under autograd; two
-programs an SM), the
+bias + activation epilogue (whole and half-width stores, the pre-activation stored as under autograd), the
 pointer kernel's small tile with the tanh epilogue, the activation's backward kernel, and the FP8 kernel
 with precise accumulation (every tile it keeps) and fast.
 """
@@ -80,8 +79,6 @@ def main() -> int:
         report["tma bias+gelu, z stored, half-width stores"] = tma_build(half, act.GELU, True)
         report["tma bias+gelu-tanh"] = tma_build(whole, act.GELU_TANH, False)
         report["tma bias+gelu-tanh, half-width stores"] = tma_build(half, act.GELU_TANH, False)
-        twice = next(c for c in tma if c.kwargs.get("PER_SM", 1) == 2)
-        report["tma bias+gelu, z stored, two programs an SM"] = tma_build(twice, act.GELU, True)
         report["ptr bias+gelu-tanh, small tile"] = ptr_build(small, act.GELU_TANH)
         report["gelu backward"] = gelu_backward_build(act.GELU)
         report["gelu-tanh backward"] = gelu_backward_build(act.GELU_TANH)
