@@ -472,7 +472,7 @@ def _norm_backward_shape(rows: int, n: int) -> None:
         launch()  # the tuner's turns run on the first call
         log(f"  {name}, the tuner's pick: {common_mod.last_launch('norm-bwd')}")
         # Forced whole-row configs past the width rule (the launcher refuses them): lifted for this sweep.
-        nb_mod.max_whole_row_block = lambda gelu: n
+        nb_mod.MAX_WHOLE_ROW_BLOCK = max(n, nb_mod.MAX_WHOLE_ROW_BLOCK)
         auto_ms = bench(launch)
         variants = [("auto (tuned)", None), *norm_backward_variants(n, gb is not None)]
         for label, config in variants:

@@ -10,7 +10,7 @@ matches the stored statistics), dx = dh * GELU'(x + bias), and the GELU bias's g
 over rows.
 
 Two kinds of launches, by width (BLOCK_N = next power of two of the hidden size):
-- whole rows (BLOCK_N <= 8192, 4096 for the fused op): one persistent kernel; each program walks tiles of
+- whole rows (BLOCK_N <= 8192): one persistent kernel; each program walks tiles of
   ROWS rows, reads x, dy and the vectors once, writes dx once, and adds its rows' dweight/dbias terms to
   fp32 accumulators in registers, written once per program as a row of partial sums. Prefetching
   candidates load the next tile's x and dy before working on the current one.
@@ -40,14 +40,9 @@ from ._tuning import ROWS_PER_SM_BANDS, TurnTuner, rows_per_sm_band
 
 # Widest row (a power of two) of the whole-row backward. Each thread holds its columns' fp32 accumulators
 # (up to three vectors) across all its rows besides the row itself, so rows wider than this take two passes.
-# The fused op holds the most (GELU' too, and a third accumulator): compiled for sm_90, its whole-row
-# programs spilled registers at 8192.
+# The fused op holds the most (GELU' too, and a third accumulator): at 8192 its whole-row builds spill unless
+# they reload the vectors every tile (RELOAD); on an H100 the 16-warp RELOAD build ran 1.23x the two passes.
 MAX_WHOLE_ROW_BLOCK = 8192
-MAX_WHOLE_ROW_BLOCK_GELU = 4096
-
-
-def max_whole_row_block(has_gelu: bool) -> int:
-    return MAX_WHOLE_ROW_BLOCK_GELU if has_gelu else MAX_WHOLE_ROW_BLOCK
 
 
 # Most warps resident per SM on sm_90: bounds blocks per SM x warps of the persistent candidates.
@@ -84,7 +79,10 @@ def whole_row_configs() -> list[triton.Config]:
     # One program an SM working one row at a time leaves its loads waiting on its arithmetic (the fused op
     # at 4096 wide): the prefetching candidates, one and two programs an SM. On an H100 the tuner took them
     # for LayerNorm at 8192, RMSNorm at 4096 and 8192 and the fused op at 2048 and 4096 (242 -> 200 us).
-    return plain + [whole_row_config(rows=1, ctas=c, warps=w, prefetch=True) for w in (8, 16) for c in (1, 2)]
+    prefetching = [whole_row_config(rows=1, ctas=c, warps=w, prefetch=True) for w in (8, 16) for c in (1, 2)]
+    # The vectors reloaded every tile: the fused op's whole-row build at 8192 wide without its spill.
+    reloading = [whole_row_config(rows=1, ctas=1, warps=w, reload=True) for w in (16, 32)]
+    return plain + prefetching + reloading
 
 
 def prune_whole_row_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
@@ -520,7 +518,7 @@ def norm_backward(
     dx2 = dx.view(-1, n)
     block_n = next_pow2(n)
     sms = num_sms(x.device)
-    two_pass = block_n > max_whole_row_block(gelu_bias is not None) if config is None else "CHUNK" in config.kwargs
+    two_pass = block_n > MAX_WHOLE_ROW_BLOCK if config is None else "CHUNK" in config.kwargs
     flags = {
         "IS_RMS": is_rms,
         "HAS_W": weight is not None,
@@ -575,9 +573,8 @@ def _whole_row(x2, dy2, dx2, vectors, stats, ptrs, flags, need, config, sms) -> 
         tuner[grid](*args, **flags, **need)
         config = tuner.best_config
     else:
-        widest = max_whole_row_block(flags["HAS_GELU"])
-        if flags["BLOCK_N"] > widest:
-            raise ValueError(f"rows of {n} do not fit the whole-row backward (at most {widest})")
+        if flags["BLOCK_N"] > MAX_WHOLE_ROW_BLOCK:
+            raise ValueError(f"rows of {n} do not fit the whole-row backward (at most {MAX_WHOLE_ROW_BLOCK})")
         _whole_row_bwd_kernel[grid(config.kwargs)](*args, **flags, **need, **config.all_kwargs())
     return [(config, "whole-row")]
 

@@ -36,7 +36,7 @@ def norm_rows() -> list[str]:
         need = {"NEED_DW": True, "NEED_DB": not rms, "NEED_DXB": gelu}
         for hidden in (1024, 4096, 8192, 16384, 65536):
             shape = {"BLOCK_N": hidden, "EVEN_N": True}
-            if hidden <= nb.max_whole_row_block(gelu):
+            if hidden <= nb.MAX_WHOLE_ROW_BLOCK:
                 args = (*[_BF16] * 5, *[_F32] * 5, ROWS, hidden, hidden, hidden, hidden)
                 for cfg in nb.prune_whole_row_configs(nb.whole_row_configs(), {"n_rows": ROWS}, BLOCK_N=hidden):
                     meta = {**flags, **need, **shape, **cfg.all_kwargs()}

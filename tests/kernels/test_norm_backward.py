@@ -163,7 +163,7 @@ def test_fp32_vectors_with_half_inputs(op, device):
 
 @pytest.mark.parametrize("op", ["layer_norm", "bias_gelu_layer_norm"])
 def test_wide_rows_take_the_two_pass_backward(op, device):
-    hidden = nb.max_whole_row_block(op == "bias_gelu_layer_norm") + 8  # past the whole-row backward
+    hidden = nb.MAX_WHOLE_ROW_BLOCK + 8  # past the whole-row backward
     x, vectors, dy = _inputs(op, (2,), hidden, torch.bfloat16, device, seed=4)
     _check_op(op, x, vectors, dy, f"{op} hidden {hidden}")
     assert "two-pass row sums: CHUNK=" in last_launch("norm-bwd") and "; two-pass chunks: CHUNK=" in last_launch(
@@ -344,7 +344,7 @@ def test_forced_backward_configs_that_do_not_fit_are_refused(device):
 def test_norm_backward_gpu_full_size(op, rows, hidden, dtype):
     x, vectors, dy = _inputs(op, (rows,), hidden, dtype, "cuda", seed=12)
     _check_op(op, x, vectors, dy, f"{op} {rows}x{hidden} {dtype}")
-    whole_rows = triton.next_power_of_2(hidden) <= nb.max_whole_row_block(op == "bias_gelu_layer_norm")
+    whole_rows = triton.next_power_of_2(hidden) <= nb.MAX_WHOLE_ROW_BLOCK
     kind = "whole-row" if whole_rows else "two-pass row sums"
     assert last_launch("norm-bwd").startswith(kind)
 
@@ -356,7 +356,7 @@ def test_every_backward_candidate_gpu(hidden):
     """Each candidate the tuners may pick, forced, on the fused op (the most registers) and RMSNorm."""
     block_n = triton.next_power_of_2(hidden)
     for op in ("bias_gelu_layer_norm", "rms_norm"):
-        if block_n <= nb.max_whole_row_block(op == "bias_gelu_layer_norm"):
+        if block_n <= nb.MAX_WHOLE_ROW_BLOCK:
             configs = nb.prune_whole_row_configs(nb.whole_row_configs(), {"n_rows": 1000}, BLOCK_N=block_n)
         else:
             configs = nb.prune_chunk_configs(nb.chunk_configs(), {}, BLOCK_N=block_n)
