@@ -87,7 +87,8 @@ def whole_row_configs() -> list[triton.Config]:
 
 def prune_whole_row_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
     """4..16 elements of the tile per thread (registers hold the accumulators too); several rows per tile only
-    for rows of 1024 or less; at most _MAX_WARPS_PER_SM warps of resident programs per SM."""
+    for rows of 1024 or less; at most _MAX_WARPS_PER_SM warps of resident programs per SM; the fused op wider
+    than 4096 only with RELOAD (its other builds spill there: 144-504 bytes on sm_90)."""
     if len(configs) <= 1:
         return configs
     n_rows, block_n = named_args["n_rows"], kwargs["BLOCK_N"]
@@ -95,6 +96,8 @@ def prune_whole_row_configs(configs: list[triton.Config], named_args: dict, **kw
     for cfg in configs:
         rows, ctas, warps = cfg.kwargs["ROWS"], cfg.kwargs["CTAS"], cfg.num_warps
         if not 4 <= rows * block_n // (32 * warps) <= 16 or ctas * warps > _MAX_WARPS_PER_SM:
+            continue
+        if kwargs.get("HAS_GELU", False) and block_n > 4096 and not cfg.kwargs["RELOAD"]:
             continue
         if rows > 1 and (block_n > 1024 or rows > n_rows):
             continue

@@ -38,11 +38,15 @@ def norm_rows() -> list[str]:
             shape = {"BLOCK_N": hidden, "EVEN_N": True}
             if hidden <= nb.MAX_WHOLE_ROW_BLOCK:
                 args = (*[_BF16] * 5, *[_F32] * 5, ROWS, hidden, hidden, hidden, hidden)
-                for cfg in nb.prune_whole_row_configs(nb.whole_row_configs(), {"n_rows": ROWS}, BLOCK_N=hidden):
+                for cfg in nb.prune_whole_row_configs(
+                    nb.whole_row_configs(), {"n_rows": ROWS}, BLOCK_N=hidden, HAS_GELU=gelu
+                ):
                     meta = {**flags, **need, **shape, **cfg.all_kwargs()}
                     c = compile_sm90(nb._whole_row_bwd_kernel, args, meta, "w")
                     label = f"{op} {hidden} rows {cfg.kwargs['ROWS']} ctas {cfg.kwargs['CTAS']} w{cfg.num_warps}"
-                    label += " prefetch" if cfg.kwargs["PREFETCH"] else ""
+                    label += (" prefetch" if cfg.kwargs["PREFETCH"] else "") + (
+                        " reload" if cfg.kwargs["RELOAD"] else ""
+                    )
                     rows.append(line("whole-row", label, c))
                 continue
             for cfg in nb.prune_chunk_configs(nb.chunk_configs(), {}, BLOCK_N=hidden):

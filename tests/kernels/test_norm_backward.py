@@ -316,6 +316,12 @@ def test_backward_pruning_rules():
             assert 4 <= c.kwargs["ROWS"] * block_n // (32 * c.num_warps) <= 16
             assert c.kwargs["ROWS"] == 1 or block_n <= 1024
             assert c.kwargs["CTAS"] * c.num_warps <= 64
+    # The fused op at 8192 wide: only the builds that reload the vectors (the others spill).
+    both = [nb.whole_row_config(1, 1, w, reload=r) for w in (16, 32) for r in (False, True)]
+    fused = nb.prune_whole_row_configs(both, {"n_rows": 16384}, BLOCK_N=8192, HAS_GELU=True)
+    assert len(fused) == 2 and all(c.kwargs["RELOAD"] for c in fused)
+    assert len(nb.prune_whole_row_configs(both, {"n_rows": 16384}, BLOCK_N=8192, HAS_GELU=False)) == 4
+    assert len(nb.prune_whole_row_configs(both, {"n_rows": 16384}, BLOCK_N=4096, HAS_GELU=True)) == 4
     gpu_chunks = [nb.chunk_config(c, w) for c in (512, 1024, 2048, 4096) for w in (2, 4, 8, 16)]
     for block_n in (16384, 65536):
         kept = nb.prune_chunk_configs(gpu_chunks, {}, BLOCK_N=block_n)
@@ -357,7 +363,9 @@ def test_every_backward_candidate_gpu(hidden):
     block_n = triton.next_power_of_2(hidden)
     for op in ("bias_gelu_layer_norm", "rms_norm"):
         if block_n <= nb.MAX_WHOLE_ROW_BLOCK:
-            configs = nb.prune_whole_row_configs(nb.whole_row_configs(), {"n_rows": 1000}, BLOCK_N=block_n)
+            configs = nb.prune_whole_row_configs(
+                nb.whole_row_configs(), {"n_rows": 1000}, BLOCK_N=block_n, HAS_GELU=op == "bias_gelu_layer_norm"
+            )
         else:
             configs = nb.prune_chunk_configs(nb.chunk_configs(), {}, BLOCK_N=block_n)
         x, vectors, dy = _inputs(op, (1000,), hidden, torch.bfloat16, "cuda", seed=13)
