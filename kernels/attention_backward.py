@@ -12,7 +12,9 @@ and cast are needed; the price is computing Q K^T and dO V^T twice (seven produc
 `atomic_dq=True` takes the one pass instead, as FlashAttention-2 and later do: the dK/dV program also forms
 dS K for each query block it walks and adds it into an fp32 dQ buffer with atomics (kernel 2 then ends the
 work; a last kernel scales and rounds the buffer into dQ). The sums then land in whatever order the programs
-run, so dQ may differ in its last bits from run to run.
+run, so dQ may differ in its last bits from run to run. On an H100 it ran within 7% of the two passes
+either way (D128, S 4096 and 16384; docs/performance.md): the atomics cost about what the recomputation
+saves, so it is an option, not the default.
 
 Grouped K/V heads: query head h reads K/V head h // group, and the dK/dV program of a K/V head sums over its
 group's query heads (`group`; 1 = one K/V head per query head, all the forward runs today).
