@@ -14,8 +14,8 @@ counts at q_len 1 on Llama-3 8B's layout, against cuDNN's SDPA, each also as a s
 it must read). The `fp8` family forces the FP8 kernel's tiles, pipeline depths and warp specialisation, each
 with precise and fast accumulation, against `torch._scaled_mm` in the same mode: which of them the gap to
 cuBLASLt comes from. The `normbwd` family times the norm backward (LayerNorm and the fused op, 4096 and 8192
-wide) as tuned against whole-row candidates forced past the width rule, each as a share of a copy's rate on
-the bytes it must move. The `attnbwd` family times the attention backward's two passes against its one pass
+wide) as tuned against whole-row candidates forced one at a time, each as a share of a copy's rate on the
+bytes it must move. The `attnbwd` family times the attention backward's two passes against its one pass
 with atomic dQ (each candidate forced), beside cuDNN's and flash-attn 4's backward.
 """
 
@@ -430,8 +430,8 @@ def bench_norm(quick: bool) -> None:
 
 
 def norm_backward_variants(n: int, gelu: bool) -> list[tuple[str, triton.Config]]:
-    """Whole-row candidates forced past the width rule (the fused op takes two passes from 8192): warps,
-    prefetching and the vectors reloaded every tile, which spares the registers the fused op spilled at 8192."""
+    """Whole-row candidates forced one at a time: warps, prefetching and the vectors reloaded every tile (which
+    spares the registers the fused op spills at 8192 without it)."""
     wc = nb_mod.whole_row_config
     if n <= 4096:
         shapes = [(8, 1), (8, 2), (16, 1)]
@@ -471,8 +471,6 @@ def _norm_backward_shape(rows: int, n: int) -> None:
 
         launch()  # the tuner's turns run on the first call
         log(f"  {name}, the tuner's pick: {common_mod.last_launch('norm-bwd')}")
-        # Forced whole-row configs past the width rule (the launcher refuses them): lifted for this sweep.
-        nb_mod.MAX_WHOLE_ROW_BLOCK = max(n, nb_mod.MAX_WHOLE_ROW_BLOCK)
         auto_ms = bench(launch)
         variants = [("auto (tuned)", None), *norm_backward_variants(n, gb is not None)]
         for label, config in variants:

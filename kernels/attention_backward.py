@@ -531,8 +531,9 @@ def attention_backward(
     if need_dkdv:
         # Without the one pass the kernel never touches the fp32 dQ sums: dk stands in for the pointer.
         sums = torch.zeros(q.shape, dtype=torch.float32, device=q.device) if one_pass else dk
-        args = (*inputs, dk, dv, sums, h, h_kv, group, sq, sk, *strides, *dk.stride()[:3], *dv.stride()[:3])
-        args = (*args, *scales)
+        args = (
+            *inputs, dk, dv, sums, h, h_kv, group, sq, sk, *strides, *dk.stride()[:3], *dv.stride()[:3], *scales
+        )  # fmt: skip
         tuner = _dkdv_dq_tuned if one_pass else _dkdv_tuned
         if dkdv_config is None:
             tuner[lambda meta: (triton.cdiv(sk, meta["BLOCK_N"]) * b * h_kv,)](*args, **consts, ATOMIC_DQ=one_pass)

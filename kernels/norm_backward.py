@@ -10,10 +10,10 @@ matches the stored statistics), dx = dh * GELU'(x + bias), and the GELU bias's g
 over rows.
 
 Two kinds of launches, by width (BLOCK_N = next power of two of the hidden size):
-- whole rows (BLOCK_N <= 8192): one persistent kernel; each program walks tiles of
-  ROWS rows, reads x, dy and the vectors once, writes dx once, and adds its rows' dweight/dbias terms to
-  fp32 accumulators in registers, written once per program as a row of partial sums. Prefetching
-  candidates load the next tile's x and dy before working on the current one.
+- whole rows (BLOCK_N <= 8192): one persistent kernel; each program walks tiles of ROWS rows, reads x, dy
+  and the vectors once, writes dx once, and adds its rows' dweight/dbias terms to fp32 accumulators in
+  registers, written once per program as a row of partial sums. Prefetching candidates load the next
+  tile's x and dy before working on the current one; RELOAD candidates load the vectors every tile.
 - two passes (wider rows, or a forced CHUNK config): a row-sums kernel takes mean(g) and mean(g * xhat) per
   row in CHUNK-wide pieces, then a chunk kernel over (column chunk, group of rows) writes dx and one row of
   partial sums per group. x and dy are read twice, dx written once.

@@ -334,24 +334,30 @@ def test_one_pass_backward_gpu(seq, head_dim, causal):
     _gpu_check(2, 8, seq, head_dim, torch.bfloat16, causal, seed=26, deterministic=False)
 
 
-@pytest.mark.gpu
-@needs_cuda
-@pytest.mark.parametrize("head_dim", [64, 128])
-def test_every_one_pass_candidate_gpu(head_dim):
-    """Each one-pass candidate the autotuner may pick, forced, causal and not."""
-    q, k, v = random_qkv(1, 8, 1024, 1024, head_dim, torch.bfloat16, "cuda", seed=27)
-    do = _grad_out(q, 28)
+def _check_forced_configs(head_dim, seed, launches):
+    """Each (label, backward launch) of `launches(scale)` on one forward, causal and not, against float32."""
+    q, k, v = random_qkv(1, 8, 1024, 1024, head_dim, torch.bfloat16, "cuda", seed=seed)
+    do = _grad_out(q, seed + 1)
     scale = 1 / math.sqrt(head_dim)
     for causal in (False, True):
         lse = torch.empty(q.shape[:3], dtype=torch.float32, device="cuda")
         o = at._attention_forward(q, k, v, causal, scale, lse=lse)
         refs = reference_grads(lambda q, k, v, c=causal: attention_ref(q, k, v, c), [q, k, v], do)
-        for cfg in ab.prune_dkdv_dq_configs(ab.dkdv_dq_configs(), {"SK": 1024}, HEAD_DIM=head_dim):
-            grads = ab.attention_backward(do, q, k, v, o, lse, causal, scale, atomic_dq=True, dkdv_config=cfg)
+        for label, kwargs in launches:
+            grads = ab.attention_backward(do, q, k, v, o, lse, causal, scale, **kwargs)
             for name, grad, ref in zip(("dq", "dk", "dv"), grads, refs):
                 assert_grad_close(
-                    grad, ref, torch.bfloat16, f"{cfg} causal={causal} {name}", GRADIENT_ELEMENT_TOLERANCE
+                    grad, ref, torch.bfloat16, f"{label} causal={causal} {name}", GRADIENT_ELEMENT_TOLERANCE
                 )
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_every_one_pass_candidate_gpu(head_dim):
+    """Each one-pass candidate the autotuner may pick, forced, causal and not."""
+    configs = ab.prune_dkdv_dq_configs(ab.dkdv_dq_configs(), {"SK": 1024}, HEAD_DIM=head_dim)
+    _check_forced_configs(head_dim, 27, [(str(c), {"atomic_dq": True, "dkdv_config": c}) for c in configs])
 
 
 @pytest.mark.gpu
@@ -359,19 +365,7 @@ def test_every_one_pass_candidate_gpu(head_dim):
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_every_backward_candidate_gpu(head_dim):
     """Each dK/dV and dQ candidate the autotuners may pick, forced, causal and not."""
-    q, k, v = random_qkv(1, 8, 1024, 1024, head_dim, torch.bfloat16, "cuda", seed=24)
-    do = _grad_out(q, 25)
-    scale = 1 / math.sqrt(head_dim)
     dkdv = ab.prune_dkdv_configs(ab.dkdv_configs(), {"SK": 1024}, HEAD_DIM=head_dim)
     dq = ab.prune_dq_configs(ab.dq_configs(), {"SQ": 1024}, HEAD_DIM=head_dim)
-    for causal in (False, True):
-        lse = torch.empty(q.shape[:3], dtype=torch.float32, device="cuda")
-        o = at._attention_forward(q, k, v, causal, scale, lse=lse)
-        refs = reference_grads(lambda q, k, v, c=causal: attention_ref(q, k, v, c), [q, k, v], do)
-        for i in range(max(len(dkdv), len(dq))):
-            c1, c2 = dkdv[i % len(dkdv)], dq[i % len(dq)]
-            grads = ab.attention_backward(do, q, k, v, o, lse, causal, scale, dkdv_config=c1, dq_config=c2)
-            for name, grad, ref in zip(("dq", "dk", "dv"), grads, refs):
-                assert_grad_close(
-                    grad, ref, torch.bfloat16, f"{c1} / {c2} causal={causal} {name}", GRADIENT_ELEMENT_TOLERANCE
-                )
+    pairs = [(dkdv[i % len(dkdv)], dq[i % len(dq)]) for i in range(max(len(dkdv), len(dq)))]
+    _check_forced_configs(head_dim, 24, [(f"{c1} / {c2}", {"dkdv_config": c1, "dq_config": c2}) for c1, c2 in pairs])
