@@ -11,7 +11,11 @@
 #   normbwd                                       the norm family's backward alone at 16384 rows
 #   traffic                                       the norm family at 16384 x 4096 with ncu's DRAM bytes
 #   tests=FILE,FILE,...                           pytest -m gpu of those test files (junit XML kept; the
-#                                                 scale-out ones need hydra-joblib-launcher installed)
+#                                                 scale-out ones need hydra-joblib-launcher installed);
+#                                                 TEST_WORKERS=N spreads them over N pytest-xdist workers
+#                                                 (their time is mostly Triton compiling, on the CPU cores):
+#                                                 for tests/kernels only, as the harness's GPU tests check
+#                                                 that no other process shares the GPU
 #   history=STEP,STEP,...                         experiments/gpu_history.py's steps (aa, plant, ab, gate, slow,
 #                                                 history) in a clone of the carried .gitbundle/main.bundle
 #                                                 (`git bundle create .gitbundle/main.bundle main` here);
@@ -81,7 +85,9 @@ for step in "$@"; do
       tag=$(date -u +%H%M%S)
       echo "== pytest -m gpu ${files//,/ } (at most ${seconds}s) $(date -u +%H:%M:%S)"
       # shellcheck disable=SC2086
-      timeout -s INT -k 30 "$seconds" python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider --timeout 240 \
+      workers=()
+      [ -n "${TEST_WORKERS:-}" ] && workers=(-n "$TEST_WORKERS")
+      timeout -s INT -k 30 "$seconds" python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider --timeout 240 "${workers[@]}" \
         --junitxml="results/gpu-tests/junit-$tag.xml" ${files//,/ }
       echo "== pytest: exit $? $(date -u +%H:%M:%S)"
       ;;
