@@ -13,8 +13,10 @@ from pathlib import Path
 
 from ... import ceilings
 from ...ceilings import Limits, load_for_run
+from ...measure import provenance
 from ..presentation import Presentation
 from . import history, model, runs
+from .kernel_age import KernelHistory
 from .pages.family import family_href, family_page
 from .pages.family_charts import styled_records
 from .pages.index import index_page
@@ -129,11 +131,17 @@ def build(
     ceilings_dir: Path,
     run_ids: list[str] | None = None,
     only: set[str] | None = None,
+    kernels: KernelHistory | None = None,
 ) -> SiteResult:
     """Build the site (from the run folders named in `only`, where given); raises runs.SelectionError for
     unknown run ids, and for no runs unless asv has history to show (the nightly job publishes history
-    before any run exists). The same records always build the same bytes: no page says when it was built."""
+    before any run exists). The same records always build the same bytes in the same checkout: no page says
+    when it was built, but each run says whether the Triton kernels changed since its commit (`kernels`: the
+    history asked, by default that of the checkout tierbench runs from)."""
     every = runs.load_runs(runs_dir, only)
+    kernels = kernels or KernelHistory(provenance.checkout_root())
+    for run in every:
+        run.kernels = kernels.age(run.env.get("git_commit"))
     benches = history.read_asv(asv_dir)
     if every or run_ids or not benches:
         selected = runs.select_runs(every, run_ids, runs_dir)

@@ -14,6 +14,7 @@ from ...ceilings import Ceilings
 from ...store import runmeta
 from ...store.reading import read_records, run_folders_in
 from ...store.records import RECORDS_FILE, Measurement
+from .kernel_age import KernelAge
 
 
 class SelectionError(ValueError):
@@ -49,6 +50,8 @@ class Run:
     finished: float
     meta: runmeta.RunMeta | None = None
     shards: list[str] = field(default_factory=list)  # a sweep's logical run: the run ids of its shards
+    # Whether the Triton kernels changed since the run's commit (set by the site's build; None: not known)
+    kernels: KernelAge | None = None
 
     @property
     def members(self) -> list[str]:

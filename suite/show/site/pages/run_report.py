@@ -29,6 +29,8 @@ def _run_meta(run: Run, ceilings: Limits | None) -> list[tuple[str, str]]:
     meta += [(k, str(env[k])) for k in ("driver", "cuda", "torch", "triton") if env.get(k)]
     if env.get("git_commit"):
         meta.append(("git_commit", commit_text(env, 40)))
+    if run.kernels is not None:
+        meta.append(("Triton kernels", run.kernels.words()))
     meta.append(ceilings_meta(ceilings))
     if run.meta is not None:
         done = f"{run.meta.done} of {run.meta.planned} planned (complete)"
