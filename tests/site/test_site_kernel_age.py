@@ -66,6 +66,16 @@ def test_a_commit_the_history_lacks_or_a_non_commit_is_unknown_and_never_reaches
     assert history.age(None) is None and history.age("") is None
 
 
+def test_the_portable_tiers_mojo_kernels_are_not_the_triton_kernels(checkout):
+    repo = Path(checkout["repo"])
+    (repo / "kernels" / "mojo").mkdir()
+    (repo / "kernels" / "mojo" / "matmul.mojo").write_text("fn main(): pass\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "mojo")
+    age = KernelHistory(repo).age(checkout["head"])
+    assert age is not None and age.known and not age.changed and age.commits == 0
+
+
 def test_no_checkout_a_shallow_one_or_one_without_kernels_tells_nothing(checkout, tmp_path):
     assert KernelHistory(None).age(checkout["first"]) is None
     shallow = tmp_path / "shallow"
@@ -88,7 +98,15 @@ def test_the_site_marks_the_run_measured_before_the_kernels_changed(tree, checko
     write_run(tree["runs"], "before", [record(run_id="before", provider="triton", tier="triton", env=old_env)])
     case = {"m": 512, "n": 512, "k": 512, "dtype": "bf16", "mode": "fwd"}
     later = record(
-        run_id="today", provider="triton", tier="triton", env=new_env, case=case, case_id="matmul/m=512", time=2000.0
+        run_id="today",
+        provider="triton",
+        tier="triton",
+        env=new_env,
+        case=case,
+        case_id="matmul/m=512",
+        time=2000.0,
+        label="512^3",
+        x=512.0,
     )
     write_run(tree["runs"], "today", [later], suite="matmul")
     history = KernelHistory(Path(checkout["repo"]))
@@ -100,6 +118,13 @@ def test_the_site_marks_the_run_measured_before_the_kernels_changed(tree, checko
     assert "Triton kernels changed since (2 commits)" in named["before"]
     assert "changed since" not in named["today"]
     assert "matmul.py, norm.py" in index  # the hover names the files
+    matrix = index.split('<table class="mx">', 1)[1]
+    rows = {
+        row.split("</th>", 1)[0].removeprefix("<bdi>").removesuffix("</bdi>"): row
+        for row in matrix.split("<tr><th>")[1:]
+    }
+    assert "kernels changed since" in rows["256^3"] and "matmul.py" in rows["256^3"]  # its hover: what changed
+    assert "kernels changed since" not in rows[later.label]
     family = next((tree["html"] / "devices").rglob("matmul.html"))
     assert "Triton kernels changed since (2 commits)" in _text(family)
     listed = _text(tree["html"] / "runs.html").split("<tr>")[2:]  # after the header row

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 KERNELS = "kernels"  # the Triton tier's code, from the checkout's top
+TRITON_KERNELS = [KERNELS, f":(exclude){KERNELS}/mojo"]  # git pathspecs: the portable tier's Mojo kernels apart
+PROVIDER = "triton"  # the provider that runs them
 _HEX = re.compile(r"[0-9a-f]{7,40}")
 FILES_NAMED = 4  # files a short text names before "and N more"
 
@@ -98,8 +100,8 @@ class KernelHistory:
         full = _git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{commit}^{{commit}}"], self.top)
         if not full:
             return KernelAge(commit, known=False)
-        files = _git(["diff", "--name-only", full, "HEAD", "--", KERNELS], self.top)
-        count = _git(["rev-list", "--count", f"{full}..HEAD", "--", KERNELS], self.top)
+        files = _git(["diff", "--name-only", full, "HEAD", "--", *TRITON_KERNELS], self.top)
+        count = _git(["rev-list", "--count", f"{full}..HEAD", "--", *TRITON_KERNELS], self.top)
         if files is None or count is None:
             return None
         names = tuple(name.removeprefix(f"{KERNELS}/") for name in files.splitlines() if name)

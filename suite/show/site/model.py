@@ -61,6 +61,11 @@ class DeviceView:
             out.setdefault(r.family, []).append(r)
         return out
 
+    @property
+    def older_kernels(self) -> dict[str, str]:
+        """The run ids (a sweep's shards included) measured before the Triton kernels last changed: what changed."""
+        return {m: run.kernels.words() for run in self.runs if run.kernels and run.kernels.changed for m in run.members}
+
     def provider_versions(self) -> dict[str, str]:
         return {r.provider: r.provider_version for r in self.records if r.provider_version}
 

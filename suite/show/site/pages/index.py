@@ -3,7 +3,7 @@ latest steps."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from markupsafe import Markup
@@ -13,6 +13,7 @@ from ....ceilings import sol_text
 from ....store.records import Measurement
 from ...presentation import Presentation, View
 from .. import model
+from ..kernel_age import PROVIDER
 from ..model import DeviceView, Row
 from .family import family_href
 from .meta import ceilings_meta, commit_text
@@ -28,6 +29,7 @@ class FamilySummary:
     matrix: dict[str, list[Row]]
     numbers: dict[tuple[str, str], int]  # (case_id, provider) -> footnote on the family page
     stand_ins: frozenset[tuple[str, str]] = frozenset()  # cells of an earlier run than their case's say so
+    older_kernels: dict[str, str] = field(default_factory=dict)  # run id -> how the Triton kernels changed since
 
     @property
     def unit(self) -> str:
@@ -76,6 +78,9 @@ def _cell(row: Row, tier: str, f: FamilySummary) -> Markup:
     shown = model.fmt_rate(value, f.unit) if value else f"{model.fmt(r.median_ms)} ms"
     # the newest run skipped this provider: its last measurement, which names its run
     after = Markup("<small>measured in run {}</small>").format(bdi(r.run_id)) if r.key in f.stand_ins else ""
+    if r.provider == PROVIDER and r.run_id in f.older_kernels:
+        since = f.older_kernels[r.run_id]
+        after = Markup(after) + Markup('<small class="stale" title="{}">kernels changed since</small>').format(since)
     after = Markup(after) + _also(also)
     if row.winner == tier and not row.decided:
         names = ", ".join(sorted({str(bdi(u.provider)) for u in row.untimed}))
@@ -126,6 +131,7 @@ def family_summary(view: DeviceView, family: str, records: list[Measurement]) ->
         model.matrix(records, v, tiers),
         numbers,
         view.stand_ins,
+        view.older_kernels,
     )
 
 
