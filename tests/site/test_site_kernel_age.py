@@ -118,6 +118,8 @@ def test_the_site_marks_the_run_measured_before_the_kernels_changed(tree, checko
     assert "Triton kernels changed since (2 commits)" in named["before"]
     assert "changed since" not in named["today"]
     assert "matmul.py, norm.py" in index  # the hover names the files
+    commits = index.split("<th>commits</th>", 1)[1].split("</tr>", 1)[0]  # each run's, not the newest alone
+    assert checkout["first"][:7] in commits and checkout["head"][:12] in commits
     matrix = index.split('<table class="mx">', 1)[1]
     rows = {
         row.split("</th>", 1)[0].removeprefix("<bdi>").removesuffix("</bdi>"): row

@@ -114,8 +114,10 @@ def _device_meta(view: DeviceView) -> list[tuple[str, str]]:
     versions = view.provider_versions()
     if versions:
         meta.append(("providers", ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))))
-    if env.get("git_commit"):
-        meta.append(("commit", commit_text(env)))
+    # Every commit the merged runs measured, newest run first: one commit alone would speak for all of them.
+    commits = list(dict.fromkeys(commit_text(run.env) for run in view.runs if run.env.get("git_commit")))
+    if commits:
+        meta.append(("commit" if len(commits) == 1 else "commits", ", ".join(commits)))
     return meta
 
 
