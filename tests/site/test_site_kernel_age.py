@@ -129,6 +129,8 @@ def test_the_site_marks_the_run_measured_before_the_kernels_changed(tree, checko
     assert "kernels changed since" not in rows[later.label]
     family = next((tree["html"] / "devices").rglob("matmul.html"))
     assert "Triton kernels changed since (2 commits)" in _text(family)
+    assert "triton (triton; run before; Triton kernels changed since)" in _text(family)  # the point's hover
+    assert "triton (triton; run today)" in _text(family)
     listed = _text(tree["html"] / "runs.html").split("<tr>")[2:]  # after the header row
     rows = {row.split('<a href="runs/', 1)[1].split("/", 1)[0]: row for row in listed}
     assert "changed since: 2 commits to kernels/" in rows["before"]

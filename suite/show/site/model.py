@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import re
 from collections import OrderedDict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,7 @@ from ...store.reading import timed
 from ...store.records import Measurement
 from ...store.verdicts import checked_correct, verdict
 from ..presentation import Presentation, View
+from .kernel_age import PROVIDER
 from .runs import Device, Run
 
 # Worst first: the status a matrix cell names when a tier has nothing timed.
@@ -342,10 +344,17 @@ class RecordHovers:
     speedup, baseline, rel. error, SOL, bound, MiB, FLOP/B, TFLOP/s], names as indexes into P, C, B.
     """
 
-    def __init__(self, unit: str, stand_ins: frozenset[tuple[str, str]] = frozenset(), name_runs: bool = False) -> None:
+    def __init__(
+        self,
+        unit: str,
+        stand_ins: frozenset[tuple[str, str]] = frozenset(),
+        name_runs: bool = False,
+        older_kernels: Collection[str] = (),
+    ) -> None:
         self.unit = unit
         self.stand_ins = stand_ins
         self.name_runs = name_runs  # a page merging several runs names each point's (its lines are per run)
+        self.older_kernels = older_kernels  # runs measured before the Triton kernels changed: their points say so
         self.providers: dict[str, int] = {}
         self.cases: dict[str, int] = {}
         self.bases: dict[str, int] = {}
@@ -364,6 +373,8 @@ class RecordHovers:
         origin = f"; measured in run {r.run_id}" if r.key in self.stand_ins else ""
         if self.name_runs and not origin:
             origin = f"; run {r.run_id}"
+        if r.provider == PROVIDER and r.run_id in self.older_kernels:
+            origin += "; Triton kernels changed since"
         row = [
             self._id(self.providers, f"{r.provider} ({r.tier}{origin})"),
             self._id(self.cases, f"{r.label} · {group_key(r, view)}"),

@@ -39,7 +39,7 @@ def family_page(
 ) -> str:
     v = view.view(family)
     partners = roofline_partners(view.families(), family, v, view.shown)
-    hovers = model.RecordHovers(v.unit, view.stand_ins, name_runs=len(view.runs) > 1)
+    hovers = model.RecordHovers(v.unit, view.stand_ins, name_runs=len(view.runs) > 1, older_kernels=view.older_kernels)
     fc = family_charts(
         records, family, v, view.shown, styles, view.ceilings, view.stand_ins, hovers=hovers, partners=partners
     )
