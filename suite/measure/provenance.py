@@ -20,7 +20,8 @@ BUILD_COMMIT_FILE = "BUILD_COMMIT"
 _PACKAGE = Path(__file__).resolve().parents[2]
 
 
-def _git(args: list[str], where: Path) -> str | None:
+def git(args: list[str], where: Path) -> str | None:
+    """A git command's output in `where` (stripped), or None where git is missing, fails or hangs."""
     try:
         out = subprocess.run(["git", *args], cwd=where, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
@@ -30,7 +31,7 @@ def _git(args: list[str], where: Path) -> str | None:
 
 def git_top(folder: Path) -> Path | None:
     """The top of the git checkout that holds `folder`, or None."""
-    top = _git(["rev-parse", "--show-toplevel"], folder) if folder.is_dir() else None
+    top = git(["rev-parse", "--show-toplevel"], folder) if folder.is_dir() else None
     return Path(top).resolve() if top else None
 
 
@@ -52,8 +53,8 @@ def installed(package_root: Path | None = None) -> Installed:
     # a wheel installed into a virtualenv inside some other repository sits deeper down.
     if top is None or top != root:
         return Installed(None, str(root))
-    sha = _git(["rev-parse", "HEAD"], top)
-    dirty = bool(_git(["status", "--porcelain", "--untracked-files=no"], top)) if sha else False
+    sha = git(["rev-parse", "HEAD"], top)
+    dirty = bool(git(["status", "--porcelain", "--untracked-files=no"], top)) if sha else False
     return Installed(sha, str(top), dirty)
 
 
@@ -88,7 +89,7 @@ def workdir_commit(folder: Path | None = None) -> str | None:
     top = git_top((folder or Path.cwd()).resolve())
     if top is None or top == checkout_root():
         return None
-    return _git(["rev-parse", "HEAD"], top)
+    return git(["rev-parse", "HEAD"], top)
 
 
 def describe() -> str:

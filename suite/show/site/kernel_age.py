@@ -11,9 +11,10 @@ string checked here, never as an option or an expression.
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ...measure.provenance import git
 
 KERNELS = "kernels"  # the Triton tier's code, from the checkout's top
 TRITON_KERNELS = [KERNELS, f":(exclude){KERNELS}/mojo"]  # git pathspecs: the portable tier's Mojo kernels apart
@@ -58,14 +59,6 @@ class KernelAge:
         )
 
 
-def _git(args: list[str], top: Path) -> str | None:
-    try:
-        done = subprocess.run(["git", *args], cwd=top, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
 @dataclass
 class KernelHistory:
     """The kernels' history in one checkout (`top`: its top folder, holding kernels/), asked once per commit."""
@@ -78,7 +71,7 @@ class KernelHistory:
         """A checkout with kernels/ and a whole history: a shallow clone cannot tell an old commit from an
         unknown one, nor count the commits since."""
         if self._usable is None:
-            shallow = _git(["rev-parse", "--is-shallow-repository"], self.top) if self.top else None
+            shallow = git(["rev-parse", "--is-shallow-repository"], self.top) if self.top else None
             self._usable = shallow == "false" and (self.top / KERNELS).is_dir()
         return self._usable
 
@@ -97,11 +90,11 @@ class KernelHistory:
             return None
         if not _HEX.fullmatch(commit):
             return KernelAge(commit, known=False)
-        full = _git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{commit}^{{commit}}"], self.top)
+        full = git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{commit}^{{commit}}"], self.top)
         if not full:
             return KernelAge(commit, known=False)
-        files = _git(["diff", "--name-only", full, "HEAD", "--", *TRITON_KERNELS], self.top)
-        count = _git(["rev-list", "--count", f"{full}..HEAD", "--", *TRITON_KERNELS], self.top)
+        files = git(["diff", "--name-only", full, "HEAD", "--", *TRITON_KERNELS], self.top)
+        count = git(["rev-list", "--count", f"{full}..HEAD", "--", *TRITON_KERNELS], self.top)
         if files is None or count is None:
             return None
         names = tuple(name.removeprefix(f"{KERNELS}/") for name in files.splitlines() if name)
