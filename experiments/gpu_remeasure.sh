@@ -15,7 +15,10 @@
 #                                                 TEST_WORKERS=N spreads them over N pytest-xdist workers
 #                                                 (their time is mostly Triton compiling, on the CPU cores):
 #                                                 for tests/kernels only, as the harness's GPU tests check
-#                                                 that no other process shares the GPU
+#                                                 that no other process shares the GPU. The workers share
+#                                                 the card's memory: on an 80 GB H100, 12 ran every kernel
+#                                                 test in 124 s but 42 ran out of memory beside the others;
+#                                                 4 ran the matmul and norm files without one
 #   history=STEP,STEP,...                         experiments/gpu_history.py's steps (aa, plant, ab, gate, slow,
 #                                                 history) in a clone of the carried .gitbundle/main.bundle
 #                                                 (`git bundle create .gitbundle/main.bundle main` here);
