@@ -109,6 +109,10 @@ def test_the_site_marks_the_run_measured_before_the_kernels_changed(tree, checko
         x=512.0,
     )
     write_run(tree["runs"], "today", [later], suite="matmul")
+    edited = dict(new_env, tierbench_modified=True)  # measured from a checkout with uncommitted changes
+    small = {"m": 128, "n": 128, "k": 128, "dtype": "bf16", "mode": "fwd"}
+    mine = record(run_id="edited", env=edited, time=3000.0, case=small, case_id="matmul/m=128", label="128^3")
+    write_run(tree["runs"], "edited", [mine], suite="matmul")
     history = KernelHistory(Path(checkout["repo"]))
     build.build(tree["runs"], tree["html"], tree["asv"], tree["ceilings"], kernels=history)
 
@@ -135,5 +139,6 @@ def test_the_site_marks_the_run_measured_before_the_kernels_changed(tree, checko
     rows = {row.split('<a href="runs/', 1)[1].split("/", 1)[0]: row for row in listed}
     assert "changed since: 2 commits to kernels/" in rows["before"]
     assert "are those this site was built from" in rows["today"]
+    assert "uncommitted changes" not in rows["today"] and "uncommitted changes" in rows["edited"]
     report = _text(tree["html"] / "runs" / "before" / "report.html")
     assert "Triton kernels" in report and "its triton figures describe the older kernels" in report

@@ -8,7 +8,7 @@ asv's own published site.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ... import ceilings
@@ -141,7 +141,8 @@ def build(
     every = runs.load_runs(runs_dir, only)
     kernels = kernels or KernelHistory(provenance.checkout_root())
     for run in every:
-        run.kernels = kernels.age(run.env.get("git_commit"))
+        age = kernels.age(run.env.get("git_commit"))
+        run.kernels = replace(age, modified=True) if age and run.env.get("tierbench_modified") else age
     benches = history.read_asv(asv_dir)
     if every or run_ids or not benches:
         selected = runs.select_runs(every, run_ids, runs_dir)

@@ -29,6 +29,7 @@ class KernelAge:
     known: bool  # the checkout's history holds that commit
     commits: int = 0  # commits since it that touch the kernels
     files: tuple[str, ...] = ()  # kernel files whose content differs from it, under kernels/
+    modified: bool = False  # the run's checkout had uncommitted changes: its commit alone does not say what ran
 
     @property
     def changed(self) -> bool:
@@ -50,6 +51,11 @@ class KernelAge:
                 "are today's is not known"
             )
         if not self.changed:
+            if self.modified:
+                return (
+                    "its commit's Triton kernels are those this site was built from, but the run's checkout had "
+                    "uncommitted changes"
+                )
             return "the Triton kernels are those this site was built from"
         named = ", ".join(self.files[:FILES_NAMED])
         more = f" and {len(self.files) - FILES_NAMED} more" if len(self.files) > FILES_NAMED else ""
