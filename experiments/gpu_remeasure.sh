@@ -87,9 +87,9 @@ for step in "$@"; do
       files=${name#tests=}
       tag=$(date -u +%H%M%S)
       echo "== pytest -m gpu ${files//,/ } (at most ${seconds}s) $(date -u +%H:%M:%S)"
-      # shellcheck disable=SC2086
       workers=()
       [ -n "${TEST_WORKERS:-}" ] && workers=(-n "$TEST_WORKERS")
+      # shellcheck disable=SC2086
       timeout -s INT -k 30 "$seconds" python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider --timeout 240 "${workers[@]}" \
         --junitxml="results/gpu-tests/junit-$tag.xml" ${files//,/ }
       echo "== pytest: exit $? $(date -u +%H:%M:%S)"

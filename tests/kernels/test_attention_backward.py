@@ -335,7 +335,8 @@ def test_one_pass_backward_gpu(seq, head_dim, causal):
 
 
 def _check_forced_configs(head_dim, seed, launches):
-    """Each (label, backward launch) of `launches(scale)` on one forward, causal and not, against float32."""
+    """Each (label, attention_backward keyword arguments) of `launches` on one forward, causal and not, against
+    float32."""
     q, k, v = random_qkv(1, 8, 1024, 1024, head_dim, torch.bfloat16, "cuda", seed=seed)
     do = _grad_out(q, seed + 1)
     scale = 1 / math.sqrt(head_dim)

@@ -88,20 +88,20 @@ class KernelHistory:
         if self.top is None or not text or not self.usable():
             return None
         if text not in self._ages:
-            self._ages[text] = self._ask(text)
+            self._ages[text] = _ask(self.top, text)
         return self._ages[text]
 
-    def _ask(self, commit: str) -> KernelAge | None:
-        if self.top is None:
-            return None
-        if not _HEX.fullmatch(commit):
-            return KernelAge(commit, known=False)
-        full = git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{commit}^{{commit}}"], self.top)
-        if not full:
-            return KernelAge(commit, known=False)
-        files = git(["diff", "--name-only", full, "HEAD", "--", *TRITON_KERNELS], self.top)
-        count = git(["rev-list", "--count", f"{full}..HEAD", "--", *TRITON_KERNELS], self.top)
-        if files is None or count is None:
-            return None
-        names = tuple(name.removeprefix(f"{KERNELS}/") for name in files.splitlines() if name)
-        return KernelAge(commit, known=True, commits=int(count or 0), files=names)
+
+def _ask(top: Path, commit: str) -> KernelAge | None:
+    """git's answer in `top` for one commit; None where git fails."""
+    if not _HEX.fullmatch(commit):
+        return KernelAge(commit, known=False)
+    full = git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{commit}^{{commit}}"], top)
+    if not full:
+        return KernelAge(commit, known=False)
+    files = git(["diff", "--name-only", full, "HEAD", "--", *TRITON_KERNELS], top)
+    count = git(["rev-list", "--count", f"{full}..HEAD", "--", *TRITON_KERNELS], top)
+    if files is None or count is None:
+        return None
+    names = tuple(name.removeprefix(f"{KERNELS}/") for name in files.splitlines() if name)
+    return KernelAge(commit, known=True, commits=int(count or 0), files=names)
