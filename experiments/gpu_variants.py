@@ -13,10 +13,11 @@ large part of a 10-microsecond kernel. So is the `decode` family (split-KV tiles
 counts at q_len 1 on Llama-3 8B's layout, against cuDNN's SDPA, each also as a share of a copy of the bytes
 it must read). The `fp8` family forces the FP8 kernel's tiles, pipeline depths and warp specialisation, each
 with precise and fast accumulation, against `torch._scaled_mm` in the same mode: which of them the gap to
-cuBLASLt comes from. The `normbwd` family times the norm backward (LayerNorm and the fused op, 4096 and 8192
-wide) as tuned against whole-row candidates forced one at a time, each as a share of a copy's rate on the
-bytes it must move. The `attnbwd` family times the attention backward's two passes against its one pass
-with atomic dQ (each candidate forced), beside cuDNN's and flash-attn 4's backward.
+cuBLASLt comes from. The `normbwd` family times the norm backward (LayerNorm and the fused op, 4096, 8192 and
+16384 wide) as tuned against whole-row candidates forced one at a time (at 16384, rows split between
+programs against the tuner's two passes), each as a share of a copy's rate on the bytes it must move. The
+`attnbwd` family times the attention backward's two passes against its one pass with atomic dQ (each
+candidate forced), beside cuDNN's and flash-attn 4's backward.
 """
 
 from __future__ import annotations
@@ -431,8 +432,21 @@ def bench_norm(quick: bool) -> None:
 
 def norm_backward_variants(n: int, gelu: bool) -> list[tuple[str, triton.Config]]:
     """Whole-row candidates forced one at a time: warps, prefetching and the vectors reloaded every tile (which
-    spares the registers the fused op spills at 8192 without it)."""
+    spares the registers the fused op spills at 8192 without it); past the whole-row width, the candidates
+    that split each row between programs (against the two passes the tuner takes there)."""
     wc = nb_mod.whole_row_config
+    if n > nb_mod.MAX_WHOLE_ROW_BLOCK:
+        split = nb_mod.prune_whole_row_configs(
+            nb_mod.split_row_configs(), {"n_rows": 16384}, BLOCK_N=triton.next_power_of_2(n), HAS_GELU=gelu
+        )
+        return [
+            (
+                f"split {c.kwargs['SPLIT']} w{c.num_warps} x{c.kwargs['CTAS']}"
+                + (" reload" if c.kwargs["RELOAD"] else ""),
+                c,
+            )
+            for c in split
+        ]
     if n <= 4096:
         shapes = [(8, 1), (8, 2), (16, 1)]
     else:
@@ -485,9 +499,10 @@ def _norm_backward_shape(rows: int, n: int) -> None:
 
 
 def bench_norm_backward(quick: bool) -> None:
-    """LayerNorm and the fused bias+GELU+LayerNorm backward at 16384 rows, 4096 and 8192 wide: the tuned
-    launch against forced whole-row candidates, each as a share of a copy's rate on the bytes it must move."""
-    for n in (8192,) if quick else (4096, 8192):
+    """LayerNorm and the fused bias+GELU+LayerNorm backward at 16384 rows, 4096, 8192 and 16384 wide: the tuned
+    launch against forced whole-row candidates (split rows at 16384), each as a share of a copy's rate on the
+    bytes it must move."""
+    for n in (16384,) if quick else (4096, 8192, 16384):
         _norm_backward_shape(16384, n)
         torch.cuda.empty_cache()
 

@@ -14,6 +14,10 @@ Two kinds of launches, by width (BLOCK_N = next power of two of the hidden size)
   and the vectors once, writes dx once, and adds its rows' dweight/dbias terms to fp32 accumulators in
   registers, written once per program as a row of partial sums. Prefetching candidates load the next
   tile's x and dy before working on the current one; RELOAD candidates load the vectors every tile.
+  SPLIT candidates (forced configs only, for rows wider than one program holds) give each row SPLIT
+  programs side by side, each holding BLOCK_N / SPLIT of its columns: a program reads its partners' columns
+  too for the row sums, so a row is read SPLIT times, but its partners read it at the same time (neighbouring
+  program ids walk the same rows), and the repeats come from L2 rather than memory.
 - two passes (wider rows, or a forced CHUNK config): a row-sums kernel takes mean(g) and mean(g * xhat) per
   row in CHUNK-wide pieces, then a chunk kernel over (column chunk, group of rows) writes dx and one row of
   partial sums per group. x and dy are read twice, dx written once.
@@ -56,12 +60,17 @@ _MIN_ROWS_PER_PROGRAM = 32
 
 
 def whole_row_config(
-    rows: int = 1, ctas: int = 1, warps: int = 4, prefetch: bool = False, reload: bool = False
+    rows: int = 1, ctas: int = 1, warps: int = 4, prefetch: bool = False, reload: bool = False, split: int = 1
 ) -> triton.Config:
     """A whole-row backward candidate: ROWS rows per tile, CTAS programs per SM (persistent); PREFETCH loads
     a program's next tile of x and dy into registers before it works on the current one; RELOAD loads the
-    weight and the GELU bias again for every tile (from L1) instead of holding them in registers."""
-    kwargs = {"ROWS": rows, "CTAS": ctas, "PREFETCH": prefetch, "RELOAD": reload}
+    weight and the GELU bias again for every tile (from L1) instead of holding them in registers; SPLIT
+    programs share each row, BLOCK_N / SPLIT columns each (one row per tile, no prefetching)."""
+    if split < 1 or split & (split - 1):
+        raise ValueError(f"split must be a power of two, got {split}")
+    if split > 1 and (rows != 1 or prefetch):
+        raise ValueError("a split row is one row per tile, without prefetching")
+    kwargs = {"ROWS": rows, "CTAS": ctas, "PREFETCH": prefetch, "RELOAD": reload, "SPLIT": split}
     return triton.Config(kwargs, num_warps=warps, num_stages=1)
 
 
@@ -71,7 +80,7 @@ def chunk_config(chunk: int, warps: int = 4) -> triton.Config:
 
 
 def whole_row_configs() -> list[triton.Config]:
-    """Rows per tile x warps x programs per SM (see _whole_row_grid: fewer where rows are few), and a few
+    """Rows per tile x warps x programs per SM (see _whole_row_slots: fewer where rows are few), and a few
     prefetching ones."""
     if INTERPRET:
         return [whole_row_config(rows=2, ctas=1, prefetch=True)]
@@ -85,19 +94,33 @@ def whole_row_configs() -> list[triton.Config]:
     return plain + prefetching + reloading
 
 
+def split_row_configs() -> list[triton.Config]:
+    """Whole-row candidates for rows wider than a program holds (SPLIT programs a row), forced only: the
+    tuner's list for such rows is the two passes' until these are measured against them on a GPU. Two
+    programs an SM only at 8 warps (the 16- and 32-warp builds use 60-128 registers a thread: one fits)."""
+    return [
+        whole_row_config(rows=1, ctas=c, warps=w, reload=r, split=s)
+        for s in (2, 4, 8) for w in (8, 16, 32) for c in ((1, 2) if w == 8 else (1,)) for r in (False, True)
+    ]  # fmt: skip
+
+
 def prune_whole_row_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
-    """4..16 elements of the tile per thread (registers hold the accumulators too); several rows per tile only
-    for rows of 1024 or less; at most _MAX_WARPS_PER_SM warps of resident programs per SM; the fused op wider
-    than 4096 only with RELOAD (its other builds spill there: 144-504 bytes on sm_90)."""
+    """4..16 elements of a program's tile per thread (registers hold the accumulators too); several rows per
+    tile only for rows of 1024 or less; at most _MAX_WARPS_PER_SM warps of resident programs per SM; the fused
+    op holding more than 4096 columns a program only with RELOAD (its other builds spill there: 144-504 bytes
+    on sm_90); no program holding more than MAX_WHOLE_ROW_BLOCK columns."""
     if len(configs) <= 1:
         return configs
     n_rows, block_n = named_args["n_rows"], kwargs["BLOCK_N"]
     kept = []
     for cfg in configs:
         rows, ctas, warps = cfg.kwargs["ROWS"], cfg.kwargs["CTAS"], cfg.num_warps
-        if not 4 <= rows * block_n // (32 * warps) <= 16 or ctas * warps > _MAX_WARPS_PER_SM:
+        held = block_n // cfg.kwargs["SPLIT"]  # a program's columns
+        if not 4 <= rows * held // (32 * warps) <= 16 or ctas * warps > _MAX_WARPS_PER_SM:
             continue
-        if kwargs.get("HAS_GELU", False) and block_n > 4096 and not cfg.kwargs["RELOAD"]:
+        if held > MAX_WHOLE_ROW_BLOCK:
+            continue
+        if kwargs.get("HAS_GELU", False) and held > 4096 and not cfg.kwargs["RELOAD"]:
             continue
         if rows > 1 and (block_n > 1024 or rows > n_rows):
             continue
@@ -212,22 +235,25 @@ def _whole_row_bwd_kernel(
     CTAS: tl.constexpr,  # programs per SM: sizes the grid only
     PREFETCH: tl.constexpr,
     RELOAD: tl.constexpr,  # the vectors loaded every tile: fewer registers held across the loop
+    SPLIT: tl.constexpr,  # programs per row, side by side (neighbouring ids), BLOCK_N / SPLIT columns each
 ):
     if EVEN_N:
         N = BLOCK_N
-    pid = tl.program_id(0)
-    cols = tl.arange(0, BLOCK_N)
+    PART: tl.constexpr = BLOCK_N // SPLIT
+    part = tl.program_id(0) % SPLIT
+    slot = tl.program_id(0) // SPLIT  # its row of partial sums, and where its walk over the tiles starts
+    cols = part * PART + tl.arange(0, PART)
     col_ok = cols < N
     # The vectors once per program, or every tile with RELOAD (plain widening: a thread may hold a single bf16
     # of them).
     w, xb = _vectors(W, XB, cols, col_ok, HAS_W, HAS_GELU)
-    acc_dw = tl.zeros([BLOCK_N], dtype=tl.float32)
-    acc_db = tl.zeros([BLOCK_N], dtype=tl.float32)
-    acc_dxb = tl.zeros([BLOCK_N], dtype=tl.float32)
-    step = tl.num_programs(0)
+    acc_dw = tl.zeros([PART], dtype=tl.float32)
+    acc_db = tl.zeros([PART], dtype=tl.float32)
+    acc_dxb = tl.zeros([PART], dtype=tl.float32)
+    step = tl.num_programs(0) // SPLIT
     if PREFETCH:
-        x_raw, dy_raw = _load_tile(X, DY, pid, n_rows, cols, col_ok, stride_x, stride_dy, ROWS)
-    for tile in tl.range(pid, tl.cdiv(n_rows, ROWS), step):
+        x_raw, dy_raw = _load_tile(X, DY, slot, n_rows, cols, col_ok, stride_x, stride_dy, ROWS)
+    for tile in tl.range(slot, tl.cdiv(n_rows, ROWS), step):
         rows = tile * ROWS + tl.arange(0, ROWS)
         row_ok = rows < n_rows
         mask = row_ok[:, None] & col_ok[None, :]
@@ -250,11 +276,28 @@ def _whole_row_bwd_kernel(
         xhat, dgelu = _normalized(x, xb, mean, rstd, IS_RMS, HAS_GELU, GELU_IMPL, PRECISE, INLINE_PTX)
         g = dy * w  # 0 in the padding lanes, so the padding adds nothing to the row sums
         if IS_RMS:
-            mean_gx = (tl.sum(g * xhat, axis=1) / N)[:, None]
-            mean_g = 0.0
+            sum_gx = tl.sum(g * xhat, axis=1)
+            sum_g = 0.0
         else:
             sum_gx, sum_g = _sum_pair(g * xhat, g, 1)
-            mean_gx = (sum_gx / N)[:, None]
+        for q in tl.static_range(1, SPLIT):  # the partners' columns, for the row sums only
+            other = ((part + q) % SPLIT) * PART + tl.arange(0, PART)
+            other_ok = other < N
+            raw_x, raw_dy = _load_tile(X, DY, tile, n_rows, other, other_ok, stride_x, stride_dy, ROWS)
+            w_o, xb_o = _vectors(W, XB, other, other_ok, HAS_W, HAS_GELU)
+            xhat_o, _ = _normalized(_to_f32(raw_x, INLINE_PTX), xb_o, mean, rstd, IS_RMS, HAS_GELU, GELU_IMPL,
+                                    PRECISE, INLINE_PTX)  # fmt: skip
+            g_o = _to_f32(raw_dy, INLINE_PTX) * w_o
+            if IS_RMS:
+                sum_gx += tl.sum(g_o * xhat_o, axis=1)
+            else:
+                part_gx, part_g = _sum_pair(g_o * xhat_o, g_o, 1)
+                sum_gx += part_gx
+                sum_g += part_g
+        mean_gx = (sum_gx / N)[:, None]
+        if IS_RMS:
+            mean_g = 0.0
+        else:
             mean_g = (sum_g / N)[:, None]
         dx = _input_grad(g, xhat, dgelu, mean_g, mean_gx, rstd, IS_RMS, HAS_GELU)
         tl.store(DX + offs * stride_dx + cols[None, :], round_to(dx, DX.dtype.element_ty), mask=mask)
@@ -266,7 +309,7 @@ def _whole_row_bwd_kernel(
             if not EVEN_N:  # dx is not 0 in the padding lanes
                 dx = tl.where(col_ok[None, :], dx, 0.0)
             acc_dxb += tl.sum(dx, axis=0)
-    out = pid.to(tl.int64) * N + cols
+    out = slot.to(tl.int64) * N + cols  # the slot's row, this program's columns
     if NEED_DW:
         tl.store(PW + out, acc_dw, mask=col_ok)
     if NEED_DB:
@@ -460,17 +503,19 @@ _chunk_tuned = [
 
 
 @functools.cache
-def _most_programs(n_rows: int, block_n: int, sms: int) -> int:
-    """The largest grid any whole-row candidate kept for this shape launches: rows of partial sums to hold."""
+def _most_slots(n_rows: int, block_n: int, sms: int) -> int:
+    """The most slots any whole-row candidate kept for this shape launches: rows of partial sums to hold."""
     kept = prune_whole_row_configs(whole_row_configs(), {"n_rows": n_rows}, BLOCK_N=block_n)
-    return max(_whole_row_grid(c.kwargs, n_rows, sms) for c in kept)
+    return max(_whole_row_slots(c.kwargs, n_rows, sms) for c in kept)
 
 
-def _whole_row_grid(meta: dict, n_rows: int, sms: int) -> int:
-    """CTAS programs per SM, but no more than one per tile, nor (beyond one per SM) than would leave a
-    program fewer than _MIN_ROWS_PER_PROGRAM rows."""
+def _whole_row_slots(meta: dict, n_rows: int, sms: int) -> int:
+    """Programs walking their own tiles (each SPLIT programs side by side): CTAS programs per SM, but no more
+    than one per tile, nor (beyond one per SM) than would leave a program fewer than _MIN_ROWS_PER_PROGRAM
+    rows."""
     enough_rows = max(sms, triton.cdiv(n_rows, _MIN_ROWS_PER_PROGRAM))
-    return min(triton.cdiv(n_rows, meta["ROWS"]), sms * meta["CTAS"], enough_rows)
+    resident = max(1, sms * meta["CTAS"] // meta["SPLIT"])
+    return min(triton.cdiv(n_rows, meta["ROWS"]), resident, enough_rows)
 
 
 def _row_groups(n_rows: int, sms: int) -> int:
@@ -537,9 +582,9 @@ def norm_backward(
     if two_pass:
         parts = _row_groups(n_rows, sms)
     elif config is None:
-        parts = _most_programs(n_rows, block_n, sms)
+        parts = _most_slots(n_rows, block_n, sms)
     else:
-        parts = _whole_row_grid(config.kwargs, n_rows, sms)
+        parts = _whole_row_slots(config.kwargs, n_rows, sms)
     # One (programs, n) fp32 buffer of partial sums per gradient asked for, slices of one allocation that a
     # single launch reduces; absent ones become x (never used).
     asked = [k for k, d in grads.items() if d]
@@ -552,7 +597,7 @@ def norm_backward(
         launches = _two_pass(x2, dy2, dx2, vectors, stats, ptrs, parts, flags, need, config, sms)
     else:
         launches = _whole_row(x2, dy2, dx2, vectors, stats, ptrs, flags, need, config, sms)
-        parts = _whole_row_grid(launches[0][0].kwargs, n_rows, sms)
+        parts = _whole_row_slots(launches[0][0].kwargs, n_rows, sms)
     note_launch("norm-bwd", *launches[0], *launches[1:])
     out = {k: torch.empty(n, dtype=grads[k], device=x.device) for k in asked}
     if asked:
@@ -569,15 +614,21 @@ def _whole_row(x2, dy2, dx2, vectors, stats, ptrs, flags, need, config, sms) -> 
     args = (x2, dy2, dx2, *vectors, *stats, *ptrs, n_rows, n, x2.stride(0), dy2.stride(0), dx2.stride(0))
 
     def grid(meta: dict) -> tuple[int]:
-        return (_whole_row_grid(meta, n_rows, sms),)
+        return (_whole_row_slots(meta, n_rows, sms) * meta["SPLIT"],)
 
     if config is None:
         tuner = _whole_row_tuned[rows_per_sm_band(n_rows, sms)]
         tuner[grid](*args, **flags, **need)
         config = tuner.best_config
     else:
-        if flags["BLOCK_N"] > MAX_WHOLE_ROW_BLOCK:
-            raise ValueError(f"rows of {n} do not fit the whole-row backward (at most {MAX_WHOLE_ROW_BLOCK})")
+        split = config.kwargs["SPLIT"]
+        if flags["BLOCK_N"] > MAX_WHOLE_ROW_BLOCK * split:
+            raise ValueError(
+                f"rows of {n} do not fit the whole-row backward split {split} ways"
+                f" (at most {MAX_WHOLE_ROW_BLOCK} columns a program)"
+            )
+        if split > flags["BLOCK_N"]:
+            raise ValueError(f"rows of {n} cannot be split {split} ways")
         _whole_row_bwd_kernel[grid(config.kwargs)](*args, **flags, **need, **config.all_kwargs())
     return [(config, "whole-row")]
 

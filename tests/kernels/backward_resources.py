@@ -36,18 +36,17 @@ def norm_rows() -> list[str]:
         need = {"NEED_DW": True, "NEED_DB": not rms, "NEED_DXB": gelu}
         for hidden in (1024, 4096, 8192, 16384, 65536):
             shape = {"BLOCK_N": hidden, "EVEN_N": True}
+            # Wider rows: the two passes the tuner takes, and the split whole-row candidates forced.
+            whole_rows = nb.whole_row_configs() if hidden <= nb.MAX_WHOLE_ROW_BLOCK else nb.split_row_configs()
+            args = (*[_BF16] * 5, *[_F32] * 5, ROWS, hidden, hidden, hidden, hidden)
+            for cfg in nb.prune_whole_row_configs(whole_rows, {"n_rows": ROWS}, BLOCK_N=hidden, HAS_GELU=gelu):
+                meta = {**flags, **need, **shape, **cfg.all_kwargs()}
+                c = compile_sm90(nb._whole_row_bwd_kernel, args, meta, "w")
+                label = f"{op} {hidden} rows {cfg.kwargs['ROWS']} ctas {cfg.kwargs['CTAS']} w{cfg.num_warps}"
+                label += (" prefetch" if cfg.kwargs["PREFETCH"] else "") + (" reload" if cfg.kwargs["RELOAD"] else "")
+                label += f" split {cfg.kwargs['SPLIT']}" if cfg.kwargs["SPLIT"] > 1 else ""
+                rows.append(line("whole-row", label, c))
             if hidden <= nb.MAX_WHOLE_ROW_BLOCK:
-                args = (*[_BF16] * 5, *[_F32] * 5, ROWS, hidden, hidden, hidden, hidden)
-                for cfg in nb.prune_whole_row_configs(
-                    nb.whole_row_configs(), {"n_rows": ROWS}, BLOCK_N=hidden, HAS_GELU=gelu
-                ):
-                    meta = {**flags, **need, **shape, **cfg.all_kwargs()}
-                    c = compile_sm90(nb._whole_row_bwd_kernel, args, meta, "w")
-                    label = f"{op} {hidden} rows {cfg.kwargs['ROWS']} ctas {cfg.kwargs['CTAS']} w{cfg.num_warps}"
-                    label += (" prefetch" if cfg.kwargs["PREFETCH"] else "") + (
-                        " reload" if cfg.kwargs["RELOAD"] else ""
-                    )
-                    rows.append(line("whole-row", label, c))
                 continue
             for cfg in nb.prune_chunk_configs(nb.chunk_configs(), {}, BLOCK_N=hidden):
                 label = f"{op} {hidden} chunk {cfg.kwargs['CHUNK']} w{cfg.num_warps}"

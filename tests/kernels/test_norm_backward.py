@@ -31,12 +31,15 @@ OPS = {
     ),
 }
 # Forced backward configs: whole rows one per tile (the interpreter's four programs walk 13 rows), the same
-# with the vectors loaded every tile, and two passes in 128-wide chunks (hidden 333: three chunks, the last
-# one ragged).
+# with the vectors loaded every tile, rows split between two and four programs (hidden 333 in a block of 512:
+# the second half, and the last two quarters, partly or wholly padding), and two passes in 128-wide chunks
+# (three chunks, the last one ragged).
 VARIANTS = {
     "auto": None,
     "rows1": nb.whole_row_config(rows=1, ctas=2),
     "reload": nb.whole_row_config(rows=1, ctas=2, reload=True),
+    "split2": nb.whole_row_config(rows=1, ctas=2, split=2),
+    "split4": nb.whole_row_config(rows=1, ctas=2, split=4, reload=True),
     "two_pass": nb.chunk_config(128),
 }
 
@@ -130,6 +133,8 @@ def test_gradient_check_catches_a_wrong_or_unwritten_block(dtype):
 CASES = [(dtype, "auto") for dtype in DTYPES] + [
     (torch.float16, "rows1"),
     (torch.bfloat16, "reload"),
+    (torch.float16, "split2"),
+    (torch.bfloat16, "split4"),
     (torch.bfloat16, "two_pass"),
 ]
 
@@ -143,7 +148,9 @@ def test_norm_backward(op, dtype, variant, device):
     _check_op(op, x, vectors, dy, f"{op} {dtype} {variant}", VARIANTS[variant])
     kind = "two-pass row sums" if variant == "two_pass" else "whole-row"
     assert last_launch("norm-bwd").startswith(f"{kind}: "), last_launch("norm-bwd")
-    assert ("RELOAD=True" in last_launch("norm-bwd")) == (variant == "reload"), last_launch("norm-bwd")
+    assert ("RELOAD=True" in last_launch("norm-bwd")) == (variant in ("reload", "split4")), last_launch("norm-bwd")
+    if variant.startswith("split"):
+        assert f"SPLIT={variant[-1]}," in last_launch("norm-bwd"), last_launch("norm-bwd")
 
 
 @pytest.mark.parametrize(
@@ -322,6 +329,14 @@ def test_backward_pruning_rules():
     assert len(fused) == 2 and all(c.kwargs["RELOAD"] for c in fused)
     assert len(nb.prune_whole_row_configs(both, {"n_rows": 16384}, BLOCK_N=8192, HAS_GELU=False)) == 4
     assert len(nb.prune_whole_row_configs(both, {"n_rows": 16384}, BLOCK_N=4096, HAS_GELU=True)) == 4
+    # Split rows: the elements per thread and the widest row a program holds count a program's columns.
+    for block_n in (16384, 65536):
+        split = nb.prune_whole_row_configs(nb.split_row_configs(), {"n_rows": 16384}, BLOCK_N=block_n)
+        held = {block_n // c.kwargs["SPLIT"] for c in split}
+        assert split and max(held) <= nb.MAX_WHOLE_ROW_BLOCK, block_n
+        assert all(4 <= block_n // c.kwargs["SPLIT"] // (32 * c.num_warps) <= 16 for c in split)
+        assert all(c.kwargs["ROWS"] == 1 and not c.kwargs["PREFETCH"] for c in split)
+    assert {c.kwargs["SPLIT"] for c in split} == {8}, "rows of 65536: eight programs a row"
     gpu_chunks = [nb.chunk_config(c, w) for c in (512, 1024, 2048, 4096) for w in (2, 4, 8, 16)]
     for block_n in (16384, 65536):
         kept = nb.prune_chunk_configs(gpu_chunks, {}, BLOCK_N=block_n)
@@ -333,8 +348,25 @@ def test_forced_backward_configs_that_do_not_fit_are_refused(device):
     with pytest.raises(ValueError, match="a chunk of 64 is wider than rows of 32"):
         _launch_with_config("layer_norm", x, [w, b], dy, nb.chunk_config(64))
     wide = torch.zeros(2, nb.MAX_WHOLE_ROW_BLOCK + 1, device=device)
-    with pytest.raises(ValueError, match="do not fit the whole-row backward"):
+    with pytest.raises(ValueError, match="do not fit the whole-row backward split 1 ways"):
         _launch_with_config("layer_norm", wide, [None, None], wide, nb.whole_row_config())
+    with pytest.raises(ValueError, match="cannot be split 64 ways"):
+        _launch_with_config("layer_norm", x, [w, b], dy, nb.whole_row_config(split=64))
+    for bad in ({"split": 3}, {"split": 0}, {"split": 2, "rows": 2}, {"split": 2, "prefetch": True}):
+        with pytest.raises(ValueError):
+            nb.whole_row_config(**bad)
+
+
+@pytest.mark.parametrize("op", ["rms_norm", "bias_gelu_layer_norm"])
+def test_rows_past_the_whole_row_width_split_between_programs(op, device):
+    """A forced split config takes rows wider than one program holds (the tuner's pick there is two passes)."""
+    hidden = nb.MAX_WHOLE_ROW_BLOCK + 8
+    x, vectors, _ = _inputs(op, (3,), hidden, torch.bfloat16, device, seed=14)
+    # dy along x * weight: the row sums' terms are large (random dy leaves them near 0 at this width), so the
+    # second program's 8 columns are wrong unless it has its partner's sums.
+    dy = (x.float() * vectors[-2 if op == "bias_gelu_layer_norm" else 0].float()).to(x.dtype)
+    _check_op(op, x, vectors, dy, f"{op} hidden {hidden} split 2", nb.whole_row_config(rows=1, ctas=1, split=2))
+    assert "SPLIT=2," in last_launch("norm-bwd") and last_launch("norm-bwd").startswith("whole-row: ")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -362,12 +394,16 @@ def test_every_backward_candidate_gpu(hidden):
     """Each candidate the tuners may pick, forced, on the fused op (the most registers) and RMSNorm."""
     block_n = triton.next_power_of_2(hidden)
     for op in ("bias_gelu_layer_norm", "rms_norm"):
+        gelu = op == "bias_gelu_layer_norm"
         if block_n <= nb.MAX_WHOLE_ROW_BLOCK:
             configs = nb.prune_whole_row_configs(
-                nb.whole_row_configs(), {"n_rows": 1000}, BLOCK_N=block_n, HAS_GELU=op == "bias_gelu_layer_norm"
+                nb.whole_row_configs(), {"n_rows": 1000}, BLOCK_N=block_n, HAS_GELU=gelu
             )
-        else:
+        else:  # the two passes, and the split whole-row candidates a forced config may take
             configs = nb.prune_chunk_configs(nb.chunk_configs(), {}, BLOCK_N=block_n)
+            configs += nb.prune_whole_row_configs(
+                nb.split_row_configs(), {"n_rows": 1000}, BLOCK_N=block_n, HAS_GELU=gelu
+            )
         x, vectors, dy = _inputs(op, (1000,), hidden, torch.bfloat16, "cuda", seed=13)
         for cfg in configs:
             _check_op(op, x, vectors, dy, f"{op} {hidden} {cfg}", cfg)
