@@ -178,6 +178,17 @@ def _input_grad(g, xhat, dgelu, mean_g, mean_gx, rstd, IS_RMS: tl.constexpr, HAS
 
 
 @triton.jit
+def _row_sums(g, xhat, IS_RMS: tl.constexpr):
+    # Per row of a (rows, columns) tile: sum(g * xhat), and sum(g) for LayerNorm (0.0 for RMSNorm).
+    if IS_RMS:
+        sum_gx = tl.sum(g * xhat, axis=1)
+        sum_g = 0.0
+    else:
+        sum_gx, sum_g = _sum_pair(g * xhat, g, 1)
+    return sum_gx, sum_g
+
+
+@triton.jit
 def _vectors(W, XB, cols, col_ok, HAS_W: tl.constexpr, HAS_GELU: tl.constexpr):
     # The weight and the GELU bias as fp32 rows (1.0 and 0.0 where the op has none).
     if HAS_W:
@@ -275,25 +286,17 @@ def _whole_row_bwd_kernel(
             mean = tl.load(Mean + rows, mask=row_ok, other=0.0)[:, None]
         xhat, dgelu = _normalized(x, xb, mean, rstd, IS_RMS, HAS_GELU, GELU_IMPL, PRECISE, INLINE_PTX)
         g = dy * w  # 0 in the padding lanes, so the padding adds nothing to the row sums
-        if IS_RMS:
-            sum_gx = tl.sum(g * xhat, axis=1)
-            sum_g = 0.0
-        else:
-            sum_gx, sum_g = _sum_pair(g * xhat, g, 1)
-        for q in tl.static_range(1, SPLIT):  # the partners' columns, for the row sums only
+        sum_gx, sum_g = _row_sums(g, xhat, IS_RMS)
+        for q in tl.range(1, SPLIT):  # the partners' columns, for the row sums only
             other = ((part + q) % SPLIT) * PART + tl.arange(0, PART)
             other_ok = other < N
             raw_x, raw_dy = _load_tile(X, DY, tile, n_rows, other, other_ok, stride_x, stride_dy, ROWS)
             w_o, xb_o = _vectors(W, XB, other, other_ok, HAS_W, HAS_GELU)
             xhat_o, _ = _normalized(_to_f32(raw_x, INLINE_PTX), xb_o, mean, rstd, IS_RMS, HAS_GELU, GELU_IMPL,
                                     PRECISE, INLINE_PTX)  # fmt: skip
-            g_o = _to_f32(raw_dy, INLINE_PTX) * w_o
-            if IS_RMS:
-                sum_gx += tl.sum(g_o * xhat_o, axis=1)
-            else:
-                part_gx, part_g = _sum_pair(g_o * xhat_o, g_o, 1)
-                sum_gx += part_gx
-                sum_g += part_g
+            part_gx, part_g = _row_sums(_to_f32(raw_dy, INLINE_PTX) * w_o, xhat_o, IS_RMS)
+            sum_gx += part_gx
+            sum_g += part_g
         mean_gx = (sum_gx / N)[:, None]
         if IS_RMS:
             mean_g = 0.0
