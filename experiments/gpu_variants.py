@@ -14,10 +14,10 @@ counts at q_len 1 on Llama-3 8B's layout, against cuDNN's SDPA, each also as a s
 it must read). The `fp8` family forces the FP8 kernel's tiles, pipeline depths and warp specialisation, each
 with precise and fast accumulation, against `torch._scaled_mm` in the same mode: which of them the gap to
 cuBLASLt comes from. The `normbwd` family times the norm backward (LayerNorm and the fused op, 4096, 8192 and
-16384 wide) as tuned against whole-row candidates forced one at a time (at 16384, rows split between
-programs against the tuner's two passes), each as a share of a copy's rate on the bytes it must move. The
-`attnbwd` family times the attention backward's two passes against its one pass with atomic dQ (each
-candidate forced), beside cuDNN's and flash-attn 4's backward.
+16384 wide) as tuned against whole-row candidates forced one at a time (the next row brought by cp.async among
+them; at 16384, rows split between programs against the tuner's two passes), each as a share of a copy's
+rate on the bytes it must move. The `attnbwd` family times the attention backward's two passes against its
+one pass with atomic dQ (each candidate forced), beside cuDNN's and flash-attn 4's backward.
 """
 
 from __future__ import annotations
@@ -457,6 +457,10 @@ def norm_backward_variants(n: int, gelu: bool) -> list[tuple[str, triton.Config]
             for reload in (False, True) if gelu or n > 4096 else (False,):
                 name = f"whole-row w{warps} x{ctas}" + (" prefetch" if prefetch else "") + (" reload" if reload else "")
                 out.append((name, wc(rows=1, ctas=ctas, warps=warps, prefetch=prefetch, reload=reload)))
+    # The next row by cp.async into shared memory (Triton's pipeliner) instead of into registers.
+    for c in nb_mod.prune_whole_row_configs(nb_mod.pipelined_configs(), {"n_rows": 16384}, BLOCK_N=n, HAS_GELU=gelu):
+        name = f"whole-row w{c.num_warps} x{c.kwargs['CTAS']} cp.async" + (" reload" if c.kwargs["RELOAD"] else "")
+        out.append((name, c))
     return out
 
 

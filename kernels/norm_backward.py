@@ -13,7 +13,8 @@ Two kinds of launches, by width (BLOCK_N = next power of two of the hidden size)
 - whole rows (BLOCK_N <= 8192): one persistent kernel; each program walks tiles of ROWS rows, reads x, dy
   and the vectors once, writes dx once, and adds its rows' dweight/dbias terms to fp32 accumulators in
   registers, written once per program as a row of partial sums. Prefetching candidates load the next
-  tile's x and dy before working on the current one; RELOAD candidates load the vectors every tile.
+  tile's x and dy before working on the current one, pipelined ones (STAGES 2, forced configs only) have
+  Triton's pipeliner bring it into shared memory instead; RELOAD candidates load the vectors every tile.
   SPLIT candidates (forced configs only, for rows wider than one program holds) give each row SPLIT
   programs side by side, each holding BLOCK_N / SPLIT of its columns: a program reads its partners' columns
   too for the row sums, so a row is read SPLIT times, but its partners read it at the same time (neighbouring
@@ -60,17 +61,27 @@ _MIN_ROWS_PER_PROGRAM = 32
 
 
 def whole_row_config(
-    rows: int = 1, ctas: int = 1, warps: int = 4, prefetch: bool = False, reload: bool = False, split: int = 1
+    rows: int = 1,
+    ctas: int = 1,
+    warps: int = 4,
+    prefetch: bool = False,
+    reload: bool = False,
+    split: int = 1,
+    stages: int = 1,
 ) -> triton.Config:
     """A whole-row backward candidate: ROWS rows per tile, CTAS programs per SM (persistent); PREFETCH loads
-    a program's next tile of x and dy into registers before it works on the current one; RELOAD loads the
-    weight and the GELU bias again for every tile (from L1) instead of holding them in registers; SPLIT
-    programs share each row, BLOCK_N / SPLIT columns each (one row per tile, no prefetching)."""
+    a program's next tile of x and dy into registers before it works on the current one; STAGES > 1 has
+    Triton's pipeliner bring the next STAGES - 1 tiles into shared memory instead (cp.async), which holds no
+    registers; RELOAD loads the weight and the GELU bias again for every tile (from L1) instead of holding
+    them in registers; SPLIT programs share each row, BLOCK_N / SPLIT columns each (one row per tile, no
+    prefetching)."""
     if split < 1 or split & (split - 1):
         raise ValueError(f"split must be a power of two, got {split}")
     if split > 1 and (rows != 1 or prefetch):
         raise ValueError("a split row is one row per tile, without prefetching")
-    kwargs = {"ROWS": rows, "CTAS": ctas, "PREFETCH": prefetch, "RELOAD": reload, "SPLIT": split}
+    if stages < 1 or (stages > 1 and prefetch):
+        raise ValueError(f"stages must be 1 or more, and 1 with prefetching; got {stages}")
+    kwargs = {"ROWS": rows, "CTAS": ctas, "PREFETCH": prefetch, "RELOAD": reload, "SPLIT": split, "STAGES": stages}
     return triton.Config(kwargs, num_warps=warps, num_stages=1)
 
 
@@ -92,6 +103,15 @@ def whole_row_configs() -> list[triton.Config]:
     # The vectors reloaded every tile: the fused op's whole-row build at 8192 wide without its spill.
     reloading = [whole_row_config(rows=1, ctas=1, warps=w, reload=True) for w in (16, 32)]
     return plain + prefetching + reloading
+
+
+def pipelined_configs() -> list[triton.Config]:
+    """Whole-row candidates whose next row Triton's pipeliner brings into shared memory by cp.async while
+    this one is worked on (STAGES 2): the prefetch without its registers, for the fused op, whose one program
+    an SM leaves its loads waiting on its arithmetic. Forced only until measured against the tuner's list on
+    a GPU: in the forward, such a double buffer ran 1.5-2x slower than the register prefetch (kernels/norm.py)."""
+    pipelined = [whole_row_config(rows=1, ctas=c, warps=w, stages=2) for w in (8, 16) for c in (1, 2)]
+    return [*pipelined, whole_row_config(rows=1, ctas=1, warps=16, reload=True, stages=2)]
 
 
 def split_row_configs() -> list[triton.Config]:
@@ -247,6 +267,7 @@ def _whole_row_bwd_kernel(
     PREFETCH: tl.constexpr,
     RELOAD: tl.constexpr,  # the vectors loaded every tile: fewer registers held across the loop
     SPLIT: tl.constexpr,  # programs per row, side by side (neighbouring ids), BLOCK_N / SPLIT columns each
+    STAGES: tl.constexpr,  # the tile loop's pipeline depth (> 1: the next tiles' x and dy by cp.async)
 ):
     if EVEN_N:
         N = BLOCK_N
@@ -264,7 +285,7 @@ def _whole_row_bwd_kernel(
     step = tl.num_programs(0) // SPLIT
     if PREFETCH:
         x_raw, dy_raw = _load_tile(X, DY, slot, n_rows, cols, col_ok, stride_x, stride_dy, ROWS)
-    for tile in tl.range(slot, tl.cdiv(n_rows, ROWS), step):
+    for tile in tl.range(slot, tl.cdiv(n_rows, ROWS), step, num_stages=STAGES):
         rows = tile * ROWS + tl.arange(0, ROWS)
         row_ok = rows < n_rows
         mask = row_ok[:, None] & col_ok[None, :]

@@ -38,6 +38,7 @@ VARIANTS = {
     "auto": None,
     "rows1": nb.whole_row_config(rows=1, ctas=2),
     "reload": nb.whole_row_config(rows=1, ctas=2, reload=True),
+    "pipelined": nb.whole_row_config(rows=1, ctas=2, stages=2),
     "split2": nb.whole_row_config(rows=1, ctas=2, split=2),
     "split4": nb.whole_row_config(rows=1, ctas=2, split=4, reload=True),
     "two_pass": nb.chunk_config(128),
@@ -133,6 +134,7 @@ def test_gradient_check_catches_a_wrong_or_unwritten_block(dtype):
 CASES = [(dtype, "auto") for dtype in DTYPES] + [
     (torch.float16, "rows1"),
     (torch.bfloat16, "reload"),
+    (torch.float16, "pipelined"),
     (torch.float16, "split2"),
     (torch.bfloat16, "split4"),
     (torch.bfloat16, "two_pass"),
@@ -149,6 +151,7 @@ def test_norm_backward(op, dtype, variant, device):
     kind = "two-pass row sums" if variant == "two_pass" else "whole-row"
     assert last_launch("norm-bwd").startswith(f"{kind}: "), last_launch("norm-bwd")
     assert ("RELOAD=True" in last_launch("norm-bwd")) == (variant in ("reload", "split4")), last_launch("norm-bwd")
+    assert ("STAGES=2," in last_launch("norm-bwd")) == (variant == "pipelined"), last_launch("norm-bwd")
     if variant.startswith("split"):
         assert f"SPLIT={variant[-1]}," in last_launch("norm-bwd"), last_launch("norm-bwd")
 
@@ -323,6 +326,10 @@ def test_backward_pruning_rules():
             assert 4 <= c.kwargs["ROWS"] * block_n // (32 * c.num_warps) <= 16
             assert c.kwargs["ROWS"] == 1 or block_n <= 1024
             assert c.kwargs["CTAS"] * c.num_warps <= 64
+    # The pipelined candidates (STAGES 2) under the same rules: at 8192 the fused op's with RELOAD alone.
+    for block_n, gelu, count in ((4096, False, 5), (8192, False, 3), (8192, True, 1)):
+        kept = nb.prune_whole_row_configs(nb.pipelined_configs(), {"n_rows": 16384}, BLOCK_N=block_n, HAS_GELU=gelu)
+        assert len(kept) == count and all(c.kwargs["STAGES"] == 2 for c in kept), (block_n, gelu)
     # The fused op at 8192 wide: only the builds that reload the vectors (the others spill).
     both = [nb.whole_row_config(1, 1, w, reload=r) for w in (16, 32) for r in (False, True)]
     fused = nb.prune_whole_row_configs(both, {"n_rows": 16384}, BLOCK_N=8192, HAS_GELU=True)
@@ -352,7 +359,14 @@ def test_forced_backward_configs_that_do_not_fit_are_refused(device):
         _launch_with_config("layer_norm", wide, [None, None], wide, nb.whole_row_config())
     with pytest.raises(ValueError, match="cannot be split 64 ways"):
         _launch_with_config("layer_norm", x, [w, b], dy, nb.whole_row_config(split=64))
-    for bad in ({"split": 3}, {"split": 0}, {"split": 2, "rows": 2}, {"split": 2, "prefetch": True}):
+    for bad in (
+        {"split": 3},
+        {"split": 0},
+        {"split": 2, "rows": 2},
+        {"split": 2, "prefetch": True},
+        {"stages": 0},
+        {"stages": 2, "prefetch": True},
+    ):
         with pytest.raises(ValueError):
             nb.whole_row_config(**bad)
 
@@ -395,9 +409,9 @@ def test_every_backward_candidate_gpu(hidden):
     block_n = triton.next_power_of_2(hidden)
     for op in ("bias_gelu_layer_norm", "rms_norm"):
         gelu = op == "bias_gelu_layer_norm"
-        if block_n <= nb.MAX_WHOLE_ROW_BLOCK:
+        if block_n <= nb.MAX_WHOLE_ROW_BLOCK:  # the tuner's candidates, and the pipelined ones forced
             configs = nb.prune_whole_row_configs(
-                nb.whole_row_configs(), {"n_rows": 1000}, BLOCK_N=block_n, HAS_GELU=gelu
+                nb.whole_row_configs() + nb.pipelined_configs(), {"n_rows": 1000}, BLOCK_N=block_n, HAS_GELU=gelu
             )
         else:  # the two passes, and the split whole-row candidates a forced config may take
             configs = nb.prune_chunk_configs(nb.chunk_configs(), {}, BLOCK_N=block_n)
