@@ -19,6 +19,9 @@
 #                                                 the card's memory: on an 80 GB H100, 12 ran every kernel
 #                                                 test in 124 s but 42 ran out of memory beside the others;
 #                                                 4 ran the matmul and norm files without one
+#   variants=FAMILY,FAMILY,...                    experiments/gpu_variants.py --family FAMILIES (the forced
+#                                                 kernel variants against the tuned picks and their peers);
+#                                                 its log is results/sweeps/LABEL-variants/FAMILIES.log
 #   history=STEP,STEP,...                         experiments/gpu_history.py's steps (aa, plant, ab, gate, slow,
 #                                                 history) in a clone of the carried .gitbundle/main.bundle
 #                                                 (`git bundle create .gitbundle/main.bundle main` here);
@@ -49,7 +52,7 @@ export PYTHONUNBUFFERED=1
 pack() {
   local runs
   runs=$(ls -d results/runs/"$label"-* 2>/dev/null)
-  tar -czf "$out/results.tar.gz" results/ceilings $runs results/gpu-tests 2>/dev/null
+  tar -czf "$out/results.tar.gz" results/ceilings $runs results/gpu-tests $(ls -d results/sweeps/"$label"-variants 2>/dev/null) 2>/dev/null
 }
 
 tb_run() {  # seconds run_id overrides...
@@ -94,6 +97,15 @@ for step in "$@"; do
         --junitxml="results/gpu-tests/junit-$tag.xml" ${files//,/ }
       echo "== pytest: exit $? $(date -u +%H:%M:%S)"
       ;;
+    variants=*)
+      families=${name#variants=}
+      mkdir -p "results/sweeps/$label-variants"
+      log="results/sweeps/$label-variants/${families//,/-}.log"
+      echo "== gpu_variants.py --family $families (at most ${seconds}s) $(date -u +%H:%M:%S)"
+      timeout -s INT -k 30 "$seconds" python3 experiments/gpu_variants.py --family "$families" > "$log" 2>&1
+      echo "== gpu_variants: exit $? $(date -u +%H:%M:%S)"
+      tail -n 60 "$log"
+      ;;
     history=*)
       repo=/tmp/tierbench-repo
       if [ ! -d "$repo/.git" ]; then
@@ -105,7 +117,7 @@ for step in "$@"; do
       echo "== gpu_history: exit $? $(date -u +%H:%M:%S)"
       tar -czf "$out/history.tar.gz" -C "$repo" results/asv results/noise results/compare 2>/dev/null
       ;;
-    *) echo "gpu_remeasure: unknown step $name (valid: all, training, decode, model, fp8, epilogue, normbwd, traffic, tests=FILES, history=STEPS)" >&2 ;;
+    *) echo "gpu_remeasure: unknown step $name (valid: all, training, decode, model, fp8, epilogue, normbwd, traffic, tests=FILES, variants=FAMILIES, history=STEPS)" >&2 ;;
   esac
   pack
 done
