@@ -430,38 +430,39 @@ def bench_norm(quick: bool) -> None:
         torch.cuda.empty_cache()
 
 
+def whole_row_label(c: triton.Config) -> str:
+    """A forced whole-row backward config in a few words."""
+    k = c.kwargs
+    name = f"split {k['SPLIT']} " if k["SPLIT"] > 1 else "whole-row "
+    name += f"w{c.num_warps} x{k['CTAS']}"
+    for flag, word in ((k["PREFETCH"], "prefetch"), (k["STAGES"] > 1, "cp.async"), (k["RELOAD"], "reload")):
+        name += f" {word}" if flag else ""
+    return name
+
+
 def norm_backward_variants(n: int, gelu: bool) -> list[tuple[str, triton.Config]]:
-    """Whole-row candidates forced one at a time: warps, prefetching and the vectors reloaded every tile (which
-    spares the registers the fused op spills at 8192 without it); past the whole-row width, the candidates
-    that split each row between programs (against the two passes the tuner takes there)."""
+    """Whole-row candidates forced one at a time: warps, prefetching into registers or (cp.async) into shared
+    memory, and the vectors reloaded every tile (which spares the registers the fused op spills at 8192
+    without it); past the whole-row width, the candidates that split each row between programs (against the
+    two passes the tuner takes there)."""
     wc = nb_mod.whole_row_config
     if n > nb_mod.MAX_WHOLE_ROW_BLOCK:
-        split = nb_mod.prune_whole_row_configs(
+        forced = nb_mod.prune_whole_row_configs(
             nb_mod.split_row_configs(), {"n_rows": 16384}, BLOCK_N=triton.next_power_of_2(n), HAS_GELU=gelu
         )
-        return [
-            (
-                f"split {c.kwargs['SPLIT']} w{c.num_warps} x{c.kwargs['CTAS']}"
-                + (" reload" if c.kwargs["RELOAD"] else ""),
-                c,
-            )
-            for c in split
-        ]
-    if n <= 4096:
-        shapes = [(8, 1), (8, 2), (16, 1)]
     else:
-        shapes = [(16, 1), (32, 1)]
-    out = []
-    for warps, ctas in shapes:
-        for prefetch in (False, True):
-            for reload in (False, True) if gelu or n > 4096 else (False,):
-                name = f"whole-row w{warps} x{ctas}" + (" prefetch" if prefetch else "") + (" reload" if reload else "")
-                out.append((name, wc(rows=1, ctas=ctas, warps=warps, prefetch=prefetch, reload=reload)))
-    # The next row by cp.async into shared memory (Triton's pipeliner) instead of into registers.
-    for c in nb_mod.prune_whole_row_configs(nb_mod.pipelined_configs(), {"n_rows": 16384}, BLOCK_N=n, HAS_GELU=gelu):
-        name = f"whole-row w{c.num_warps} x{c.kwargs['CTAS']} cp.async" + (" reload" if c.kwargs["RELOAD"] else "")
-        out.append((name, c))
-    return out
+        shapes = [(8, 1), (8, 2), (16, 1)] if n <= 4096 else [(16, 1), (32, 1)]
+        forced = [
+            wc(rows=1, ctas=ctas, warps=warps, prefetch=prefetch, reload=reload)
+            for warps, ctas in shapes
+            for prefetch in (False, True)
+            for reload in ((False, True) if gelu or n > 4096 else (False,))
+        ]
+        # The next row by cp.async into shared memory (Triton's pipeliner) instead of into registers.
+        forced += nb_mod.prune_whole_row_configs(
+            nb_mod.pipelined_configs(), {"n_rows": 16384}, BLOCK_N=n, HAS_GELU=gelu
+        )
+    return [(whole_row_label(c), c) for c in forced]
 
 
 def _norm_backward_shape(rows: int, n: int) -> None:

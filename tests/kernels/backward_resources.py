@@ -36,8 +36,12 @@ def norm_rows() -> list[str]:
         need = {"NEED_DW": True, "NEED_DB": not rms, "NEED_DXB": gelu}
         for hidden in (1024, 4096, 8192, 16384, 65536):
             shape = {"BLOCK_N": hidden, "EVEN_N": True}
-            # Wider rows: the two passes the tuner takes, and the split whole-row candidates forced.
-            whole_rows = nb.whole_row_configs() if hidden <= nb.MAX_WHOLE_ROW_BLOCK else nb.split_row_configs()
+            # The tuner's candidates and the pipelined ones forced; wider rows: the two passes the tuner takes,
+            # and the split whole-row candidates forced.
+            if hidden <= nb.MAX_WHOLE_ROW_BLOCK:
+                whole_rows = nb.whole_row_configs() + nb.pipelined_configs()
+            else:
+                whole_rows = nb.split_row_configs()
             args = (*[_BF16] * 5, *[_F32] * 5, ROWS, hidden, hidden, hidden, hidden)
             for cfg in nb.prune_whole_row_configs(whole_rows, {"n_rows": ROWS}, BLOCK_N=hidden, HAS_GELU=gelu):
                 meta = {**flags, **need, **shape, **cfg.all_kwargs()}
@@ -45,6 +49,7 @@ def norm_rows() -> list[str]:
                 label = f"{op} {hidden} rows {cfg.kwargs['ROWS']} ctas {cfg.kwargs['CTAS']} w{cfg.num_warps}"
                 label += (" prefetch" if cfg.kwargs["PREFETCH"] else "") + (" reload" if cfg.kwargs["RELOAD"] else "")
                 label += f" split {cfg.kwargs['SPLIT']}" if cfg.kwargs["SPLIT"] > 1 else ""
+                label += f" stages {cfg.kwargs['STAGES']}" if cfg.kwargs["STAGES"] > 1 else ""
                 rows.append(line("whole-row", label, c))
             if hidden <= nb.MAX_WHOLE_ROW_BLOCK:
                 continue

@@ -35,13 +35,16 @@ class KernelAge:
     def changed(self) -> bool:
         return self.known and bool(self.files)
 
+    def _commits(self) -> str:
+        return f"{self.commits} commit{'s' * (self.commits != 1)}"
+
     def short(self) -> str:
         """A few words beside a run's name: only when the kernels changed, or the commit is unknown here."""
         if not self.known:
             return "its commit is not in the history this site was built from"
         if not self.changed:
             return ""
-        return f"Triton kernels changed since ({self.commits} commit{'s' * (self.commits != 1)})"
+        return f"Triton kernels changed since ({self._commits()})"
 
     def words(self) -> str:
         """The whole statement, for a table cell or a hover."""
@@ -60,7 +63,7 @@ class KernelAge:
         named = ", ".join(self.files[:FILES_NAMED])
         more = f" and {len(self.files) - FILES_NAMED} more" if len(self.files) > FILES_NAMED else ""
         return (
-            f"the Triton kernels changed since: {self.commits} commit{'s' * (self.commits != 1)} to kernels/ "
+            f"the Triton kernels changed since: {self._commits()} to kernels/ "
             f"({named}{more}); its triton figures describe the older kernels"
         )
 

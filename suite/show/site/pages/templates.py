@@ -50,8 +50,17 @@ def _env() -> Environment:
         icon=lambda style: Markup(charts.marker_icon(style)),
         quantity=units.quantity,
         sol_text=sol_text,
+        kernel_note=_kernel_note,
     )
     return env
+
+
+def _kernel_note(run: Any) -> Markup:
+    """Beside a run's name: whether the Triton kernels changed since its commit (the statement on hover)."""
+    age = run.kernels
+    if age is None or not age.short():
+        return Markup("")
+    return Markup(' <span class="stale" title="{}">{}</span>').format(unbidi(age.words()), unbidi(age.short()))
 
 
 def _no_bidi_controls(value: Any) -> Any:
