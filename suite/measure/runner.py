@@ -302,9 +302,15 @@ def measure_case(
     samples = ctx.timer.measure({name: _timed(provider, p) for name, (provider, p, _) in checked.items()}, watch)
     outputs = dict(getattr(ctx.timer, "outputs", {}))
     suspects = dict(watch.writers)
+    unchecked: dict[str, tuple[str, str]] = {}  # the last timed call raised, or its output could not be checked
     for name, (_, pass_, _) in checked.items():
-        if isinstance(samples[name], list) and (wrong := _recheck(ctx, name, pass_, outputs.get(name), refs, expected)):
-            suspects[name] = wrong
+        if not isinstance(samples[name], list):
+            continue
+        status, why = _recheck(ctx, name, pass_, outputs.get(name), refs, expected)
+        if status == "incorrect":
+            suspects[name] = why
+        elif status:
+            unchecked[name] = (status, why)
     del refs, pristine, outputs
     ctx.step(None, "reading the device's state")
     seen = ctx.beside(seen)
@@ -318,9 +324,10 @@ def measure_case(
             status = "oom" if is_oom(result) else "error"
             yield record(provider, status, f"while timing: {describe(result)}", telemetry=state, **facts)
             continue
-        if name in suspects:
+        if name in suspects or name in unchecked:
+            status, why = unchecked.get(name) or ("incorrect", suspects[name])
             facts = {**facts, "rel_error": None, "element_error": None, "errors": {}}
-            yield record(provider, "incorrect", suspects[name], telemetry=state, **facts)
+            yield record(provider, status, why, telemetry=state, **facts)
             continue
         summary = summarize(result, work.flops, work.min_bytes, case.params["dtype"], ctx.ceilings)
         summary["warning"] = "; ".join(filter(None, [summary["warning"], _beside_suspects(name, suspects)]))
@@ -395,26 +402,37 @@ def _recheck(
     output: Any,
     refs: dict[str, torch.Tensor],
     expected: dict[str, torch.dtype],
-) -> str:
-    """Why a provider's last timed output fails the check its checked output passed; '' when it does not."""
+) -> tuple[str, str]:
+    """A provider's last timed output checked again: ("", "") when it passes; ("incorrect", why) when it fails
+    the check its checked output passed; ("oom" or "error", why) when that call raised, or when its output
+    could not be checked (never a verdict of wrong: nothing wrong was seen). A check that runs out of memory
+    beside what the timed rounds left (their CUDA graphs' pools) is tried once more after freeing the cache."""
     ctx.step(name, "checking its last timed output")
     if isinstance(output, BaseException):
-        return f"after the timed rounds its call raised {describe(output)} (its checked call passed)"
-    try:
-        outs = pass_.named(output)
-        # fwd_bwd's timed call returns the gradients alone: the forward's outputs are checked where returned.
-        grads = {grad_name(n) for n in pass_.op.grads}
-        wanted = {k: v for k, v in refs.items() if k in outs or k in grads}
-        op = pass_.op
-        verdict = check_all(
-            outs, wanted, pass_.case.out_dtype, pass_.case.dtype, op.gradient_element_tolerance, op.tolerance, expected
-        )
-    except Caught as exc:
-        reraise_real(exc)
-        return f"its last timed output could not be checked: {describe(exc)}"
+        status = "oom" if is_oom(output) else "error"
+        return status, f"after the timed rounds its call raised {describe(output)} (its checked call passed)"
+    for attempt in (1, 2):
+        try:
+            outs = pass_.named(output)
+            # fwd_bwd's timed call returns the gradients alone: the forward's outputs are checked where returned.
+            grads = {grad_name(n) for n in pass_.op.grads}
+            wanted = {k: v for k, v in refs.items() if k in outs or k in grads}
+            op = pass_.op
+            verdict = check_all(
+                outs, wanted, pass_.case.out_dtype, pass_.case.dtype, op.gradient_element_tolerance, op.tolerance,
+                expected,
+            )  # fmt: skip
+            break
+        except Caught as exc:
+            reraise_real(exc)
+            if attempt == 1 and is_oom(exc):
+                _release(ctx.device)
+                continue
+            status = "oom" if is_oom(exc) else "error"
+            return status, f"its last timed output could not be checked: {describe(exc)}"
     if verdict.ok:
-        return ""
-    return f"its last timed output fails the check its checked output passed: {verdict.reason}"
+        return "", ""
+    return "incorrect", f"its last timed output fails the check its checked output passed: {verdict.reason}"
 
 
 def _beside_suspects(name: str, suspects: dict[str, str]) -> str:

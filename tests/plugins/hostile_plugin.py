@@ -2,7 +2,8 @@
 
 Each provider computes RMSNorm (the built-in op) or fails at it in one way: a hang, a segfault, an abort,
 an exit of the process, SystemExit, wrong kinds of output, a wrong dtype, a write into its inputs only
-while timed, an output that goes wrong only while timed, a change of the working folder. Calls are counted
+while timed, an output that goes wrong only while timed, a change of the working folder, an output whose
+check runs out of memory. Calls are counted
 per provider: before the timed rounds a provider's call runs three times (the preparing call, the checked
 call, the profiled call), so "from the fourth call on" means "only while timed".
 """
@@ -90,6 +91,35 @@ def _runs_out_of_memory(n, x, w, eps):
     raise torch.OutOfMemoryError("out of memory in a runtime with a pool of its own")
 
 
+class _FailsToBeChecked(torch.Tensor):
+    """An output whose every use but reading its shape and dtype runs out of memory, `failures` times."""
+
+    failures = 0
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") != "__get__" and cls.failures > 0:
+            cls.failures -= 1
+            raise torch.OutOfMemoryError("CUDA out of memory while the output was checked")
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **(kwargs or {}))
+
+
+def _check_runs_out_of_memory(times: int) -> Callable[[int, torch.Tensor, torch.Tensor, float], Any]:
+    """Right every call; from the fourth call on its output runs out of memory where it is used `times` times
+    (the harness's check of the last timed output, beside what the timed rounds hold)."""
+
+    def body(n, x, w, eps):
+        out = rms_norm(x, w, eps)
+        if n <= CALLS_BEFORE_TIMING:
+            return out
+        failing = type(f"FailsToBeChecked{times}", (_FailsToBeChecked,), {})
+        failing.failures = times
+        return out.as_subclass(failing)
+
+    return body
+
+
 def _chdir(n, x, w, eps):
     os.chdir("/")
     return rms_norm(x, w, eps)
@@ -116,4 +146,6 @@ PROVIDERS = [
     _provider("wrong-while-timed", _wrong_while_timed),
     _provider("segfaults-while-timed", _segfault_while_timed),
     _provider("chdirs", _chdir),
+    _provider("check-runs-out-of-memory", _check_runs_out_of_memory(10**6)),
+    _provider("check-runs-out-of-memory-once", _check_runs_out_of_memory(1)),
 ]
