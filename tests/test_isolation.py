@@ -116,6 +116,23 @@ def test_an_output_that_goes_wrong_only_while_timed_is_incorrect(tmp_path, hosti
     assert records["eager"].status == "ok" and "wrong-while-timed" in records["eager"].warning
 
 
+def test_a_last_timed_output_that_cannot_be_checked_is_never_called_wrong(tmp_path, hostile):
+    """Running out of memory while checking the last timed output marks the record oom, not incorrect (nothing
+    wrong was seen); a check that runs out once passes on its second try, after the cache is freed."""
+    records = _measure(
+        tmp_path, [_eager(), hostile["check-runs-out-of-memory"], hostile["check-runs-out-of-memory-once"]]
+    )
+    lost = records["check-runs-out-of-memory"]
+    assert lost.status == "oom" and lost.median_ms is None, (lost.status, lost.reason)
+    assert lost.reason == (
+        "its last timed output could not be checked: OutOfMemoryError: CUDA out of memory while the output was checked"
+    )
+    once = records["check-runs-out-of-memory-once"]
+    assert once.status == "ok" and once.median_ms > 0, once.reason
+    # Neither is a suspect for the providers timed beside them.
+    assert records["eager"].status == "ok" and "same rounds" not in records["eager"].warning
+
+
 def test_a_provider_moving_the_process_elsewhere_misplaces_no_record(tmp_path, hostile, monkeypatch):
     monkeypatch.chdir(tmp_path)
     ctx = _ctx(Path("run"))  # a relative run folder, as results_dir=... gives
@@ -184,6 +201,21 @@ def test_a_crash_a_hang_or_an_exit_costs_only_its_own_record_and_the_run_goes_on
     resumed = tierbench_cli("run", "resume=r", f"results_dir={runs}", cwd=tmp_path, timeout=300, env=_env())
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert (runs / "r" / RECORDS_FILE).read_text().splitlines() == lines
+
+
+def test_a_case_whose_start_dies_after_an_earlier_case_is_tried_again_in_a_new_process(tmp_path):
+    """A provider that leaves the process broken (the next case's inputs abort it) costs no other record: the
+    next case is tried once more in a new process, where it starts."""
+    runs = tmp_path / "runs"
+    args = [*SMALL, "norm.hidden=[1024,512]", "plugins=[poisons_the_process]", "tiers=[vendor,poisoning]",
+            "providers=[eager,poisons-the-process]", f"results_dir={runs}", f"ceilings_dir={tmp_path}/ceilings",
+            "run_id=r"]  # fmt: skip
+    result = tierbench_cli("run", *args, cwd=tmp_path, timeout=600, env=_env())
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = read_records(runs / "r")
+    assert len(records) == 4 and all(r.status == "ok" for r in records), [(r.case_id, r.reason) for r in records]
+    shown = result.stdout + result.stderr
+    assert "killed by SIGABRT" in shown and "tried again in a new process" in shown
 
 
 @pytest.mark.slow

@@ -11,7 +11,10 @@ rounds), the run knows whose step it was: that provider's record is `error` sayi
 where, the worker is killed and started again, and the case goes on with the providers it had not
 recorded yet (measured again from their inputs, in the new worker). Records already written stay. A worker
 also makes way for a new one after a provider with a runtime of its own ran out of memory (that runtime's
-pool keeps what it grew to, which would starve every provider measured after it in that process).
+pool keeps what it grew to, which would starve every provider measured after it in that process). When a
+case's own step (its inputs, its reference) dies in a worker that measured other cases before, the case is
+tried once more in a new worker before its providers are blamed: an earlier provider may have left the
+process broken (a runtime whose stream is in an error state aborts the next allocation).
 
 Nothing of this is inside a timed repetition: a step is announced between them. The worker is a fresh
 interpreter (not a fork), so CUDA works in it whatever the run's process did with the GPU.
@@ -92,6 +95,7 @@ class Worker:
         self.step: tuple[str | None, str] = (_CASE_STEP, STARTING)
         self.since = time.perf_counter()
         self.spent: dict[str | None, float] = {}
+        self.cases = 0  # cases started in this process
         self.conn.send(spec)
 
     def _charge(self) -> None:
@@ -134,6 +138,7 @@ class Worker:
             yield message
 
     def start_case(self, case_id: str, providers: list[str]) -> None:
+        self.cases += 1
         self.step = (_CASE_STEP, "starting the case")
         self.since = time.perf_counter()
         self.spent = {}
@@ -226,6 +231,7 @@ class IsolatedMeasure:
         work = planned.op.work(case)
         seen = self.ctx.beside()
         pending = {p.name: p for p in providers}
+        retried = False
         while pending:
             try:
                 worker = self._ready_worker()
@@ -258,6 +264,13 @@ class IsolatedMeasure:
             except _Lost as lost:
                 self.worker = None
                 log.warning("case %s: %s while %s", plain(case.case_id), lost.how, plain(lost.what))
+                # The case's own step lost in a process that measured other cases before: what killed it may
+                # be what an earlier provider left there (a runtime's stream in an error state), so the case
+                # is tried once more in a new process before its providers are blamed.
+                if lost.provider is _CASE_STEP and worker.cases > 1 and not retried:
+                    retried = True
+                    log.warning("case %s: tried again in a new process", plain(case.case_id))
+                    continue
                 blamed = [pending[lost.provider]] if lost.provider in pending else list(pending.values())
                 for provider in blamed:
                     del pending[provider.name]
