@@ -15,8 +15,9 @@ it must read). The `fp8` family forces the FP8 kernel's tiles, pipeline depths a
 with precise and fast accumulation, against `torch._scaled_mm` in the same mode: which of them the gap to
 cuBLASLt comes from. The `normbwd` family times the norm backward (LayerNorm and the fused op, 4096, 8192 and
 16384 wide) as tuned against whole-row candidates forced one at a time (the next row brought by cp.async among
-them; at 16384, rows split between programs against the tuner's two passes), each as a share of a copy's
-rate on the bytes it must move. The `attnbwd` family times the attention backward's two passes against its
+them; at 16384, rows split two to eight ways between programs and forced two passes, against the tuner's
+split rows for LayerNorm and its two passes for the fused op), each as a share of a copy's rate on the bytes
+it must move. The `attnbwd` family times the attention backward's two passes against its
 one pass with atomic dQ (each candidate forced), beside cuDNN's and flash-attn 4's backward.
 """
 
@@ -443,13 +444,17 @@ def whole_row_label(c: triton.Config) -> str:
 def norm_backward_variants(n: int, gelu: bool) -> list[tuple[str, triton.Config]]:
     """Whole-row candidates forced one at a time: warps, prefetching into registers or (cp.async) into shared
     memory, and the vectors reloaded every tile (which spares the registers the fused op spills at 8192
-    without it); past the whole-row width, the candidates that split each row between programs (against the
-    two passes the tuner takes there)."""
+    without it); past the whole-row width, the candidates that split each row between programs and two
+    two-pass configs (the tuner takes one or the other there by op and width)."""
     wc = nb_mod.whole_row_config
     if n > nb_mod.MAX_WHOLE_ROW_BLOCK:
         forced = nb_mod.prune_whole_row_configs(
             nb_mod.split_row_configs(), {"n_rows": 16384}, BLOCK_N=triton.next_power_of_2(n), HAS_GELU=gelu
         )
+        two_pass = [nb_mod.chunk_config(chunk, warps) for chunk, warps in ((2048, 8), (4096, 16))]
+        return [(whole_row_label(c), c) for c in forced] + [
+            (f"two-pass CHUNK {c.kwargs['CHUNK']} w{c.num_warps}", c) for c in two_pass
+        ]
     else:
         shapes = [(8, 1), (8, 2), (16, 1)] if n <= 4096 else [(16, 1), (32, 1)]
         forced = [
@@ -505,8 +510,8 @@ def _norm_backward_shape(rows: int, n: int) -> None:
 
 def bench_norm_backward(quick: bool) -> None:
     """LayerNorm and the fused bias+GELU+LayerNorm backward at 16384 rows, 4096, 8192 and 16384 wide: the tuned
-    launch against forced whole-row candidates (split rows at 16384), each as a share of a copy's rate on the
-    bytes it must move."""
+    launch against forced whole-row candidates (split rows and two passes at 16384), each as a share of a
+    copy's rate on the bytes it must move."""
     for n in (16384,) if quick else (4096, 8192, 16384):
         _norm_backward_shape(16384, n)
         torch.cuda.empty_cache()

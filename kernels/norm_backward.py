@@ -9,22 +9,23 @@ For the fused op h = GELU(x + bias) is recomputed from x (bit for bit as the for
 matches the stored statistics), dx = dh * GELU'(x + bias), and the GELU bias's gradient is the sum of dx
 over rows.
 
-Two kinds of launches, by width (BLOCK_N = next power of two of the hidden size):
+Three kinds of launches, by width (BLOCK_N = next power of two of the hidden size):
 - whole rows (BLOCK_N <= 8192): one persistent kernel; each program walks tiles of ROWS rows, reads x, dy
   and the vectors once, writes dx once, and adds its rows' dweight/dbias terms to fp32 accumulators in
   registers, written once per program as a row of partial sums. Prefetching candidates load the next
   tile's x and dy before working on the current one, pipelined ones (STAGES 2, forced configs only) have
   Triton's pipeliner bring it into shared memory instead; RELOAD candidates load the vectors every tile.
-  SPLIT candidates (forced configs only, for rows wider than one program holds) give each row SPLIT
-  programs side by side, each holding BLOCK_N / SPLIT of its columns: a program reads its partners' columns
-  too for the row sums, so a row is read SPLIT times, but its partners read it at the same time (neighbouring
-  program ids walk the same rows), and the repeats come from L2 rather than memory.
-- two passes (wider rows, or a forced CHUNK config): a row-sums kernel takes mean(g) and mean(g * xhat) per
-  row in CHUNK-wide pieces, then a chunk kernel over (column chunk, group of rows) writes dx and one row of
-  partial sums per group. x and dy are read twice, dx written once.
-A third small kernel adds the partial sums over programs, every gradient's in one launch (no atomics: the
-gradients are the same from run to run for one config). The whole-row, row-sums and chunk kernels each have a
-`TurnTuner` over a few candidates (one config under the interpreter).
+- split rows (LayerNorm and RMSNorm with BLOCK_N 16384; other widths by a forced SPLIT config): the same
+  kernel, each row shared by SPLIT programs side by side, each holding BLOCK_N / SPLIT of its columns: a
+  program reads its partners' columns too for the row sums, so a row is read SPLIT times, but its partners
+  read it at the same time (neighbouring program ids walk the same rows), and the repeats come from L2
+  rather than memory. The tuner's list there is two programs a row.
+- two passes (wider rows, the fused op past 8192, or a forced CHUNK config): a row-sums kernel takes
+  mean(g) and mean(g * xhat) per row in CHUNK-wide pieces, then a chunk kernel over (column chunk, group of
+  rows) writes dx and one row of partial sums per group. x and dy are read twice, dx written once.
+Then a small kernel adds the partial sums over programs, every gradient's in one launch (no atomics: the
+gradients are the same from run to run for one config). Whole rows, split rows, the row sums and the chunk
+kernel each have a `TurnTuner` over a few candidates (one config under the interpreter).
 """
 
 from __future__ import annotations
@@ -43,11 +44,18 @@ from ._tuning import ROWS_PER_SM_BANDS, TurnTuner, rows_per_sm_band
 # Configs
 # ----------------------------------------------------------------------------------------------------------
 
-# Widest row (a power of two) of the whole-row backward. Each thread holds its columns' fp32 accumulators
-# (up to three vectors) across all its rows besides the row itself, so rows wider than this take two passes.
+# Most columns (a power of two) one program of the whole-row backward holds. Each thread holds its columns'
+# fp32 accumulators (up to three vectors) across all its rows besides the row itself, so wider rows are split
+# between programs or take two passes.
 # The fused op holds the most (GELU' too, and a third accumulator): at 8192 its whole-row builds spill unless
 # they reload the vectors every tile (RELOAD); on an H100 the 16-warp RELOAD build ran 1.23x the two passes.
 MAX_WHOLE_ROW_BLOCK = 8192
+
+# Widest LayerNorm and RMSNorm row of the tuned split-row launch (two programs a row, each holding 8192
+# columns): its second reading of a row comes from L2, where the two passes read x and dy twice from memory.
+# On an H100, LayerNorm at 16384 x 16384 ran 1.28x the two passes (75% of copy against 58%). The fused op
+# split so ran 0.79x its two passes and keeps them; four and eight programs a row ran 0.2-0.6x.
+MAX_SPLIT_ROW_BLOCK = 2 * MAX_WHOLE_ROW_BLOCK
 
 
 # Most warps resident per SM on sm_90: bounds blocks per SM x warps of the persistent candidates.
@@ -108,20 +116,28 @@ def whole_row_configs() -> list[triton.Config]:
 def pipelined_configs() -> list[triton.Config]:
     """Whole-row candidates whose next row Triton's pipeliner brings into shared memory by cp.async while
     this one is worked on (STAGES 2): the prefetch without its registers, for the fused op, whose one program
-    an SM leaves its loads waiting on its arithmetic. Forced only until measured against the tuner's list on
-    a GPU: in the forward, such a double buffer ran 1.5-2x slower than the register prefetch (kernels/norm.py)."""
+    an SM leaves its loads waiting on its arithmetic. Forced only: on an H100 at 16384 rows they ran 0.67-0.98x
+    the tuner's pick (LayerNorm and the fused op at 4096 and 8192 wide; the fused op's best 0.88x)."""
     pipelined = [whole_row_config(rows=1, ctas=c, warps=w, stages=2) for w in (8, 16) for c in (1, 2)]
     return [*pipelined, whole_row_config(rows=1, ctas=1, warps=16, reload=True, stages=2)]
 
 
 def split_row_configs() -> list[triton.Config]:
-    """Whole-row candidates for rows wider than a program holds (SPLIT programs a row), forced only: the
-    tuner's list for such rows is the two passes' until these are measured against them on a GPU. Two
-    programs an SM only at 8 warps (the 16- and 32-warp builds use 60-128 registers a thread: one fits)."""
+    """Whole-row candidates for rows wider than a program holds (SPLIT programs a row), to force any of them.
+    Two programs an SM only at 8 warps (the 16- and 32-warp builds use 60-128 registers a thread: one fits)."""
     return [
         whole_row_config(rows=1, ctas=c, warps=w, reload=r, split=s)
         for s in (2, 4, 8) for w in (8, 16, 32) for c in ((1, 2) if w == 8 else (1,)) for r in (False, True)
     ]  # fmt: skip
+
+
+def tuned_split_row_configs() -> list[triton.Config]:
+    """The split-row tuner's list (rows up to MAX_SPLIT_ROW_BLOCK): two programs a row, one program an SM,
+    16 warps, the vectors held or reloaded. On an H100 at 16384 wide the 32-warp builds (which spill) ran
+    0.85-0.89x these, four and eight programs a row 0.2-0.6x."""
+    if INTERPRET:
+        return [whole_row_config(rows=1, ctas=1, split=2)]
+    return [whole_row_config(rows=1, ctas=1, warps=16, reload=r, split=2) for r in (False, True)]
 
 
 def prune_whole_row_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
@@ -514,6 +530,10 @@ _whole_row_tuned = [
     TurnTuner(_whole_row_bwd_kernel, whole_row_configs(), key=_BWD_KEY, prune=prune_whole_row_configs)
     for _ in range(len(ROWS_PER_SM_BANDS) + 1)
 ]
+_split_row_tuned = [
+    TurnTuner(_whole_row_bwd_kernel, tuned_split_row_configs(), key=_BWD_KEY, prune=prune_whole_row_configs)
+    for _ in range(len(ROWS_PER_SM_BANDS) + 1)
+]
 _row_sums_tuned = TurnTuner(_row_sums_kernel, chunk_configs(), key=_BWD_KEY[:4], prune=prune_chunk_configs)
 _chunk_tuned = [
     TurnTuner(_chunk_bwd_kernel, chunk_configs(), key=_BWD_KEY, prune=prune_chunk_configs)
@@ -526,10 +546,18 @@ _chunk_tuned = [
 # ----------------------------------------------------------------------------------------------------------
 
 
+def _tuned_path(block_n: int, has_gelu: bool) -> str:
+    """The launch the tuners take for rows of BLOCK_N: "whole-row", "split-row" or "two-pass"."""
+    if block_n <= MAX_WHOLE_ROW_BLOCK:
+        return "whole-row"
+    return "split-row" if block_n <= MAX_SPLIT_ROW_BLOCK and not has_gelu else "two-pass"
+
+
 @functools.cache
 def _most_slots(n_rows: int, block_n: int, sms: int) -> int:
-    """The most slots any whole-row candidate kept for this shape launches: rows of partial sums to hold."""
-    kept = prune_whole_row_configs(whole_row_configs(), {"n_rows": n_rows}, BLOCK_N=block_n)
+    """The most slots any candidate the tuner keeps for this shape launches: rows of partial sums to hold."""
+    configs = whole_row_configs() if block_n <= MAX_WHOLE_ROW_BLOCK else tuned_split_row_configs()
+    kept = prune_whole_row_configs(configs, {"n_rows": n_rows}, BLOCK_N=block_n)
     return max(_whole_row_slots(c.kwargs, n_rows, sms) for c in kept)
 
 
@@ -590,11 +618,12 @@ def norm_backward(
     dx2 = dx.view(-1, n)
     block_n = next_pow2(n)
     sms = num_sms(x.device)
-    two_pass = block_n > MAX_WHOLE_ROW_BLOCK if config is None else "CHUNK" in config.kwargs
+    has_gelu = gelu_bias is not None
+    two_pass = _tuned_path(block_n, has_gelu) == "two-pass" if config is None else "CHUNK" in config.kwargs
     flags = {
         "IS_RMS": is_rms,
         "HAS_W": weight is not None,
-        "HAS_GELU": gelu_bias is not None,
+        "HAS_GELU": has_gelu,
         "GELU_IMPL": gelu_impl,
         "PRECISE": x.dtype == torch.float32,  # the forward's GELU fit, so h is recomputed bit for bit
         # Hand-written PTX as in the forward: not under the interpreter, nor for tiles under 256 wide.
@@ -641,7 +670,8 @@ def _whole_row(x2, dy2, dx2, vectors, stats, ptrs, flags, need, config, sms) -> 
         return (_whole_row_slots(meta, n_rows, sms) * meta["SPLIT"],)
 
     if config is None:
-        tuner = _whole_row_tuned[rows_per_sm_band(n_rows, sms)]
+        tuners = _whole_row_tuned if flags["BLOCK_N"] <= MAX_WHOLE_ROW_BLOCK else _split_row_tuned
+        tuner = tuners[rows_per_sm_band(n_rows, sms)]
         tuner[grid](*args, **flags, **need)
         config = tuner.best_config
     else:

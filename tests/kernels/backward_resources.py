@@ -36,8 +36,8 @@ def norm_rows() -> list[str]:
         need = {"NEED_DW": True, "NEED_DB": not rms, "NEED_DXB": gelu}
         for hidden in (1024, 4096, 8192, 16384, 65536):
             shape = {"BLOCK_N": hidden, "EVEN_N": True}
-            # The tuner's candidates and the pipelined ones forced; wider rows: the two passes the tuner takes,
-            # and the split whole-row candidates forced.
+            # The tuner's candidates and the pipelined ones forced; wider rows: the two passes and the split
+            # whole-row candidates (the tuner's split-row list among them).
             if hidden <= nb.MAX_WHOLE_ROW_BLOCK:
                 whole_rows = nb.whole_row_configs() + nb.pipelined_configs()
             else:

@@ -171,14 +171,37 @@ def test_fp32_vectors_with_half_inputs(op, device):
     _check_op(op, x, vectors, dy, f"{op} fp32 vectors")
 
 
-@pytest.mark.parametrize("op", ["layer_norm", "bias_gelu_layer_norm"])
-def test_wide_rows_take_the_two_pass_backward(op, device):
-    hidden = nb.MAX_WHOLE_ROW_BLOCK + 8  # past the whole-row backward
+@pytest.mark.parametrize(
+    "op,hidden,launch",
+    [
+        ("layer_norm", nb.MAX_WHOLE_ROW_BLOCK + 8, "split"),
+        ("rms_norm", nb.MAX_WHOLE_ROW_BLOCK + 8, "split"),
+        ("bias_gelu_layer_norm", nb.MAX_WHOLE_ROW_BLOCK + 8, "two-pass"),
+        ("layer_norm", nb.MAX_SPLIT_ROW_BLOCK + 8, "two-pass"),
+    ],
+)
+def test_rows_past_the_whole_row_width_take_split_rows_or_two_passes(op, hidden, launch, device):
+    """Past what one program holds, LayerNorm and RMSNorm rows go to two programs a row up to
+    MAX_SPLIT_ROW_BLOCK; the fused op, and wider rows, take the two passes."""
     x, vectors, dy = _inputs(op, (2,), hidden, torch.bfloat16, device, seed=4)
     _check_op(op, x, vectors, dy, f"{op} hidden {hidden}")
-    assert "two-pass row sums: CHUNK=" in last_launch("norm-bwd") and "; two-pass chunks: CHUNK=" in last_launch(
-        "norm-bwd"
-    )
+    launched = last_launch("norm-bwd")
+    if launch == "split":
+        assert launched.startswith("whole-row: ") and "SPLIT=2," in launched, launched
+    else:
+        assert "two-pass row sums: CHUNK=" in launched and "; two-pass chunks: CHUNK=" in launched, launched
+
+
+def test_tuned_launch_by_width(monkeypatch):
+    assert nb._tuned_path(nb.MAX_WHOLE_ROW_BLOCK, has_gelu=True) == "whole-row"
+    assert nb._tuned_path(nb.MAX_WHOLE_ROW_BLOCK * 2, has_gelu=False) == "split-row"
+    assert nb._tuned_path(nb.MAX_WHOLE_ROW_BLOCK * 2, has_gelu=True) == "two-pass"
+    assert nb._tuned_path(nb.MAX_SPLIT_ROW_BLOCK * 2, has_gelu=False) == "two-pass"
+    # The GPU's split-row list: every candidate two programs a row, and all kept at the widest rows it takes.
+    monkeypatch.setattr(nb, "INTERPRET", False)
+    tuned = nb.tuned_split_row_configs()
+    assert len(tuned) == 2 and {c.kwargs["SPLIT"] for c in tuned} == {2}
+    assert nb.prune_whole_row_configs(tuned, {"n_rows": 16384}, BLOCK_N=nb.MAX_SPLIT_ROW_BLOCK) == tuned
 
 
 @pytest.mark.parametrize("variant", ["auto", "two_pass"])
@@ -396,9 +419,10 @@ def test_rows_past_the_whole_row_width_split_between_programs(op, device):
 def test_norm_backward_gpu_full_size(op, rows, hidden, dtype):
     x, vectors, dy = _inputs(op, (rows,), hidden, dtype, "cuda", seed=12)
     _check_op(op, x, vectors, dy, f"{op} {rows}x{hidden} {dtype}")
-    whole_rows = triton.next_power_of_2(hidden) <= nb.MAX_WHOLE_ROW_BLOCK
-    kind = "whole-row" if whole_rows else "two-pass row sums"
-    assert last_launch("norm-bwd").startswith(kind)
+    path = nb._tuned_path(triton.next_power_of_2(hidden), has_gelu=op == "bias_gelu_layer_norm")
+    launched = last_launch("norm-bwd")
+    assert launched.startswith("two-pass row sums" if path == "two-pass" else "whole-row"), launched
+    assert ("SPLIT=2," in launched) == (path == "split-row"), launched
 
 
 @pytest.mark.gpu
