@@ -107,6 +107,20 @@ def test_a_plugin_ops_own_gradient_bound_comes_from_the_record():
     assert rejudge(bare).status == "incorrect"
 
 
+def test_a_check_that_could_not_run_is_not_a_wrong_answer_when_read_again():
+    """An older harness called a provider incorrect when the check of its last timed output ran out of memory
+    or that call raised: read today, such a record is oom or error, never timed, and says why."""
+    unchecked = "its last timed output could not be checked: OutOfMemoryError: CUDA out of memory."
+    oom = _record("incorrect", reason=unchecked)
+    now = rejudge(oom)
+    assert now.status == "oom" and now.median_ms is None and "no output was seen wrong" in now.verdict_note
+    assert now.reason == oom.reason  # what happened, as it was written
+    raised = _record("incorrect", reason="after the timed rounds its call raised RuntimeError: x (its check passed)")
+    assert rejudge(raised).status == "error"
+    wrong = _record("incorrect", reason="its last timed output fails the check its checked output passed: relative")
+    assert rejudge(wrong) is wrong
+
+
 def test_readers_see_todays_verdict(tmp_path):
     RecordWriter(tmp_path).append(
         _record("incorrect", reason="dq: ... 0.12 ...", errors=GRADS, element_errors={"dq": 0.12, "dk": 0.1, "dv": 0.1})

@@ -11,6 +11,9 @@ decide otherwise, the record's status and reason become today's and `verdict_not
   ranked: there is no timing to rank.
 - Judged correct then, incorrect now: `incorrect`; its timings stay in the record, and no view ranks them.
 - Records that failed for another reason (a wrong shape, NaN, an error) are not the bounds' to change.
+- Called incorrect where nothing wrong was seen (an older harness's verdict when the check of the last timed
+  output could not run, or that call raised): `oom` or `error`, as today's harness records them, with a
+  `verdict_note` saying so. Never timed either way.
 
 A record made before per-output elementwise errors were kept has only the largest one (`element_error`):
 it is judged again where that one number decides (below every output's bound, or above all of them).
@@ -99,8 +102,22 @@ def _judge(r: Measurement) -> tuple[bool, str] | None:
     return None
 
 
+# Reasons an older harness gave with `incorrect` although no output was seen wrong (suite/measure/runner.py's
+# _recheck now records these as oom or error).
+_NOT_SEEN_WRONG = ("its last timed output could not be checked: ", "after the timed rounds its call raised ")
+_OOM_WORDS = ("out of memory", "outofmemoryerror", "cannot allocate memory", "can't allocate memory")
+
+
+def _not_seen_wrong(r: Measurement) -> Measurement:
+    status = "oom" if any(w in r.reason.lower() for w in _OOM_WORDS) else "error"
+    note = "recorded incorrect by the harness of its day although no output was seen wrong; " + status + " today"
+    return dataclasses.replace(r, status=status, verdict_note=note)
+
+
 def rejudge(r: Measurement) -> Measurement:
     """The record under today's bounds: itself where they agree with its verdict, else a changed copy."""
+    if r.status == "incorrect" and r.reason.startswith(_NOT_SEEN_WRONG):
+        return _not_seen_wrong(r)
     if r.status == "ok" or checked_correct(r):
         recorded_correct = True
     elif r.status == "incorrect":
