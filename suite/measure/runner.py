@@ -425,11 +425,10 @@ def _recheck(
             break
         except Caught as exc:
             reraise_real(exc)
-            if attempt == 1 and is_oom(exc):
-                _release(ctx.device)
-                continue
-            status = "oom" if is_oom(exc) else "error"
-            return status, f"its last timed output could not be checked: {describe(exc)}"
+            if attempt == 2 or not is_oom(exc):
+                status = "oom" if is_oom(exc) else "error"
+                return status, f"its last timed output could not be checked: {describe(exc)}"
+        _release(ctx.device)  # out of the handler: the failed check's frames, and what they held, are gone
     if verdict.ok:
         return "", ""
     return "incorrect", f"its last timed output fails the check its checked output passed: {verdict.reason}"
