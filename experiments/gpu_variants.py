@@ -13,12 +13,13 @@ large part of a 10-microsecond kernel. So is the `decode` family (split-KV tiles
 counts at q_len 1 on Llama-3 8B's layout, against cuDNN's SDPA, each also as a share of a copy of the bytes
 it must read). The `fp8` family forces the FP8 kernel's tiles, pipeline depths and warp specialisation, each
 with precise and fast accumulation, against `torch._scaled_mm` in the same mode: which of them the gap to
-cuBLASLt comes from. The `normbwd` family times the norm backward (LayerNorm and the fused op, 4096, 8192 and
-16384 wide) as tuned against whole-row candidates forced one at a time (the next row brought by cp.async among
-them; at 16384, rows split two to eight ways between programs and forced two passes, against the tuner's
-split rows for LayerNorm and its two passes for the fused op), each as a share of a copy's rate on the bytes
-it must move. The `attnbwd` family times the attention backward's two passes against its
-one pass with atomic dQ (each candidate forced), beside cuDNN's and flash-attn 4's backward.
+cuBLASLt comes from. The `normbwd` family times the norm backward (LayerNorm and the fused op, 4096, 8192
+and 16384 wide, RMSNorm at 16384) as tuned against whole-row candidates forced one at a time (the next row
+brought by cp.async among them; at 16384, rows split two to eight ways between programs and forced two
+passes, against the tuner's split rows for LayerNorm and RMSNorm and its two passes for the fused op), each
+as a share of a copy's rate on the bytes it must move. The `attnbwd` family times the attention backward's
+two passes against its one pass with atomic dQ (each candidate forced), beside cuDNN's and flash-attn 4's
+backward.
 """
 
 from __future__ import annotations
@@ -481,16 +482,24 @@ def _norm_backward_shape(rows: int, n: int) -> None:
     copy_rate = 2.0 * x.numel() * x.element_size() / copy_ms
     shape = f"{rows}x{n} bf16"
     row("normbwd", shape, "copy of x (ceiling)", copy_ms, f"{copy_rate * 1e-6:.0f} GB/s", "-", "-")
-    for name, gb in (("layer_norm", None), ("bias_gelu_ln", xb)):
-        mean = torch.empty(rows, device="cuda", dtype=torch.float32)
-        rstd = torch.empty_like(mean)
-        norm_mod._norm_forward(x, w, b, gb, 1e-5, False, mean=mean, rstd=rstd)
+    ops = [("layer_norm", None, False), ("bias_gelu_ln", xb, False)]
+    if n > nb_mod.MAX_WHOLE_ROW_BLOCK:  # where RMSNorm's launch differs from LayerNorm's whole rows
+        ops.append(("rms_norm", None, True))
+    for name, gb, rms in ops:
+        mean = None if rms else torch.empty(rows, device="cuda", dtype=torch.float32)
+        rstd = torch.empty(rows, device="cuda", dtype=torch.float32)
+        bias = None if rms else b
+        norm_mod._norm_forward(x, w, bias, gb, 1e-5, rms, mean=mean, rstd=rstd)
         leaves = [t.float().requires_grad_() for t in (x, w, b)]
         h = leaves[0] if gb is None else F.gelu(leaves[0] + gb.float())
-        ref = torch.autograd.grad(F.layer_norm(h, (n,), leaves[1], leaves[2], 1e-5), leaves[0], dy.float())[0]
+        if rms:
+            out = F.rms_norm(h, (n,), leaves[1], 1e-5)
+        else:
+            out = F.layer_norm(h, (n,), leaves[1], leaves[2], 1e-5)
+        ref = torch.autograd.grad(out, leaves[0], dy.float())[0]
 
-        def launch(config=None, gb=gb, mean=mean, rstd=rstd):
-            return nb_mod.norm_backward(dy, x, w, gb, mean, rstd, False, need_dw=True, db_dtype=dtype,
+        def launch(config=None, gb=gb, mean=mean, rstd=rstd, rms=rms):
+            return nb_mod.norm_backward(dy, x, w, gb, mean, rstd, rms, need_dw=True, db_dtype=None if rms else dtype,
                                         need_dxb=gb is not None, gelu_impl=1, config=config)[0]  # fmt: skip
 
         launch()  # the tuner's turns run on the first call
@@ -509,9 +518,9 @@ def _norm_backward_shape(rows: int, n: int) -> None:
 
 
 def bench_norm_backward(quick: bool) -> None:
-    """LayerNorm and the fused bias+GELU+LayerNorm backward at 16384 rows, 4096, 8192 and 16384 wide: the tuned
-    launch against forced whole-row candidates (split rows and two passes at 16384), each as a share of a
-    copy's rate on the bytes it must move."""
+    """LayerNorm and the fused bias+GELU+LayerNorm backward at 16384 rows, 4096, 8192 and 16384 wide (RMSNorm
+    too at 16384): the tuned launch against forced whole-row candidates (split rows and two passes at 16384),
+    each as a share of a copy's rate on the bytes it must move."""
     for n in (16384,) if quick else (4096, 8192, 16384):
         _norm_backward_shape(16384, n)
         torch.cuda.empty_cache()
