@@ -456,18 +456,15 @@ def norm_backward_variants(n: int, gelu: bool) -> list[tuple[str, triton.Config]
         return [(whole_row_label(c), c) for c in forced] + [
             (f"two-pass CHUNK {c.kwargs['CHUNK']} w{c.num_warps}", c) for c in two_pass
         ]
-    else:
-        shapes = [(8, 1), (8, 2), (16, 1)] if n <= 4096 else [(16, 1), (32, 1)]
-        forced = [
-            wc(rows=1, ctas=ctas, warps=warps, prefetch=prefetch, reload=reload)
-            for warps, ctas in shapes
-            for prefetch in (False, True)
-            for reload in ((False, True) if gelu or n > 4096 else (False,))
-        ]
-        # The next row by cp.async into shared memory (Triton's pipeliner) instead of into registers.
-        forced += nb_mod.prune_whole_row_configs(
-            nb_mod.pipelined_configs(), {"n_rows": 16384}, BLOCK_N=n, HAS_GELU=gelu
-        )
+    shapes = [(8, 1), (8, 2), (16, 1)] if n <= 4096 else [(16, 1), (32, 1)]
+    forced = [
+        wc(rows=1, ctas=ctas, warps=warps, prefetch=prefetch, reload=reload)
+        for warps, ctas in shapes
+        for prefetch in (False, True)
+        for reload in ((False, True) if gelu or n > 4096 else (False,))
+    ]
+    # The next row by cp.async into shared memory (Triton's pipeliner) instead of into registers.
+    forced += nb_mod.prune_whole_row_configs(nb_mod.pipelined_configs(), {"n_rows": 16384}, BLOCK_N=n, HAS_GELU=gelu)
     return [(whole_row_label(c), c) for c in forced]
 
 

@@ -525,20 +525,17 @@ def sum_partials_config(n: int, vectors: int, sms: int) -> triton.Config:
 
 
 _BWD_KEY = ["N", "IS_RMS", "HAS_W", "HAS_GELU", "NEED_DW", "NEED_DB", "NEED_DXB"]
-# One tuner per band of rows per SM, as for the forward.
-_whole_row_tuned = [
-    TurnTuner(_whole_row_bwd_kernel, whole_row_configs(), key=_BWD_KEY, prune=prune_whole_row_configs)
-    for _ in range(len(ROWS_PER_SM_BANDS) + 1)
-]
-_split_row_tuned = [
-    TurnTuner(_whole_row_bwd_kernel, tuned_split_row_configs(), key=_BWD_KEY, prune=prune_whole_row_configs)
-    for _ in range(len(ROWS_PER_SM_BANDS) + 1)
-]
+
+
+def _per_band(kernel, configs: list[triton.Config], prune) -> list[TurnTuner]:
+    """One tuner per band of rows per SM, as for the forward."""
+    return [TurnTuner(kernel, configs, key=_BWD_KEY, prune=prune) for _ in range(len(ROWS_PER_SM_BANDS) + 1)]
+
+
+_whole_row_tuned = _per_band(_whole_row_bwd_kernel, whole_row_configs(), prune_whole_row_configs)
+_split_row_tuned = _per_band(_whole_row_bwd_kernel, tuned_split_row_configs(), prune_whole_row_configs)
 _row_sums_tuned = TurnTuner(_row_sums_kernel, chunk_configs(), key=_BWD_KEY[:4], prune=prune_chunk_configs)
-_chunk_tuned = [
-    TurnTuner(_chunk_bwd_kernel, chunk_configs(), key=_BWD_KEY, prune=prune_chunk_configs)
-    for _ in range(len(ROWS_PER_SM_BANDS) + 1)
-]
+_chunk_tuned = _per_band(_chunk_bwd_kernel, chunk_configs(), prune_chunk_configs)
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from tierbench.timing import CpuTimer, CudaEventTimer, Ungraphed, Watch
 from ..ceilings import Ceilings
 from ..ops.base import Case, Op, grad_name
 from ..providers.base import Provider, Unavailable
-from ..store.records import Measurement, RecordWriter
+from ..store.records import Measurement, RecordWriter, reads_as_oom
 from ..tiers import BUILTIN, Tier
 from ..units import sig
 from . import profiling, progress, traffic
@@ -82,12 +82,8 @@ class RunContext:
 
 
 # How allocators say they ran out: CUDA's caching allocator, and the CPU's (DefaultCPUAllocator, errno 12).
-_OOM_TEXTS = ("out of memory", "can't allocate memory", "cannot allocate memory", "not enough memory")
-
-
 def is_oom(exc: BaseException) -> bool:
-    text = str(exc).lower()
-    return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or any(t in text for t in _OOM_TEXTS)
+    return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or reads_as_oom(str(exc))
 
 
 def describe(exc: BaseException) -> str:

@@ -26,6 +26,22 @@ CONFIG_FILE = "config.yaml"
 LAUNCHES_FILE = "launches.jsonl"
 STATUSES = ("ok", "skipped", "incorrect", "oom", "error")
 
+# How running out of memory reads in an exception's text, whichever runtime's allocator raised it: such a
+# measurement is `oom`, not `error` (as it is measured, and when an older record is read again).
+OOM_TEXTS = (
+    "out of memory",
+    "outofmemoryerror",
+    "can't allocate memory",
+    "cannot allocate memory",
+    "not enough memory",
+)
+
+
+def reads_as_oom(text: str) -> bool:
+    """Whether an exception's (or a reason's) text says it ran out of memory."""
+    lowered = text.lower()
+    return any(t in lowered for t in OOM_TEXTS)
+
 
 @dataclass
 class Measurement:

@@ -24,12 +24,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING
 
 from .. import bounds
-
-if TYPE_CHECKING:
-    from .records import Measurement
+from .records import Measurement, reads_as_oom
 
 CORRECT_NOT_TIMED = "correct, not timed"
 
@@ -105,11 +102,10 @@ def _judge(r: Measurement) -> tuple[bool, str] | None:
 # Reasons an older harness gave with `incorrect` although no output was seen wrong (suite/measure/runner.py's
 # _recheck now records these as oom or error).
 _NOT_SEEN_WRONG = ("its last timed output could not be checked: ", "after the timed rounds its call raised ")
-_OOM_WORDS = ("out of memory", "outofmemoryerror", "cannot allocate memory", "can't allocate memory")
 
 
 def _not_seen_wrong(r: Measurement) -> Measurement:
-    status = "oom" if any(w in r.reason.lower() for w in _OOM_WORDS) else "error"
+    status = "oom" if reads_as_oom(r.reason) else "error"
     note = "recorded incorrect by the harness of its day although no output was seen wrong; " + status + " today"
     return dataclasses.replace(r, status=status, verdict_note=note)
 
