@@ -599,7 +599,8 @@ def _fa4_backward(q, k, v, do, causal) -> Callable[[], object] | None:
 
 def bench_attention_backward(quick: bool) -> None:
     """The attention backward, D128 bf16 at S 4096 and 16384, causal and not: the two-pass kernel (tuned), the
-    one pass that adds dQ with atomics (tuned, then each candidate forced), against cuDNN's SDPA backward
+    one pass that adds dQ with atomics (tuned, then each candidate forced), each also with its streamed tiles
+    by TMA (`tma=True`; the one pass's dQ then by TMA's bulk reduction), against cuDNN's SDPA backward
     (and flash-attn 4's where installed), each timed alone after one forward. TFLOP/s by the model's FLOPs
     (2.5 forwards); rel err of the worst of dq, dk, dv against an fp32 backward."""
     shapes = [(4, 16, 4096, 128), (1, 16, 16384, 128)]
@@ -635,9 +636,11 @@ def _attention_backward_shape(b: int, h: int, s: int, d: int, causal: bool) -> N
         return lambda: bwd.attention_backward(do, q, k, v, o, lse, causal, scale, **kw)
 
     runs += [("two-pass (tuned)", ours()), ("one pass (tuned)", ours(atomic_dq=True))]
+    runs += [("two-pass TMA (tuned)", ours(tma=True)), ("one pass TMA (tuned)", ours(atomic_dq=True, tma=True))]
     for c in bwd.prune_dkdv_dq_configs(bwd.dkdv_dq_configs(), {"SK": s}, HEAD_DIM=d):
         name = f"one pass {c.kwargs['BLOCK_M']}x{c.kwargs['BLOCK_N']} w{c.num_warps} s{c.num_stages}"
         runs.append((name, ours(atomic_dq=True, dkdv_config=c)))
+        runs.append((f"{name} TMA", ours(atomic_dq=True, dkdv_config=c, tma=True)))
     peer_ms = None
     for name, fn in runs:
         try:

@@ -16,6 +16,12 @@ run, so dQ may differ in its last bits from run to run. On an H100 it ran within
 either way (D128, S 4096 and 16384; docs/performance.md): the atomics cost about what the recomputation
 saves, so it is an option, not the default.
 
+`tma=True` reads the streamed tiles (Q and dO in kernel 2, K and V in kernel 3) through TMA descriptors each
+program makes for its head, and the one pass's dQ shares go out by TMA's bulk reduction from shared memory
+instead of per-thread atomics, into sums kept transposed (head_dim rows of queries, each padded to 16 bytes)
+so that the K^T dS product's tile goes out as it is; the interpreter, which has no TMA reduction, adds the
+same transposed sums by atomics. Not yet measured on a GPU: an option for the variant sweep, not the default.
+
 Grouped K/V heads: query head h reads K/V head h // group, and the dK/dV program of a K/V head sums over its
 group's query heads (`group`; 1 = one K/V head per query head, all the forward runs today).
 
@@ -33,10 +39,11 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import INTERPRET, note_launch, round_to
+from ._common import INTERPRET, ensure_allocator, note_launch, round_to
 
 _LOG2E = 1.4426950408889634
 _LOG2E_IN_KERNEL = tl.constexpr(_LOG2E)
+_INTERPRET_IN_KERNEL = tl.constexpr(INTERPRET)
 
 # ----------------------------------------------------------------------------------------------------------
 # Configs
@@ -51,6 +58,8 @@ _MAX_ONE_PASS_REGS = 176
 _MAX_SMEM = 200 * 1024
 _PREPROCESS_BLOCK = 16 if INTERPRET else 64
 _DQ_FROM_SUMS_BLOCK = 1024
+_DQ_FROM_TRANSPOSED_ROWS = 16 if INTERPRET else 64
+_TMA_ALIGN = 16  # bytes: a TMA descriptor's base address and every stride but the last
 
 
 def bwd_config(block_m: int, block_n: int, warps: int, stages: int) -> triton.Config:
@@ -158,6 +167,30 @@ def _load_rows(base, rows, n_rows, stride, HEAD_DIM: tl.constexpr, UPCAST: tl.co
 
 
 @triton.jit
+def _tile(
+    src, start, n_rows, stride, BLOCK: tl.constexpr, HEAD_DIM: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr
+):
+    # Rows start .. start + BLOCK of a head: through its TMA descriptor (TMA) or its base pointer; rows past
+    # n_rows read as zeros either way.
+    if TMA:
+        t = src.load([start, 0])
+        if UPCAST:
+            t = t.to(tl.float32)
+    else:
+        t = _load_rows(src, start + tl.arange(0, BLOCK), n_rows, stride, HEAD_DIM, UPCAST)
+    return t
+
+
+@triton.jit
+def _rows_source(base, n_rows, stride, BLOCK: tl.constexpr, HEAD_DIM: tl.constexpr, TMA: tl.constexpr):
+    # What _tile reads a head's (n_rows, HEAD_DIM) rows from: a descriptor made on the device, or the pointer.
+    if TMA:
+        return tl.make_tensor_descriptor(base, [n_rows, HEAD_DIM], [stride, 1], [BLOCK, HEAD_DIM])
+    else:
+        return base
+
+
+@triton.jit
 def _store_rows(base, rows, n_rows, stride, t, HEAD_DIM: tl.constexpr):
     offs_d = tl.arange(0, HEAD_DIM)
     ptrs = base + rows.to(tl.int64)[:, None] * stride + offs_d[None, :]
@@ -206,13 +239,15 @@ def _dkdv_inner(
     do_base,
     lse_base,
     delta_base,
-    dq_base,  # this head's fp32 dQ sums (rows of HEAD_DIM), with ATOMIC_DQ
+    dq_dest,  # this head's fp32 dQ sums, with ATOMIC_DQ: rows of HEAD_DIM, or under TMA a descriptor over
+    # their transpose (HEAD_DIM rows of SQ_SUMS), which TMA reduces into
     stride_qs,
     stride_dos,
     offs_n,
     lo,
     hi,
     SQ,
+    SQ_SUMS,  # the row length of the transposed dQ sums under TMA (SQ rounded up to 16 bytes)
     qk_scale,
     MASK: tl.constexpr,  # the causal mask (query blocks across the diagonal)
     ATOMIC_DQ: tl.constexpr,
@@ -220,12 +255,13 @@ def _dkdv_inner(
     BLOCK_M: tl.constexpr,
     DTYPE: tl.constexpr,
     UPCAST: tl.constexpr,
+    TMA: tl.constexpr,
 ):
     # Transposed tiles (keys x queries), so that the accumulations take P^T and dS^T as they come.
     for start_m in tl.range(lo, hi, BLOCK_M):
         offs_m = start_m + tl.arange(0, BLOCK_M)
-        q = _load_rows(q_base, offs_m, SQ, stride_qs, HEAD_DIM, UPCAST)
-        do = _load_rows(do_base, offs_m, SQ, stride_dos, HEAD_DIM, UPCAST)
+        q = _tile(q_base, start_m, SQ, stride_qs, BLOCK_M, HEAD_DIM, UPCAST, TMA)
+        do = _tile(do_base, start_m, SQ, stride_dos, BLOCK_M, HEAD_DIM, UPCAST, TMA)
         lse = tl.load(lse_base + offs_m, mask=offs_m < SQ, other=0.0) * _LOG2E_IN_KERNEL
         delta = tl.load(delta_base + offs_m, mask=offs_m < SQ, other=0.0)
         p_t = tl.math.exp2(tl.dot(k, tl.trans(q)) * qk_scale - lse[None, :])
@@ -238,8 +274,15 @@ def _dkdv_inner(
             # This key block's share of the queries' dQ; rows past SQ are not added (their dS is not 0).
             dq_t = tl.dot(tl.trans(k), ds_t)
             offs_d = tl.arange(0, HEAD_DIM)
-            ptrs = dq_base + offs_m.to(tl.int64)[None, :] * HEAD_DIM + offs_d[:, None]
-            tl.atomic_add(ptrs, dq_t, mask=(offs_m < SQ)[None, :], sem="relaxed")
+            if TMA:
+                if _INTERPRET_IN_KERNEL:  # it has no TMA reduction: the same transposed sums by atomics
+                    ptrs = dq_dest + offs_d.to(tl.int64)[:, None] * SQ_SUMS + offs_m[None, :]
+                    tl.atomic_add(ptrs, dq_t, mask=(offs_m < SQ)[None, :], sem="relaxed")
+                else:  # one bulk reduction from shared memory; the descriptor drops columns past SQ
+                    dq_dest.atomic_add([0, start_m], dq_t)
+            else:
+                ptrs = dq_dest + offs_m.to(tl.int64)[None, :] * HEAD_DIM + offs_d[:, None]
+                tl.atomic_add(ptrs, dq_t, mask=(offs_m < SQ)[None, :], sem="relaxed")
     return dk, dv
 
 
@@ -253,12 +296,13 @@ def _dkdv_kernel(
     Delta,
     DK,
     DV,
-    DQ_SUMS,  # fp32 (B, H, SQ, HEAD_DIM) zeros, with ATOMIC_DQ
+    DQ_SUMS,  # fp32 zeros with ATOMIC_DQ: (B, H, SQ, HEAD_DIM), under TMA (B, H, HEAD_DIM, SQ_SUMS)
     H,  # query heads
     H_KV,  # K/V heads = H // GROUP
     GROUP,
     SQ,
     SK,
+    SQ_SUMS,
     stride_qb,
     stride_qh,
     stride_qs,
@@ -283,6 +327,7 @@ def _dkdv_kernel(
     CAUSAL: tl.constexpr,
     UPCAST: tl.constexpr,
     ATOMIC_DQ: tl.constexpr,
+    TMA: tl.constexpr,  # the streamed tiles (and the one pass's dQ sums) through TMA descriptors
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
@@ -302,25 +347,33 @@ def _dkdv_kernel(
     DTYPE: tl.constexpr = Q.dtype.element_ty
     for g in tl.range(0, GROUP):
         h = h_kv * GROUP + g
-        q_base = _head_base(Q, b, h, stride_qb, stride_qh)
-        do_base = _head_base(DO, b, h, stride_dob, stride_doh)
+        q_base = _rows_source(_head_base(Q, b, h, stride_qb, stride_qh), SQ, stride_qs, BLOCK_M, HEAD_DIM, TMA)
+        do_base = _rows_source(_head_base(DO, b, h, stride_dob, stride_doh), SQ, stride_dos, BLOCK_M, HEAD_DIM, TMA)
         row0 = (b.to(tl.int64) * H + h) * SQ
-        dq_base = DQ_SUMS + row0 * HEAD_DIM
+        if TMA:
+            dq_base = DQ_SUMS + (b.to(tl.int64) * H + h) * HEAD_DIM * SQ_SUMS
+            if ATOMIC_DQ:
+                if not _INTERPRET_IN_KERNEL:
+                    dq_base = tl.make_tensor_descriptor(dq_base, [HEAD_DIM, SQ], [SQ_SUMS, 1], [HEAD_DIM, BLOCK_M])
+        else:
+            dq_base = DQ_SUMS + row0 * HEAD_DIM
         if CAUSAL:
             # Query blocks across the diagonal, masked; then every later query sees the whole key block.
             diagonal_end = tl.minimum(start_n + BLOCK_N, SQ)
             dk, dv = _dkdv_inner(
                 dk, dv, k, v, q_base, do_base, LSE + row0, Delta + row0, dq_base, stride_qs, stride_dos,
-                offs_n, start_n, diagonal_end, SQ, qk_scale, True, ATOMIC_DQ, HEAD_DIM, BLOCK_M, DTYPE, UPCAST,
+                offs_n, start_n, diagonal_end, SQ, SQ_SUMS, qk_scale, True, ATOMIC_DQ, HEAD_DIM, BLOCK_M, DTYPE, UPCAST,
+                TMA,
             )  # fmt: skip
             dk, dv = _dkdv_inner(
                 dk, dv, k, v, q_base, do_base, LSE + row0, Delta + row0, dq_base, stride_qs, stride_dos,
-                offs_n, diagonal_end, SQ, SQ, qk_scale, False, ATOMIC_DQ, HEAD_DIM, BLOCK_M, DTYPE, UPCAST,
+                offs_n, diagonal_end, SQ, SQ, SQ_SUMS, qk_scale, False, ATOMIC_DQ, HEAD_DIM, BLOCK_M, DTYPE, UPCAST,
+                TMA,
             )  # fmt: skip
         else:
             dk, dv = _dkdv_inner(
                 dk, dv, k, v, q_base, do_base, LSE + row0, Delta + row0, dq_base, stride_qs, stride_dos,
-                offs_n, 0, SQ, SQ, qk_scale, False, ATOMIC_DQ, HEAD_DIM, BLOCK_M, DTYPE, UPCAST,
+                offs_n, 0, SQ, SQ, SQ_SUMS, qk_scale, False, ATOMIC_DQ, HEAD_DIM, BLOCK_M, DTYPE, UPCAST, TMA,
             )  # fmt: skip
     _store_rows(_head_base(DK, b, h_kv, stride_dkb, stride_dkh), offs_n, SK, stride_dks, dk * sm_scale, HEAD_DIM)
     _store_rows(_head_base(DV, b, h_kv, stride_dvb, stride_dvh), offs_n, SK, stride_dvs, dv, HEAD_DIM)
@@ -347,11 +400,12 @@ def _dq_inner(
     BLOCK_N: tl.constexpr,
     DTYPE: tl.constexpr,
     UPCAST: tl.constexpr,
+    TMA: tl.constexpr,
 ):
     for start_n in tl.range(lo, hi, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
-        k = _load_rows(k_base, offs_n, SK, stride_ks, HEAD_DIM, UPCAST)
-        v = _load_rows(v_base, offs_n, SK, stride_vs, HEAD_DIM, UPCAST)
+        k = _tile(k_base, start_n, SK, stride_ks, BLOCK_N, HEAD_DIM, UPCAST, TMA)
+        v = _tile(v_base, start_n, SK, stride_vs, BLOCK_N, HEAD_DIM, UPCAST, TMA)
         p = tl.math.exp2(tl.dot(q, tl.trans(k)) * qk_scale - lse[:, None])
         if MASK == 1:
             p = tl.where(offs_m[:, None] >= offs_n[None, :], p, 0.0)
@@ -396,6 +450,7 @@ def _dq_kernel(
     CAUSAL: tl.constexpr,
     UPCAST: tl.constexpr,
     EVEN_N: tl.constexpr,  # SK % BLOCK_N == 0
+    TMA: tl.constexpr,  # the streamed K/V tiles through TMA descriptors
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
@@ -416,34 +471,34 @@ def _dq_kernel(
     row0 = bh.to(tl.int64) * SQ
     lse = tl.load(LSE + row0 + offs_m, mask=offs_m < SQ, other=0.0) * _LOG2E_IN_KERNEL
     delta = tl.load(Delta + row0 + offs_m, mask=offs_m < SQ, other=0.0)
-    k_base = _head_base(K, b, h_kv, stride_kb, stride_kh)
-    v_base = _head_base(V, b, h_kv, stride_vb, stride_vh)
+    k_base = _rows_source(_head_base(K, b, h_kv, stride_kb, stride_kh), SK, stride_ks, BLOCK_N, HEAD_DIM, TMA)
+    v_base = _rows_source(_head_base(V, b, h_kv, stride_vb, stride_vh), SK, stride_vs, BLOCK_N, HEAD_DIM, TMA)
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     DTYPE: tl.constexpr = Q.dtype.element_ty
     if CAUSAL:
         # Keys left of this query block: all visible. Then the diagonal blocks, masked.
         dq = _dq_inner(
             dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_vs, offs_m, 0, off_m, SK, qk_scale, 0,
-            HEAD_DIM, BLOCK_N, DTYPE, UPCAST,
+            HEAD_DIM, BLOCK_N, DTYPE, UPCAST, TMA,
         )  # fmt: skip
         dq = _dq_inner(
             dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_vs, offs_m, off_m,
-            tl.minimum(off_m + BLOCK_M, SK), SK, qk_scale, 1, HEAD_DIM, BLOCK_N, DTYPE, UPCAST,
+            tl.minimum(off_m + BLOCK_M, SK), SK, qk_scale, 1, HEAD_DIM, BLOCK_N, DTYPE, UPCAST, TMA,
         )  # fmt: skip
     elif EVEN_N:
         dq = _dq_inner(
             dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_vs, offs_m, 0, SK, SK, qk_scale, 0,
-            HEAD_DIM, BLOCK_N, DTYPE, UPCAST,
+            HEAD_DIM, BLOCK_N, DTYPE, UPCAST, TMA,
         )  # fmt: skip
     else:
         full = (SK // BLOCK_N) * BLOCK_N
         dq = _dq_inner(
             dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_vs, offs_m, 0, full, SK, qk_scale, 0,
-            HEAD_DIM, BLOCK_N, DTYPE, UPCAST,
+            HEAD_DIM, BLOCK_N, DTYPE, UPCAST, TMA,
         )  # fmt: skip
         dq = _dq_inner(
             dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_vs, offs_m, full, SK, SK, qk_scale, 2,
-            HEAD_DIM, BLOCK_N, DTYPE, UPCAST,
+            HEAD_DIM, BLOCK_N, DTYPE, UPCAST, TMA,
         )  # fmt: skip
     _store_rows(_head_base(DQ, b, h, stride_dqb, stride_dqh), offs_m, SQ, stride_dqs, dq * sm_scale, HEAD_DIM)
 
@@ -456,22 +511,34 @@ def _dq_from_sums_kernel(Sums, DQ, n, sm_scale, BLOCK: tl.constexpr):
     tl.store(DQ + offs, round_to(x * sm_scale, DQ.dtype.element_ty), mask=offs < n)
 
 
+@triton.jit
+def _dq_from_transposed_sums_kernel(Sums, DQ, SQ, SQ_SUMS, sm_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    # The same from TMA's layout: each head's sums are (HEAD_DIM, SQ_SUMS); dQ is contiguous (B, H, SQ, D).
+    n_m = tl.cdiv(SQ, BLOCK_M)
+    bh = (tl.program_id(0) // n_m).to(tl.int64)
+    rows = (tl.program_id(0) % n_m) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    x = tl.load(Sums + bh * HEAD_DIM * SQ_SUMS + offs_d[None, :] * SQ_SUMS + rows[:, None], mask=(rows < SQ)[:, None])
+    dq = DQ + bh * SQ * HEAD_DIM + rows.to(tl.int64)[:, None] * HEAD_DIM + offs_d[None, :]
+    tl.store(dq, round_to(x * sm_scale, DQ.dtype.element_ty), mask=(rows < SQ)[:, None])
+
+
 _dkdv_tuned = triton.autotune(
     configs=dkdv_configs(),
-    key=["SQ", "SK", "HEAD_DIM", "CAUSAL", "GROUP"],
+    key=["SQ", "SK", "HEAD_DIM", "CAUSAL", "GROUP", "TMA"],
     prune_configs_by={"early_config_prune": prune_dkdv_configs},
 )(_dkdv_kernel)
 
 _dkdv_dq_tuned = triton.autotune(
     configs=dkdv_dq_configs(),
-    key=["SQ", "SK", "HEAD_DIM", "CAUSAL", "GROUP"],
+    key=["SQ", "SK", "HEAD_DIM", "CAUSAL", "GROUP", "TMA"],
     prune_configs_by={"early_config_prune": prune_dkdv_dq_configs},
     reset_to_zero=["DQ_SUMS"],  # each timed candidate adds into the buffer: start it from zeros
 )(_dkdv_kernel)
 
 _dq_tuned = triton.autotune(
     configs=dq_configs(),
-    key=["SQ", "SK", "HEAD_DIM", "CAUSAL", "GROUP"],
+    key=["SQ", "SK", "HEAD_DIM", "CAUSAL", "GROUP", "TMA"],
     prune_configs_by={"early_config_prune": prune_dq_configs},
 )(triton.heuristics({"EVEN_N": lambda args: args["SK"] % args["BLOCK_N"] == 0})(_dq_kernel))
 
@@ -483,6 +550,15 @@ _dq_tuned = triton.autotune(
 
 def _unit_last_stride(t: torch.Tensor) -> torch.Tensor:
     return t if t.stride(-1) == 1 else t.contiguous()
+
+
+def tma_fits(*tensors: torch.Tensor) -> bool:
+    """Whether each (B, H, S, D) tensor with a unit last stride can be read through per-head TMA descriptors:
+    its base address and its batch, head and row strides in bytes multiples of 16."""
+    return all(
+        t.data_ptr() % _TMA_ALIGN == 0 and all(st * t.element_size() % _TMA_ALIGN == 0 for st in t.stride()[:3])
+        for t in tensors
+    )
 
 
 def attention_backward(
@@ -499,14 +575,17 @@ def attention_backward(
     need_dq: bool = True,
     need_dkdv: bool = True,
     atomic_dq: bool = False,
+    tma: bool = False,
     dkdv_config: triton.Config | None = None,
     dq_config: triton.Config | None = None,
 ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
     """dq, dk, dv (None where not asked for) from the output's gradient `do` and what the forward saved: q, k,
     v (B, H // group, S_k, D), o and lse ((B, H, S_q) fp32, natural-log log-sum-exp of the scaled scores).
     No validation beyond the head grouping. `atomic_dq`: one pass that adds dQ with atomics where dq and dk/dv
-    are both asked for (the module's docstring says what it trades). `dkdv_config`/`dq_config` (`bwd_config`)
-    bypass the autotuners (`dkdv_config` is the one pass's config under `atomic_dq`)."""
+    are both asked for (the module's docstring says what it trades). `tma`: the streamed tiles through TMA
+    descriptors made on the device, and the one pass's dQ sums added by TMA's bulk reduction (an error where
+    `tma_fits` does not hold). `dkdv_config`/`dq_config` (`bwd_config`) bypass the autotuners (`dkdv_config`
+    is the one pass's config under `atomic_dq`)."""
     b, h, sq, d = q.shape
     h_kv, sk = k.shape[1], k.shape[2]
     if group < 1 or h != h_kv * group:
@@ -517,22 +596,31 @@ def attention_backward(
     if b * h == 0 or not (need_dq or need_dkdv):
         return dq, dk, dv
     do = _unit_last_stride(do)
+    if tma:
+        if not tma_fits(q, k, v, do):
+            raise ValueError("attention backward: tma=True needs 16-byte aligned inputs and strides (tma_fits)")
+        ensure_allocator()
     delta = torch.empty((b, h, sq), dtype=torch.float32, device=q.device)
     _preprocess_kernel[(triton.cdiv(sq, _PREPROCESS_BLOCK) * b * h,)](
         o, do, delta, h, sq, *o.stride()[:3], *do.stride()[:3], HEAD_DIM=d, BLOCK_M=_PREPROCESS_BLOCK
     )
     inputs = (q, k, v, do, lse, delta)
     strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3])
-    consts = {"HEAD_DIM": d, "CAUSAL": causal, "UPCAST": INTERPRET and q.dtype == torch.bfloat16}
+    consts = {"HEAD_DIM": d, "CAUSAL": causal, "UPCAST": INTERPRET and q.dtype == torch.bfloat16, "TMA": tma}
     scales = (scale * _LOG2E, scale)
     mask = "causal" if causal else "full"
     launches = []
     one_pass = atomic_dq and need_dq and need_dkdv
+    via = ", TMA" if tma else ""
+    # TMA reduces each dQ share in its transposed layout (head_dim rows of queries, 16-byte aligned).
+    sq_sums = triton.cdiv(sq, 4) * 4 if tma else sq
     if need_dkdv:
         # Without the one pass the kernel never touches the fp32 dQ sums: dk stands in for the pointer.
-        sums = torch.zeros(q.shape, dtype=torch.float32, device=q.device) if one_pass else dk
+        sums_shape = (b, h, d, sq_sums) if tma else q.shape
+        sums = torch.zeros(sums_shape, dtype=torch.float32, device=q.device) if one_pass else dk
         args = (
-            *inputs, dk, dv, sums, h, h_kv, group, sq, sk, *strides, *dk.stride()[:3], *dv.stride()[:3], *scales
+            *inputs, dk, dv, sums, h, h_kv, group, sq, sk, sq_sums, *strides, *dk.stride()[:3], *dv.stride()[:3],
+            *scales,
         )  # fmt: skip
         tuner = _dkdv_dq_tuned if one_pass else _dkdv_tuned
         if dkdv_config is None:
@@ -541,8 +629,13 @@ def attention_backward(
         else:
             grid = (triton.cdiv(sk, dkdv_config.kwargs["BLOCK_N"]) * b * h_kv,)
             _dkdv_kernel[grid](*args, **consts, ATOMIC_DQ=one_pass, **dkdv_config.all_kwargs())
-        launches.append((dkdv_config, f"{mask}, dk/dv" + (" + atomic dq" if one_pass else "")))
-    if one_pass:
+        launches.append((dkdv_config, f"{mask}, dk/dv" + (" + atomic dq" if one_pass else "") + via))
+    if one_pass and tma:
+        grid = (triton.cdiv(sq, _DQ_FROM_TRANSPOSED_ROWS) * b * h,)
+        _dq_from_transposed_sums_kernel[grid](
+            sums, dq, sq, sq_sums, scale, HEAD_DIM=d, BLOCK_M=_DQ_FROM_TRANSPOSED_ROWS
+        )
+    elif one_pass:
         n = dq.numel()
         _dq_from_sums_kernel[(triton.cdiv(n, _DQ_FROM_SUMS_BLOCK),)](sums, dq, n, scale, BLOCK=_DQ_FROM_SUMS_BLOCK)
     elif need_dq:
@@ -554,6 +647,6 @@ def attention_backward(
             even = sk % dq_config.kwargs["BLOCK_N"] == 0
             grid = (triton.cdiv(sq, dq_config.kwargs["BLOCK_M"]) * b * h,)
             _dq_kernel[grid](*args, **consts, EVEN_N=even, **dq_config.all_kwargs())
-        launches.append((dq_config, f"{mask}, dq"))
+        launches.append((dq_config, f"{mask}, dq{via}"))
     note_launch("attention-bwd", *launches[0], *launches[1:])
     return dq, dk, dv

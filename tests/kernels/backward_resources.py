@@ -71,25 +71,27 @@ def attention_rows() -> list[str]:
         heads = 2048 // head_dim
         strides = (heads * seq * head_dim, seq * head_dim, head_dim)
         for causal in (False, True):
-            consts = {"HEAD_DIM": head_dim, "CAUSAL": causal, "UPCAST": False}
             mask = "causal" if causal else "full"
-            for one_pass, prune, configs in (
-                (False, ab.prune_dkdv_configs, ab.dkdv_configs()),
-                (True, ab.prune_dkdv_dq_configs, ab.dkdv_dq_configs()),
-            ):
-                sums = _F32 if one_pass else _BF16
-                for cfg in prune(configs, {"SK": seq}, HEAD_DIM=head_dim):
-                    args = (*[_BF16] * 4, _F32, _F32, _BF16, _BF16, sums, heads, heads, 1, seq, seq, *strides * 6)
-                    meta = {**consts, "ATOMIC_DQ": one_pass, **cfg.all_kwargs()}
-                    c = compile_sm90(ab._dkdv_kernel, (*args, 0.18, 0.125), meta, "dkdv")
+            for tma in (False, True):
+                consts = {"HEAD_DIM": head_dim, "CAUSAL": causal, "UPCAST": False, "TMA": tma}
+                via = ", TMA" if tma else ""
+                for one_pass, prune, configs in (
+                    (False, ab.prune_dkdv_configs, ab.dkdv_configs()),
+                    (True, ab.prune_dkdv_dq_configs, ab.dkdv_dq_configs()),
+                ):
+                    sums = _F32 if one_pass else _BF16
+                    for cfg in prune(configs, {"SK": seq}, HEAD_DIM=head_dim):
+                        args = (*[_BF16] * 4, _F32, _F32, _BF16, _BF16, sums, heads, heads, 1, seq, seq, seq)
+                        meta = {**consts, "ATOMIC_DQ": one_pass, **cfg.all_kwargs()}
+                        c = compile_sm90(ab._dkdv_kernel, (*args, *strides * 6, 0.18, 0.125), meta, "dkdv")
+                        label = f"D{head_dim} {mask} {cfg.kwargs['BLOCK_M']}x{cfg.kwargs['BLOCK_N']} w{cfg.num_warps}"
+                        kernel = "dk/dv+dq" if one_pass else "dk/dv"
+                        rows.append(line(kernel, f"{label} s{cfg.num_stages}{via}", c))
+                for cfg in ab.prune_dq_configs(ab.dq_configs(), {"SQ": seq}, HEAD_DIM=head_dim):
+                    args = (*[_BF16] * 4, _F32, _F32, _BF16, heads, 1, seq, seq, *strides * 5, 0.18, 0.125)
+                    c = compile_sm90(ab._dq_kernel, args, {**consts, "EVEN_N": True, **cfg.all_kwargs()}, "dq")
                     label = f"D{head_dim} {mask} {cfg.kwargs['BLOCK_M']}x{cfg.kwargs['BLOCK_N']} w{cfg.num_warps}"
-                    kernel = "dk/dv+dq" if one_pass else "dk/dv"
-                    rows.append(line(kernel, f"{label} s{cfg.num_stages}", c))
-            for cfg in ab.prune_dq_configs(ab.dq_configs(), {"SQ": seq}, HEAD_DIM=head_dim):
-                args = (*[_BF16] * 4, _F32, _F32, _BF16, heads, 1, seq, seq, *strides * 5, 0.18, 0.125)
-                c = compile_sm90(ab._dq_kernel, args, {**consts, "EVEN_N": True, **cfg.all_kwargs()}, "dq")
-                label = f"D{head_dim} {mask} {cfg.kwargs['BLOCK_M']}x{cfg.kwargs['BLOCK_N']} w{cfg.num_warps}"
-                rows.append(line("dq", f"{label} s{cfg.num_stages}", c))
+                    rows.append(line("dq", f"{label} s{cfg.num_stages}{via}", c))
     return rows
 
 

@@ -1,7 +1,12 @@
 """attention's backward (FlashAttention-2) against float64 autograd on the reference, and what it saves."""
 
 import importlib
+import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -105,6 +110,75 @@ def _check_one_pass(q, k, v, group, what):
     for name, grad, r in zip(("dq", "dk", "dv"), grads, reference_grads(ref, [q, k, v], do)):
         assert_grad_close(grad, r, q.dtype, f"one pass {what} {name}", GRADIENT_ELEMENT_TOLERANCE)
     assert "atomic dq" in last_launch("attention-bwd")
+
+
+def _check_direct(q, k, v, group, causal, what, **kwargs):
+    """attention_backward with `kwargs` against float64 autograd, from a forward on K/V repeated per query
+    head; returns its launch record."""
+    do = _grad_out(q, 37)
+    scale = 1 / math.sqrt(q.shape[-1])
+    lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
+    kr, vr = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    o = at._attention_forward(q, kr, vr, causal, scale, lse=lse)
+    grads = ab.attention_backward(do, q, k, v, o, lse, causal, scale, group=group, **kwargs)
+
+    def ref(q, k, v):
+        return attention_ref(q, k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1), causal, scale)
+
+    for name, grad, r in zip(("dq", "dk", "dv"), grads, reference_grads(ref, [q, k, v], do)):
+        assert_grad_close(grad, r, q.dtype, f"{what} {name}", GRADIENT_ELEMENT_TOLERANCE)
+    return last_launch("attention-bwd")
+
+
+@pytest.mark.parametrize("atomic_dq", [False, True])
+@pytest.mark.parametrize(
+    "seq,head_dim,causal,dtype",
+    [(37, 64, False, torch.float16), (21, 32, True, torch.bfloat16), (50, 16, True, torch.float16)],
+)
+def test_backward_through_tma_descriptors(seq, head_dim, causal, dtype, atomic_dq, device):
+    """tma=True: the streamed tiles through descriptors made on the device (rows past the length read as
+    zeros), and the one pass's dQ sums in their transposed layout, whose rows (37, 21 and 50 queries) are
+    padded to 16 bytes; grouped K/V heads."""
+    q, k, v = random_qkv(1, 4, seq, seq, head_dim, dtype, device, seed=38, kv_heads=2)
+    what = f"tma S={seq} D={head_dim} causal={causal} atomic_dq={atomic_dq} {dtype}"
+    launch = _check_direct(q, k, v, 2, causal, what, tma=True, atomic_dq=atomic_dq)
+    mask = "causal" if causal else "full"
+    if atomic_dq:
+        assert launch.startswith(f"{mask}, dk/dv + atomic dq, TMA: BLOCK_M=") and "; " not in launch
+    else:
+        assert launch.startswith(f"{mask}, dk/dv, TMA: BLOCK_M=") and f"; {mask}, dq, TMA: BLOCK_M=" in launch
+
+
+def test_backward_through_tma_needs_aligned_inputs(device):
+    """A tensor whose rows start off a 16-byte boundary cannot be read by TMA: a clear error, not a wrong
+    gradient."""
+    q, k, v = random_qkv(1, 2, 16, 16, 16, torch.float16, device, seed=40)
+    shifted = torch.empty(q.numel() + 1, dtype=q.dtype, device=device)[1:].view(q.shape)
+    shifted.copy_(q)
+    assert ab.tma_fits(q, k, v) and not ab.tma_fits(shifted)
+    lse = torch.empty(q.shape[:3], dtype=torch.float32, device=device)
+    o = at._attention_forward(q, k, v, False, 0.25, lse=lse)
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        ab.attention_backward(o, shifted, k, v, o, lse, False, 0.25, tma=True)
+
+
+def test_tma_builds_move_their_tiles_by_tma_for_sm90():
+    """The GPU builds (compiled ahead of time in a fresh process without the interpreter): with TMA the
+    streamed tiles come by TMA loads and the one pass's dQ leaves by TMA's bulk reduction, not by per-thread
+    atomics; without, neither appears."""
+    script = Path(__file__).with_name("backward_tma_builds.py")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    builds = json.loads(done.stdout)
+    for kernel in ("dkdv", "dkdv+dq", "dq"):
+        plain, tma = builds[kernel], builds[f"{kernel} tma"]
+        assert plain["UTMALDG"] == 0 and plain["UTMAREDG"] == 0, kernel
+        assert tma["UTMALDG"] > 0, f"{kernel} with TMA loads no tile by TMA: {tma}"
+    assert builds["dkdv+dq"]["REDG"] > 0 and builds["dkdv+dq tma"]["REDG"] == 0
+    assert builds["dkdv+dq tma"]["UTMAREDG"] > 0
+    assert builds["dq tma"]["LDGSTS"] == 0  # K and V: every streamed tile by TMA
+    assert builds["dkdv tma"]["spill_bytes"] == 0 and builds["dq tma"]["spill_bytes"] == 0
 
 
 @pytest.mark.parametrize("sq,sk", [(1, 17), (17, 77), (77, 33)])
@@ -334,6 +408,19 @@ def test_one_pass_backward_gpu(seq, head_dim, causal):
     _gpu_check(2, 8, seq, head_dim, torch.bfloat16, causal, seed=26, deterministic=False)
 
 
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("atomic_dq", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seq,head_dim", [(4096, 128), (4097, 64), (333, 256)])
+def test_backward_through_tma_gpu(seq, head_dim, causal, atomic_dq):
+    """tma=True at full size on the GPU (TMA's own bulk reduction for the one pass's dQ, which the interpreter
+    stands in for with atomics), grouped K/V heads."""
+    q, k, v = random_qkv(1, 8, seq, seq, head_dim, torch.bfloat16, "cuda", seed=41, kv_heads=4)
+    what = f"tma S={seq} D={head_dim} causal={causal} atomic_dq={atomic_dq}"
+    assert ", TMA: " in _check_direct(q, k, v, 2, causal, what, tma=True, atomic_dq=atomic_dq)
+
+
 def _check_forced_configs(head_dim, seed, launches):
     """Each (label, attention_backward keyword arguments) of `launches` on one forward, causal and not, against
     float32."""
@@ -356,17 +443,21 @@ def _check_forced_configs(head_dim, seed, launches):
 @needs_cuda
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_every_one_pass_candidate_gpu(head_dim):
-    """Each one-pass candidate the autotuner may pick, forced, causal and not."""
+    """Each one-pass candidate the autotuner may pick, forced, causal and not, with and without TMA."""
     configs = ab.prune_dkdv_dq_configs(ab.dkdv_dq_configs(), {"SK": 1024}, HEAD_DIM=head_dim)
-    _check_forced_configs(head_dim, 27, [(str(c), {"atomic_dq": True, "dkdv_config": c}) for c in configs])
+    launches = [(str(c), {"atomic_dq": True, "dkdv_config": c}) for c in configs]
+    launches += [(f"{c}, TMA", {"atomic_dq": True, "dkdv_config": c, "tma": True}) for c in configs]
+    _check_forced_configs(head_dim, 27, launches)
 
 
 @pytest.mark.gpu
 @needs_cuda
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_every_backward_candidate_gpu(head_dim):
-    """Each dK/dV and dQ candidate the autotuners may pick, forced, causal and not."""
+    """Each dK/dV and dQ candidate the autotuners may pick, forced, causal and not, with and without TMA."""
     dkdv = ab.prune_dkdv_configs(ab.dkdv_configs(), {"SK": 1024}, HEAD_DIM=head_dim)
     dq = ab.prune_dq_configs(ab.dq_configs(), {"SQ": 1024}, HEAD_DIM=head_dim)
     pairs = [(dkdv[i % len(dkdv)], dq[i % len(dq)]) for i in range(max(len(dkdv), len(dq)))]
-    _check_forced_configs(head_dim, 24, [(f"{c1} / {c2}", {"dkdv_config": c1, "dq_config": c2}) for c1, c2 in pairs])
+    launches = [(f"{c1} / {c2}", {"dkdv_config": c1, "dq_config": c2}) for c1, c2 in pairs]
+    launches += [(f"{c1} / {c2}, TMA", {"dkdv_config": c1, "dq_config": c2, "tma": True}) for c1, c2 in pairs]
+    _check_forced_configs(head_dim, 24, launches)

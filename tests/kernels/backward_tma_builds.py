@@ -1,0 +1,70 @@
+"""Compile the attention backward's TMA builds ahead of time for sm_90 (no GPU) and report, as JSON, the
+instructions that move their tiles.
+
+    python tests/kernels/backward_tma_builds.py
+
+Run by test_attention_backward.py in a fresh process (the interpreter, on in the test session, compiles
+nothing and has no TMA reduction of its own). The builds are the tiles the tuners took on an H100 at head_dim
+128, S 4096, causal: the dK/dV program with and without the one pass's dQ, and the dQ program, each with TMA
+and without.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import tempfile
+
+import resource_report as rr
+import torch
+from triton import knobs
+
+ab = importlib.import_module("tierbench.kernels.attention_backward")
+_BF16, _F32 = torch.empty(64, dtype=torch.bfloat16), torch.empty(64)  # only dtype and alignment reach the binder
+SEQ, HEAD_DIM, HEADS = 4096, 128, 16
+STRIDES = (HEADS * SEQ * HEAD_DIM, SEQ * HEAD_DIM, HEAD_DIM)
+MOVES = ("UTMALDG", "UTMAREDG", "LDGSTS", "LDG", "REDG", "STL", "LDL")
+
+
+def build(kernel: str, tma: bool) -> dict:
+    consts = {"HEAD_DIM": HEAD_DIM, "CAUSAL": True, "UPCAST": False, "TMA": tma}
+    if kernel == "dq":
+        cfg = ab.bwd_config(128, 32, 8, 3)
+        args = (*[_BF16] * 4, _F32, _F32, _BF16, HEADS, 1, SEQ, SEQ, *STRIDES * 5, 0.18, 0.125)
+        compiled = rr.compile_sm90(ab._dq_kernel, args, {**consts, "EVEN_N": True, **cfg.all_kwargs()}, kernel)
+    else:
+        one_pass = kernel == "dkdv+dq"
+        cfg = ab.bwd_config(32, 128, 8, 3)
+        sums = _F32 if one_pass else _BF16
+        args = (*[_BF16] * 4, _F32, _F32, _BF16, _BF16, sums, HEADS, HEADS, 1, SEQ, SEQ, SEQ, *STRIDES * 6, 0.18, 0.125)
+        meta = {**consts, "ATOMIC_DQ": one_pass, **cfg.all_kwargs()}
+        compiled = rr.compile_sm90(ab._dkdv_kernel, args, meta, kernel)
+    cmd, why = rr.find_disassembler()
+    if cmd is None:
+        raise SystemExit(f"no disassembler: {why}")
+    _, instrs = rr.disassemble(cmd, compiled.cubin)
+    counts = rr.op_counts(instrs)
+    return {
+        "config": str(cfg),
+        "registers": compiled.regs,
+        "spill_bytes": sum(compiled.spill_bytes or (0,)),
+        **{op: rr.count(counts, op + ".") + counts[op] for op in MOVES},
+    }
+
+
+def main() -> int:
+    report = {}
+    with tempfile.TemporaryDirectory() as cache:
+        knobs.cache.dir = cache  # a private, always-missed cache: every build goes through ptxas
+        knobs.compilation.always_compile = True
+        knobs.nvidia.dump_ptxas_log = True
+        for kernel in ("dkdv", "dkdv+dq", "dq"):
+            for tma in (False, True):
+                report[f"{kernel}{' tma' if tma else ''}"] = build(kernel, tma)
+    json.dump(report, sys.stdout, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
