@@ -553,10 +553,12 @@ def _unit_last_stride(t: torch.Tensor) -> torch.Tensor:
 
 
 def tma_fits(*tensors: torch.Tensor) -> bool:
-    """Whether each (B, H, S, D) tensor with a unit last stride can be read through per-head TMA descriptors:
-    its base address and its batch, head and row strides in bytes multiples of 16."""
+    """Whether each (B, H, S, D) tensor can be read through per-head TMA descriptors: a unit last stride, its
+    base address and its batch, head and row strides in bytes multiples of 16."""
     return all(
-        t.data_ptr() % _TMA_ALIGN == 0 and all(st * t.element_size() % _TMA_ALIGN == 0 for st in t.stride()[:3])
+        t.stride(-1) == 1
+        and t.data_ptr() % _TMA_ALIGN == 0
+        and all(st * t.element_size() % _TMA_ALIGN == 0 for st in t.stride()[:3])
         for t in tensors
     )
 

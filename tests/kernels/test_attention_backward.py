@@ -156,6 +156,8 @@ def test_backward_through_tma_needs_aligned_inputs(device):
     shifted = torch.empty(q.numel() + 1, dtype=q.dtype, device=device)[1:].view(q.shape)
     shifted.copy_(q)
     assert ab.tma_fits(q, k, v) and not ab.tma_fits(shifted)
+    rows_of_40_bytes = torch.empty(1, 2, 16, 20, dtype=torch.float16, device=device)[..., :16]
+    assert not ab.tma_fits(q.transpose(-1, -2)) and not ab.tma_fits(rows_of_40_bytes)
     lse = torch.empty(q.shape[:3], dtype=torch.float32, device=device)
     o = at._attention_forward(q, k, v, False, 0.25, lse=lse)
     with pytest.raises(ValueError, match="16-byte aligned"):
