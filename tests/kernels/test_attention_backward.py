@@ -149,6 +149,14 @@ def test_backward_through_tma_descriptors(seq, head_dim, causal, dtype, atomic_d
         assert launch.startswith(f"{mask}, dk/dv, TMA: BLOCK_M=") and f"; {mask}, dq, TMA: BLOCK_M=" in launch
 
 
+@pytest.mark.parametrize("sq,sk", [(37, 21), (9, 50)])
+def test_backward_through_tma_cross_lengths(sq, sk, device):
+    """tma=True with queries longer than keys and shorter: each descriptor clips at its own length."""
+    q, k, v = random_qkv(1, 2, sq, sk, 32, torch.float16, device, seed=43)
+    for atomic_dq in (False, True):
+        _check_direct(q, k, v, 1, False, f"tma Sq={sq} Sk={sk} atomic_dq={atomic_dq}", tma=True, atomic_dq=atomic_dq)
+
+
 def test_backward_through_tma_needs_aligned_inputs(device):
     """A tensor whose rows start off a 16-byte boundary cannot be read by TMA: a clear error, not a wrong
     gradient."""
