@@ -14,11 +14,9 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-import tempfile
 
 import resource_report as rr
 import torch
-from triton import knobs
 
 ab = importlib.import_module("tierbench.kernels.attention_backward")
 _BF16, _F32 = torch.empty(64, dtype=torch.bfloat16), torch.empty(64)  # only dtype and alignment reach the binder
@@ -55,10 +53,7 @@ def build(kernel: str, tma: bool) -> dict:
 
 def main() -> int:
     report = {}
-    with tempfile.TemporaryDirectory() as cache:
-        knobs.cache.dir = cache  # a private, always-missed cache: every build goes through ptxas
-        knobs.compilation.always_compile = True
-        knobs.nvidia.dump_ptxas_log = True
+    with rr.every_build_through_ptxas():
         for kernel in ("dkdv", "dkdv+dq", "dq"):
             for tma in (False, True):
                 report[f"{kernel}{' tma' if tma else ''}"] = build(kernel, tma)

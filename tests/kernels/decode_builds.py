@@ -13,11 +13,9 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-import tempfile
 
 import resource_report as rr
 import torch
-from triton import knobs
 
 dec = importlib.import_module("tierbench.kernels.decode")
 
@@ -62,10 +60,7 @@ def combine_build(head_dim: int, splits: int) -> dict:
 
 def main() -> int:
     report = {}
-    with tempfile.TemporaryDirectory() as cache:
-        knobs.cache.dir = cache  # a private, always-missed cache: every build goes through ptxas
-        knobs.compilation.always_compile = True
-        knobs.nvidia.dump_ptxas_log = True
+    with rr.every_build_through_ptxas():
         for build in BUILDS:
             d, rows, page, causal, split = build
             report[f"split-kv D{d} rows={rows} block_size={page} causal={causal} split={split}"] = split_kv_build(

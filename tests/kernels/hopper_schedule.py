@@ -18,11 +18,9 @@ import importlib
 import json
 import re
 import sys
-import tempfile
 
 import resource_report as rr
 import torch
-from triton import knobs
 from triton.experimental.gluon._runtime import GluonASTSource
 
 at = importlib.import_module("tierbench.kernels.attention")
@@ -88,11 +86,7 @@ def main() -> int:
         print(f"no disassembler: {why}", file=sys.stderr)
         return 1
     report = {}
-    with tempfile.TemporaryDirectory() as cache:
-        # A private, always-missed cache: every build goes through ptxas, whose -v log is read.
-        knobs.cache.dir = cache
-        knobs.compilation.always_compile = True
-        knobs.nvidia.dump_ptxas_log = True
+    with rr.every_build_through_ptxas():
         for kernel, module in at.HOPPER_KERNELS.items():
             for head_dim in module.HEAD_DIMS:
                 for causal in (False, True):

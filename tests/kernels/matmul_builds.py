@@ -14,10 +14,8 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-import tempfile
 
 import resource_report as rr
-from triton import knobs
 
 mm = importlib.import_module("tierbench.kernels.matmul")
 epi = importlib.import_module("tierbench.kernels.epilogue")
@@ -71,10 +69,7 @@ def main() -> int:
     precise = [c for c in fp8 if c.kwargs["BLOCK_N"] <= 128]  # the tiles precise accumulation keeps
     fast = fp8[1]  # 128x256x128 with half-width stores
     report = {}
-    with tempfile.TemporaryDirectory() as cache:
-        knobs.cache.dir = cache  # a private, always-missed cache: every build goes through ptxas
-        knobs.compilation.always_compile = True
-        knobs.nvidia.dump_ptxas_log = True
+    with rr.every_build_through_ptxas():
         report["tma plain"] = tma_build(whole, act.NONE, False)
         report["tma bias+gelu, z stored, half-width stores"] = tma_build(half, act.GELU, True)
         report["tma bias+gelu-tanh"] = tma_build(whole, act.GELU_TANH, False)

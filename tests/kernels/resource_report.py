@@ -86,6 +86,17 @@ _BACKEND = make_backend(TARGET)
 _BINDERS: dict[int, object] = {}
 
 
+@contextlib.contextmanager
+def every_build_through_ptxas():
+    """A private, always-missed Triton cache for the block: every build goes through ptxas, whose -v log
+    gives registers and spills."""
+    with tempfile.TemporaryDirectory() as cache:
+        knobs.cache.dir = cache
+        knobs.compilation.always_compile = True
+        knobs.nvidia.dump_ptxas_log = True
+        yield
+
+
 def compile_sm90(fn, args: tuple, kwargs: dict, name: str, source: type[ASTSource] = ASTSource) -> Compiled:
     """Compile a @triton.jit function (a Gluon one with `source=GluonASTSource`) for sm_90 as a launch with
     these arguments would; no device touched. Needs `knobs.nvidia.dump_ptxas_log` for registers and spills."""
@@ -412,11 +423,7 @@ def main() -> int:
     print(f"triton {triton.__version__}, target {TARGET}, ptxas {ptxas}, SASS via {why if disasm else 'none'}")
 
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as cache:
-        # A private, always-missed cache: every kernel goes through ptxas, whose -v log gives regs/spills.
-        knobs.cache.dir = cache
-        knobs.compilation.always_compile = True
-        knobs.nvidia.dump_ptxas_log = True
+    with every_build_through_ptxas():
         sections = (
             ("bias_gelu_layer_norm, whole-row kernel, bf16, 16384 rows", report_norm),
             (f"attention forward, bf16, B*H*S = {ATTN_TOKENS}*{ATTN_MODEL_DIM}/D, S = {ATTN_SEQ}", report_attention),
