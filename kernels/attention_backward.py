@@ -302,7 +302,7 @@ def _dkdv_kernel(
     GROUP,
     SQ,
     SK,
-    SQ_SUMS,
+    SQ_SUMS,  # the dQ sums' row length: SQ, or under TMA SQ rounded up to 16 bytes
     stride_qb,
     stride_qh,
     stride_qs,
@@ -349,14 +349,13 @@ def _dkdv_kernel(
         h = h_kv * GROUP + g
         q_base = _rows_source(_head_base(Q, b, h, stride_qb, stride_qh), SQ, stride_qs, BLOCK_M, HEAD_DIM, TMA)
         do_base = _rows_source(_head_base(DO, b, h, stride_dob, stride_doh), SQ, stride_dos, BLOCK_M, HEAD_DIM, TMA)
-        row0 = (b.to(tl.int64) * H + h) * SQ
+        q_head = b.to(tl.int64) * H + h
+        row0 = q_head * SQ
+        dq_base = DQ_SUMS + q_head * HEAD_DIM * SQ_SUMS  # either layout: SQ_SUMS is SQ without TMA
         if TMA:
-            dq_base = DQ_SUMS + (b.to(tl.int64) * H + h) * HEAD_DIM * SQ_SUMS
             if ATOMIC_DQ:
                 if not _INTERPRET_IN_KERNEL:
                     dq_base = tl.make_tensor_descriptor(dq_base, [HEAD_DIM, SQ], [SQ_SUMS, 1], [HEAD_DIM, BLOCK_M])
-        else:
-            dq_base = DQ_SUMS + row0 * HEAD_DIM
         if CAUSAL:
             # Query blocks across the diagonal, masked; then every later query sees the whole key block.
             diagonal_end = tl.minimum(start_n + BLOCK_N, SQ)

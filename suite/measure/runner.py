@@ -20,7 +20,7 @@ from tierbench.timing import CpuTimer, CudaEventTimer, Ungraphed, Watch
 from ..ceilings import Ceilings
 from ..ops.base import Case, Op, grad_name
 from ..providers.base import Provider, Unavailable
-from ..store.records import Measurement, RecordWriter, reads_as_oom
+from ..store.records import LAST_CALL_RAISED, LAST_OUTPUT_UNCHECKED, Measurement, RecordWriter, reads_as_oom
 from ..tiers import BUILTIN, Tier
 from ..units import sig
 from . import profiling, progress, traffic
@@ -406,7 +406,7 @@ def _recheck(
     ctx.step(name, "checking its last timed output")
     if isinstance(output, BaseException):
         status = "oom" if is_oom(output) else "error"
-        return status, f"after the timed rounds its call raised {describe(output)} (its checked call passed)"
+        return status, f"{LAST_CALL_RAISED}{describe(output)} (its checked call passed)"
     for attempt in (1, 2):
         try:
             outs = pass_.named(output)
@@ -423,7 +423,7 @@ def _recheck(
             reraise_real(exc)
             if attempt == 2 or not is_oom(exc):
                 status = "oom" if is_oom(exc) else "error"
-                return status, f"its last timed output could not be checked: {describe(exc)}"
+                return status, f"{LAST_OUTPUT_UNCHECKED}{describe(exc)}"
         _release(ctx.device)  # out of the handler: the failed check's frames, and what they held, are gone
     if verdict.ok:
         return "", ""

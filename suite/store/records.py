@@ -37,6 +37,12 @@ OOM_TEXTS = (
 )
 
 
+# How a reason starts where the last timed call of a provider whose checked call passed raised, or where that
+# call's output could not be checked: nothing wrong was seen, so such a record is `oom` or `error`.
+LAST_CALL_RAISED = "after the timed rounds its call raised "
+LAST_OUTPUT_UNCHECKED = "its last timed output could not be checked: "
+
+
 def reads_as_oom(text: str) -> bool:
     """Whether an exception's (or a reason's) text says it ran out of memory."""
     lowered = text.lower()

@@ -26,7 +26,7 @@ import dataclasses
 import math
 
 from .. import bounds
-from .records import Measurement, reads_as_oom
+from .records import LAST_CALL_RAISED, LAST_OUTPUT_UNCHECKED, Measurement, reads_as_oom
 
 CORRECT_NOT_TIMED = "correct, not timed"
 
@@ -101,7 +101,7 @@ def _judge(r: Measurement) -> tuple[bool, str] | None:
 
 # Reasons an older harness gave with `incorrect` although no output was seen wrong (suite/measure/runner.py's
 # _recheck now records these as oom or error).
-_NOT_SEEN_WRONG = ("its last timed output could not be checked: ", "after the timed rounds its call raised ")
+_NOT_SEEN_WRONG = (LAST_OUTPUT_UNCHECKED, LAST_CALL_RAISED)
 
 
 def _not_seen_wrong(r: Measurement) -> Measurement:

@@ -64,32 +64,53 @@ def norm_rows() -> list[str]:
     return rows
 
 
+ATTENTION_SEQ = 4096
+
+
+def _attention_shape(head_dim: int) -> tuple[int, tuple[int, int, int]]:
+    """Heads (a model width of 2048) and the (B, H, S) strides of contiguous bf16 inputs at ATTENTION_SEQ."""
+    heads = 2048 // head_dim
+    return heads, (heads * ATTENTION_SEQ * head_dim, ATTENTION_SEQ * head_dim, head_dim)
+
+
+def compile_dkdv(cfg, head_dim: int, causal: bool, tma: bool, one_pass: bool):
+    """The dK/dV kernel (adding dQ too with one_pass) built for sm_90, bf16 at ATTENTION_SEQ."""
+    heads, strides = _attention_shape(head_dim)
+    seq = ATTENTION_SEQ
+    sums = _F32 if one_pass else _BF16
+    args = (*[_BF16] * 4, _F32, _F32, _BF16, _BF16, sums, heads, heads, 1, seq, seq, seq, *strides * 6, 0.18, 0.125)
+    meta = {"HEAD_DIM": head_dim, "CAUSAL": causal, "UPCAST": False, "TMA": tma, "ATOMIC_DQ": one_pass}
+    return compile_sm90(ab._dkdv_kernel, args, {**meta, **cfg.all_kwargs()}, "dkdv")
+
+
+def compile_dq(cfg, head_dim: int, causal: bool, tma: bool):
+    """The dQ kernel built for sm_90, bf16 at ATTENTION_SEQ."""
+    heads, strides = _attention_shape(head_dim)
+    seq = ATTENTION_SEQ
+    args = (*[_BF16] * 4, _F32, _F32, _BF16, heads, 1, seq, seq, *strides * 5, 0.18, 0.125)
+    meta = {"HEAD_DIM": head_dim, "CAUSAL": causal, "UPCAST": False, "TMA": tma, "EVEN_N": True}
+    return compile_sm90(ab._dq_kernel, args, {**meta, **cfg.all_kwargs()}, "dq")
+
+
 def attention_rows() -> list[str]:
     rows = []
-    seq = 4096
+    seq = ATTENTION_SEQ
     for head_dim in (64, 128, 256):
-        heads = 2048 // head_dim
-        strides = (heads * seq * head_dim, seq * head_dim, head_dim)
         for causal in (False, True):
             mask = "causal" if causal else "full"
             for tma in (False, True):
-                consts = {"HEAD_DIM": head_dim, "CAUSAL": causal, "UPCAST": False, "TMA": tma}
                 via = ", TMA" if tma else ""
                 for one_pass, prune, configs in (
                     (False, ab.prune_dkdv_configs, ab.dkdv_configs()),
                     (True, ab.prune_dkdv_dq_configs, ab.dkdv_dq_configs()),
                 ):
-                    sums = _F32 if one_pass else _BF16
                     for cfg in prune(configs, {"SK": seq}, HEAD_DIM=head_dim):
-                        args = (*[_BF16] * 4, _F32, _F32, _BF16, _BF16, sums, heads, heads, 1, seq, seq, seq)
-                        meta = {**consts, "ATOMIC_DQ": one_pass, **cfg.all_kwargs()}
-                        c = compile_sm90(ab._dkdv_kernel, (*args, *strides * 6, 0.18, 0.125), meta, "dkdv")
+                        c = compile_dkdv(cfg, head_dim, causal, tma, one_pass)
                         label = f"D{head_dim} {mask} {cfg.kwargs['BLOCK_M']}x{cfg.kwargs['BLOCK_N']} w{cfg.num_warps}"
                         kernel = "dk/dv+dq" if one_pass else "dk/dv"
                         rows.append(line(kernel, f"{label} s{cfg.num_stages}{via}", c))
                 for cfg in ab.prune_dq_configs(ab.dq_configs(), {"SQ": seq}, HEAD_DIM=head_dim):
-                    args = (*[_BF16] * 4, _F32, _F32, _BF16, heads, 1, seq, seq, *strides * 5, 0.18, 0.125)
-                    c = compile_sm90(ab._dq_kernel, args, {**consts, "EVEN_N": True, **cfg.all_kwargs()}, "dq")
+                    c = compile_dq(cfg, head_dim, causal, tma)
                     label = f"D{head_dim} {mask} {cfg.kwargs['BLOCK_M']}x{cfg.kwargs['BLOCK_N']} w{cfg.num_warps}"
                     rows.append(line("dq", f"{label} s{cfg.num_stages}{via}", c))
     return rows

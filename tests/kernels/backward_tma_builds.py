@@ -16,28 +16,19 @@ import json
 import sys
 
 import resource_report as rr
-import torch
+from backward_resources import compile_dkdv, compile_dq
 
 ab = importlib.import_module("tierbench.kernels.attention_backward")
-_BF16, _F32 = torch.empty(64, dtype=torch.bfloat16), torch.empty(64)  # only dtype and alignment reach the binder
-SEQ, HEAD_DIM, HEADS = 4096, 128, 16
-STRIDES = (HEADS * SEQ * HEAD_DIM, SEQ * HEAD_DIM, HEAD_DIM)
 MOVES = ("UTMALDG", "UTMAREDG", "LDGSTS", "LDG", "REDG", "STL", "LDL")
 
 
 def build(kernel: str, tma: bool) -> dict:
-    consts = {"HEAD_DIM": HEAD_DIM, "CAUSAL": True, "UPCAST": False, "TMA": tma}
     if kernel == "dq":
         cfg = ab.bwd_config(128, 32, 8, 3)
-        args = (*[_BF16] * 4, _F32, _F32, _BF16, HEADS, 1, SEQ, SEQ, *STRIDES * 5, 0.18, 0.125)
-        compiled = rr.compile_sm90(ab._dq_kernel, args, {**consts, "EVEN_N": True, **cfg.all_kwargs()}, kernel)
+        compiled = compile_dq(cfg, 128, True, tma)
     else:
-        one_pass = kernel == "dkdv+dq"
         cfg = ab.bwd_config(32, 128, 8, 3)
-        sums = _F32 if one_pass else _BF16
-        args = (*[_BF16] * 4, _F32, _F32, _BF16, _BF16, sums, HEADS, HEADS, 1, SEQ, SEQ, SEQ, *STRIDES * 6, 0.18, 0.125)
-        meta = {**consts, "ATOMIC_DQ": one_pass, **cfg.all_kwargs()}
-        compiled = rr.compile_sm90(ab._dkdv_kernel, args, meta, kernel)
+        compiled = compile_dkdv(cfg, 128, True, tma, one_pass=kernel == "dkdv+dq")
     cmd, why = rr.find_disassembler()
     if cmd is None:
         raise SystemExit(f"no disassembler: {why}")
