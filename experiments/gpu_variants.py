@@ -17,9 +17,10 @@ cuBLASLt comes from. The `normbwd` family times the norm backward (LayerNorm and
 and 16384 wide, RMSNorm at 16384) as tuned against whole-row candidates forced one at a time (the next row
 brought by cp.async among them; at 16384, rows split two to eight ways between programs and forced two
 passes, against the tuner's split rows for LayerNorm and RMSNorm and its two passes for the fused op), each
-as a share of a copy's rate on the bytes it must move. The `attnbwd` family times the attention backward's
-two passes against its one pass with atomic dQ (each candidate forced), beside cuDNN's and flash-attn 4's
-backward.
+as a share of a copy's rate on the bytes it must move. The matmul, small and epilogue rows include the
+warp-specialised Gluon kernel (`path="ws"`: one warpgroup's epilogue beside the other's products). The
+`attnbwd` family times the attention backward's two passes against its one pass with atomic dQ (each
+candidate forced), beside cuDNN's and flash-attn 4's backward.
 """
 
 from __future__ import annotations
@@ -205,6 +206,7 @@ def matmul_variants(a: torch.Tensor, b: torch.Tensor) -> list[tuple[str, Callabl
         ("tma 128x128x64 w8 s4 ws", "tma", cfg(128, 128, 64, 8, 4, ws=True, flatten=False)),
         ("tma 128x256x64 w8 s3 sub noflat", "tma", cfg(128, 256, 64, 8, 3, subtile=True, flatten=False)),
         ("ptr 128x256x64 w8 s3", "ptr", cfg(128, 256, 64, 8, 3)),
+        ("ws gluon ping-pong 128x128x64 s4", "ws", None),
     ]:
         out.append((name, forced(path, c)))
     return out
@@ -291,6 +293,7 @@ def small_variants(a: torch.Tensor, b: torch.Tensor) -> list[tuple[str, Callable
                 return mm_mod._matmul_forward(a, b, path=p, config=c)
 
             out.append((f"{path} {bm}x{bn}x{bk} w{w} s{s}", forced))
+    out.append(("ws gluon ping-pong 128x128x64 s4", lambda: mm_mod._matmul_forward(a, b, path="ws")))
     return out
 
 
@@ -353,6 +356,14 @@ def _epilogue_shape(n: int) -> None:
                 return epi_mod._forward(a, b, bias, act, False, path="tma", config=c)[0]
 
             variants.append((label, name, fused))
+    # The warp-specialised Gluon kernel: one warpgroup's epilogue beside the other's products.
+    variants.append(("plain", "ws gluon ping-pong", lambda: mm_mod._matmul_forward(a, b, path="ws")))
+    for label in ("erf", "tanh"):
+
+        def fused_ws(act=act_mod.GELU_CODES["none" if label == "erf" else "tanh"]):
+            return epi_mod._forward(a, b, bias, act, False, path="ws")[0]
+
+        variants.append((label, "ws gluon ping-pong", fused_ws))
     for label, name, fn in variants:
         run_variants("epilogue", shape, [(f"{label} {name}", fn)], refs[label], 1e-2, flops, "TFLOP/s", plain)
 

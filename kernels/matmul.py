@@ -14,6 +14,10 @@ for a backward): `epilogue.matmul_bias_gelu` launches them so; plain `matmul` wi
   or strides not 16-byte aligned, e.g. K or N odd), for small 16-bit products (`prefers_pointer`), and for
   GPUs older than Hopper.
 
+A third, `_matmul_hopper_ws` (Gluon, sm_90, 16-bit), runs the same epilogue in one warpgroup while another
+computes the next tile, a loader warp feeding both: `launch_matmul(..., path="ws")`, forced only (not yet
+timed against the TMA kernel on a GPU).
+
 `matmul` is differentiable (a `torch.autograd.Function`): dA = dC B^T and dB = A^T dC run the same kernels
 on transposed views (family "matmul-bwd" in `last_launch`, its kind naming the gradient).
 fp32 inputs use TF32 tensor cores only when torch allows it (`torch.get_float32_matmul_precision()`).
@@ -419,6 +423,19 @@ def prefers_pointer(m: int, n: int, k: int, element_size: int, interpret: bool =
     return not interpret and element_size == 2 and max(m, n, k) <= SMALL_SIDE
 
 
+def ws_unsupported(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> str | None:
+    """Why the warp-specialised Gluon kernel (`_matmul_hopper_ws`) cannot take this product, or None."""
+    if INTERPRET or a.device.type != "cuda" or torch.cuda.get_device_capability(a.device) != (9, 0):
+        return "needs an sm_90 (Hopper) GPU: the Gluon kernel has no interpreter"
+    if a.dtype not in (torch.float16, torch.bfloat16):
+        return f"takes float16 or bfloat16 inputs, got {a.dtype}"
+    if tma_layout(a) is None or tma_layout(b) is None or tma_layout(c) != "row":
+        return f"needs operands TMA can read, got strides {a.stride()}, {b.stride()} and {c.stride()}"
+    if 0 in a.shape:
+        return "needs K > 0"
+    return None
+
+
 def _check_matmul(a: torch.Tensor, b: torch.Tensor, fn: str = "matmul") -> None:
     check_tensor(fn, "a", a, dtypes=FLOAT_DTYPES, ndim=2, ndim_hint="(M, K)")
     check_tensor(fn, "b", b, dtypes=FLOAT_DTYPES, ndim=2, ndim_hint="(K, N)")
@@ -446,8 +463,10 @@ def launch_matmul(
 ) -> None:
     """c = activation(a @ b + bias), and z = a @ b + bias when z is given; no validation.
 
-    c (and z) are (M, N) with a unit column stride. `path` forces "tma" or "ptr"; `config` bypasses the
-    autotuner; `family` and `kind` name the launch for `last_launch` (kind is appended to the path).
+    c (and z) are (M, N) with a unit column stride. `path` forces "tma", "ptr" or "ws" (the warp-specialised
+    Gluon kernel for Hopper, one fixed config; `ws_unsupported` says which products it takes); `config`
+    bypasses the autotuner; `family` and `kind` name the launch for `last_launch` (kind is appended to the
+    path).
     """
     M, K = a.shape
     N = b.shape[1]
@@ -490,6 +509,15 @@ def launch_matmul(
             config = _matmul_tma_tuned.best_config
         else:
             _matmul_tma_kernel[grid(config.kwargs)](*args, **flags, **config.all_kwargs())
+    elif path == "ws":
+        # Imported here: the Gluon module takes this one's jit helpers.
+        from . import _matmul_hopper_ws as ws
+
+        reason = ws_unsupported(a, b, c)
+        if reason:
+            raise ValueError(f"matmul: path 'ws' {reason}")
+        ws.launch(a, b, c, z, bias, activation, tma_layout(a) == "col", tma_layout(b) == "col")
+        config = ws.launch_config()
     elif path == "ptr":
 
         def grid(meta):
@@ -502,7 +530,7 @@ def launch_matmul(
         else:
             _matmul_ptr_kernel[grid(config.kwargs)](*args, **flags, **config.all_kwargs())
     else:
-        raise ValueError(f"matmul: path must be 'tma', 'ptr' or None, got {path!r}")
+        raise ValueError(f"matmul: path must be 'tma', 'ws', 'ptr' or None, got {path!r}")
     note_launch(family, config, f"{path} {kind}" if kind else path)
 
 
@@ -515,7 +543,7 @@ def _matmul_forward(
     family: str = "matmul",
     kind: str = "",
 ) -> torch.Tensor:
-    """a @ b without validation. `path` forces "tma" or "ptr"; `config` bypasses the autotuner."""
+    """a @ b without validation. `path` forces "tma", "ws" or "ptr"; `config` bypasses the autotuner."""
     c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
     launch_matmul(a, b, c, path=path, config=config, family=family, kind=kind)
     return c

@@ -72,9 +72,7 @@ def schedule(kernel: str, head_dim: int, causal: bool, disassembler: list[str], 
         "shared_bytes": compiled.smem,
         "serialized": "C7514" in compiled.ptxas_log,
         "spill_bytes": sum(compiled.spill_bytes) if compiled.spill_bytes else None,
-        "partition_registers": sorted(
-            {int(n, 16) for n in re.findall(r"USETMAXREG\.\S+ (?:UP\d+, )?(0x[0-9a-f]+)", sass)}
-        ),
+        "partition_registers": rr.partition_registers(sass),
         "exp2_between_waits": exp2_between_waits(sass),
         "loop_barriers": loop_barriers(instrs),
     }

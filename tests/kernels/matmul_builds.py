@@ -5,8 +5,9 @@
 Run by test_epilogue.py in a fresh process (the interpreter, on in the test session, compiles nothing, and
 never runs the inline PTX of the activations). The builds: the persistent TMA kernel plain and with each
 bias + activation epilogue (whole and half-width stores, the pre-activation stored as under autograd), the
-pointer kernel's small tile with the tanh epilogue, the activation's backward kernel, and the FP8 kernel
-with precise accumulation (every tile it keeps) and fast.
+pointer kernel's small tile with the tanh epilogue, the activation's backward kernel, the FP8 kernel
+with precise accumulation (every tile it keeps) and fast, and the warp-specialised Gluon kernel (plain, with the
+tanh epilogue, and keeping the pre-activation of the exact one over transposed operands) with its schedule.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ import json
 import sys
 
 import resource_report as rr
+import torch
+from triton.experimental.gluon._runtime import GluonASTSource
 
 mm = importlib.import_module("tierbench.kernels.matmul")
+ws = importlib.import_module("tierbench.kernels._matmul_hopper_ws")
 epi = importlib.import_module("tierbench.kernels.epilogue")
 f8 = importlib.import_module("tierbench.kernels.matmul_fp8")
 act = importlib.import_module("tierbench.kernels._activations")
@@ -61,6 +65,25 @@ def fp8_build(config, fast: bool) -> dict:
     return _result(compiled, config)
 
 
+def ws_build(activation: int, keep_z: bool = False, transposed: bool = False) -> dict:
+    """The warp-specialised Gluon kernel: registers and spills, the setmaxnreg split its partitions ask for,
+    whether ptxas serialised its wgmma (C7514), and how many waits leave one wgmma in flight (one per MMA
+    warpgroup's K loop)."""
+    a = torch.empty(K, M, dtype=torch.bfloat16).T if transposed else torch.empty(M, K, dtype=torch.bfloat16)
+    b = torch.empty(N, K, dtype=torch.bfloat16).T if transposed else torch.empty(K, N, dtype=torch.bfloat16)
+    c = torch.empty(M, N, dtype=torch.bfloat16)
+    bias = torch.empty(N, dtype=torch.bfloat16) if activation != act.NONE else None
+    args, meta = ws.launch_args(a, b, c, c if keep_z else None, bias, activation, transposed, transposed)
+    compiled = rr.compile_sm90(ws._matmul_hopper_ws, args, meta, "matmul_ws", source=GluonASTSource)
+    sass, _ = rr.disassemble(rr.find_disassembler()[0], compiled.cubin)
+    return {
+        **_result(compiled, ws.launch_config()),
+        "serialized": "C7514" in compiled.ptxas_log,
+        "partition_registers": rr.partition_registers(sass),
+        "one_in_flight_waits": sass.count("WARPGROUP.DEPBAR.LE gsb0, 0x1"),
+    }
+
+
 def main() -> int:
     tma = mm.matmul_tma_configs()
     whole, half = tma[0], tma[1]  # 128x256x64, 8 warps, 3 stages: whole and half-width epilogue stores
@@ -85,6 +108,9 @@ def main() -> int:
         split = f8.fp8_cfg(128, 256, 128, 8, 3, split_n=True)
         report["fp8 precise 128x256 w8 s3 split"] = fp8_build(split, False)
         report["fp8 fast"] = fp8_build(fast, True)
+        report["ws plain"] = ws_build(act.NONE)
+        report["ws bias+gelu-tanh"] = ws_build(act.GELU_TANH)
+        report["ws bias+gelu keep-z, both operands transposed"] = ws_build(act.GELU, keep_z=True, transposed=True)
     json.dump(report, sys.stdout, indent=1)
     return 0
 

@@ -163,6 +163,11 @@ def opcode(instr: str) -> str:
     return parts[1] if parts[0].startswith("@") else parts[0]
 
 
+def partition_registers(sass: str) -> list[int]:
+    """The register counts a warp-specialised build's partitions ask for (setmaxnreg, SASS USETMAXREG)."""
+    return sorted({int(n, 16) for n in re.findall(r"USETMAXREG\.\S+ (?:UP\d+, )?(0x[0-9a-f]+)", sass)})
+
+
 def op_counts(instrs: list[tuple[int, str]]) -> collections.Counter:
     return collections.Counter(opcode(t) for _, t in instrs)
 

@@ -5,6 +5,7 @@ import importlib
 
 import pytest
 import torch
+from matmul_checks import assert_elementwise, product_bound
 
 from tierbench.kernels import matmul
 from tierbench.kernels._common import last_launch
@@ -13,6 +14,10 @@ from tierbench.suite.ops.matmul import matmul_ref
 mm = importlib.import_module("tierbench.kernels.matmul")
 DTYPES = [torch.float16, torch.bfloat16, torch.float32]
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+on_hopper = pytest.mark.skipif(
+    not (torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)),
+    reason="needs an sm_90 (Hopper) GPU",
+)
 
 
 def _inputs(m, n, k, dtype, device, seed=0):
@@ -108,8 +113,11 @@ def test_matmul_validation(device, wrong_device):
         matmul(a, b.t())
     with pytest.raises(ValueError, match=r"matmul: a must be .*, got device meta|matmul: a must be a CUDA tensor"):
         matmul(a.to(wrong_device), b)
-    with pytest.raises(ValueError, match=r"matmul: path must be 'tma', 'ptr' or None, got 'x'"):
+    with pytest.raises(ValueError, match=r"matmul: path must be 'tma', 'ws', 'ptr' or None, got 'x'"):
         mm._matmul_forward(a, b, path="x")
+    # The Gluon kernel: no interpreter, and on a Hopper GPU only operands TMA can read (a's rows are 12 bytes).
+    with pytest.raises(ValueError, match=r"matmul: path 'ws' (needs an sm_90 \(Hopper\) GPU|needs operands TMA)"):
+        mm._matmul_forward(a, b, path="ws")
     with pytest.raises(ValueError, match=r"matmul: path 'tma' needs operands TMA can read, got strides \(6, 1\)"):
         mm._matmul_forward(a, b, path="tma")
 
@@ -121,6 +129,36 @@ def test_matmul_validation(device, wrong_device):
 def test_matmul_gpu_full_size(m, n, k, dtype, assert_close):
     a, b = _inputs(m, n, k, dtype, "cuda", seed=3)
     assert_close(matmul(a, b), matmul_ref(a, b), dtype, f"matmul {m}x{n}x{k}")
+
+
+@pytest.mark.gpu
+@on_hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(
+    "m,n,k,layout",
+    [
+        (4096, 4096, 4096, "row"),
+        (4000, 4040, 4104, "row"),  # ragged tiles at every edge, K not a multiple of BLOCK_K
+        (4000, 4040, 4104, "a.T"),
+        (4000, 4040, 4104, "b.T"),
+        (8192, 8192, 8192, "a.T, b.T"),
+        (200, 136, 72, "row"),  # fewer tiles than programs' warpgroups: the second warpgroup has none
+        (16384, 14336, 4096, "row"),
+    ],
+)
+def test_matmul_warp_specialised_gpu(m, n, k, layout, dtype, assert_close):
+    """The Gluon kernel (path "ws") against float64, every element within its bound."""
+    a, b = _inputs(m, n, k, dtype, "cuda", seed=5)
+    if "a.T" in layout:
+        a = a.t().contiguous().t()
+    if "b.T" in layout:
+        b = b.t().contiguous().t()
+    ref = matmul_ref(a, b)
+    out = mm._matmul_forward(a, b, path="ws")
+    assert last_launch("matmul").startswith("ws:")
+    what = f"ws {m}x{n}x{k} {layout}"
+    assert_close(out, ref, dtype, what)
+    assert_elementwise(out, ref, product_bound(a, b, ref, dtype), what)
 
 
 def test_small_16_bit_products_take_the_pointer_kernel_on_a_gpu():
