@@ -8,8 +8,10 @@ their time to every tile's. Here each program runs three partitions:
 - two MMA warpgroups, each owning whole tiles (the program's even tiles and its odd ones): the K loop by
   asynchronous wgmma, then the tile's epilogue from its own registers and its TMA store from a buffer of its
   own.
-The loader fills the ring in tile order, so the second warpgroup's blocks arrive as the first one's products
-end: while one warpgroup runs its epilogue the other keeps the tensor cores busy, and the two take turns.
+The loader fills the ring in tile order, and a warpgroup starts a tile's products only once the other has
+issued all of the tile's before (a slot's barriers tell its occupants apart by the parity of their phase
+alone, so no warpgroup may wait on a block two occupants ahead). So the two take turns on the tensor cores,
+and while one runs its epilogue the other's products keep them busy.
 
 The grid is persistent (one program per SM, fewer when there are fewer tiles): program p takes tiles p, p + P,
 p + 2P, ... in `_grouped_tile`'s order (GROUP_M row tiles share B's column panels in L2). The register file
@@ -110,7 +112,7 @@ def _loader(
 
 @gluon.jit
 def _mma_warpgroup(
-    c_desc, z_desc, bias_ptr, a_smem, b_smem, out_smem, ready, free, M, N, K,
+    c_desc, z_desc, bias_ptr, a_smem, b_smem, out_smem, ready, free, issued, M, N, K,
     WARPGROUP: gl.constexpr, A_COL_MAJOR: gl.constexpr, B_COL_MAJOR: gl.constexpr, HAS_BIAS: gl.constexpr,
     ACTIVATION: gl.constexpr, STORE_PRE: gl.constexpr, GROUP: gl.constexpr, BM: gl.constexpr,
     BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
@@ -120,9 +122,17 @@ def _mma_warpgroup(
     col_layout: gl.constexpr = gl.SliceLayout(0, acc_layout)
     out = out_smem.index(WARPGROUP)
     k_tiles = gl.cdiv(K, BK)
-    j = WARPGROUP  # this warpgroup's tiles: the program's j-th, j + 2, ...
+    t = 0  # tiles this warpgroup has started: it takes the program's j-th tile, j = 2 t + WARPGROUP
+    j = WARPGROUP
     off_m, off_n, more = _tile_origin(j, M, N, GROUP, BM, BN)
     while more:
+        # A ring slot's barriers tell its occupants apart only by the parity of their phase, so a warpgroup may
+        # wait on a slot only once the block before in it has arrived. The blocks before this tile's are the
+        # other warpgroup's (tile j - 1): wait until it has taken all of them (its products issued).
+        if WARPGROUP == 1:
+            mbarrier.wait(issued.index(0), t & 1)
+        elif t > 0:
+            mbarrier.wait(issued.index(1), (t - 1) & 1)
         # The bias row is loaded before the products, so its latency hides behind them; it is held in its own
         # 16-bit type meanwhile (half the registers: in fp32 the kept pre-activation's build spilled).
         offs_n = off_n + gl.arange(0, BN, col_layout)
@@ -145,6 +155,7 @@ def _mma_warpgroup(
             acc = warpgroup_mma_wait(1, deps=[acc])
             if kk > 0:
                 mbarrier.arrive(free.index((pos - 1) % STAGES), count=1)
+        mbarrier.arrive(issued.index(WARPGROUP), count=1)  # the other warpgroup's next tile may start
         acc = warpgroup_mma_wait(0, deps=[acc])
         mbarrier.arrive(free.index((j * k_tiles + k_tiles - 1) % STAGES), count=1)
 
@@ -160,6 +171,7 @@ def _mma_warpgroup(
         out.store(y.to(dtype))
         fence_async_shared()
         tma.async_copy_shared_to_global(c_desc, [off_m, off_n], out)
+        t += 1
         j += 2
         off_m, off_n, more = _tile_origin(j, M, N, GROUP, BM, BN)
     tma.store_wait(0)
@@ -186,15 +198,18 @@ def _matmul_hopper_ws(
     bar_layout: gl.constexpr = mbarrier.MBarrierLayout()
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
     free = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
+    issued = gl.allocate_shared_memory(gl.int64, [2, 1], bar_layout)
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(free.index(i), count=1)  # each slot's block is read by one warpgroup
+    for i in gl.static_range(2):
+        mbarrier.init(issued.index(i), count=1)  # a warpgroup has issued every product of its tile
     fence_async_shared()
     gl.warp_specialize(
         [
-            (_mma_warpgroup, (c_desc, z_desc, bias_ptr, a_smem, b_smem, out_smem, ready, free, M, N, K, 0,
+            (_mma_warpgroup, (c_desc, z_desc, bias_ptr, a_smem, b_smem, out_smem, ready, free, issued, M, N, K, 0,
                               A_COL_MAJOR, B_COL_MAJOR, HAS_BIAS, ACTIVATION, STORE_PRE, GROUP, BM, BN, BK, STAGES)),
-            (_mma_warpgroup, (c_desc, z_desc, bias_ptr, a_smem, b_smem, out_smem, ready, free, M, N, K, 1,
+            (_mma_warpgroup, (c_desc, z_desc, bias_ptr, a_smem, b_smem, out_smem, ready, free, issued, M, N, K, 1,
                               A_COL_MAJOR, B_COL_MAJOR, HAS_BIAS, ACTIVATION, STORE_PRE, GROUP, BM, BN, BK, STAGES)),
             (_loader, (a_desc, b_desc, a_smem, b_smem, ready, free, M, N, K, A_COL_MAJOR, B_COL_MAJOR, GROUP, BM,
                        BN, BK, STAGES)),
