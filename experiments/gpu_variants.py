@@ -646,11 +646,11 @@ def _attention_backward_shape(b: int, h: int, s: int, d: int, causal: bool) -> N
     def ours(**kw) -> Callable[[], object]:
         return lambda: bwd.attention_backward(do, q, k, v, o, lse, causal, scale, **kw)
 
-    runs += [("two-pass (tuned)", ours()), ("one pass (tuned)", ours(atomic_dq=True))]
+    runs += [("two-pass (tuned)", ours(tma=False)), ("one pass (tuned)", ours(atomic_dq=True, tma=False))]
     runs += [("two-pass TMA (tuned)", ours(tma=True)), ("one pass TMA (tuned)", ours(atomic_dq=True, tma=True))]
     for c in bwd.prune_dkdv_dq_configs(bwd.dkdv_dq_configs(), {"SK": s}, HEAD_DIM=d):
         name = f"one pass {c.kwargs['BLOCK_M']}x{c.kwargs['BLOCK_N']} w{c.num_warps} s{c.num_stages}"
-        runs.append((name, ours(atomic_dq=True, dkdv_config=c)))
+        runs.append((name, ours(atomic_dq=True, dkdv_config=c, tma=False)))
         runs.append((f"{name} TMA", ours(atomic_dq=True, dkdv_config=c, tma=True)))
     peer_ms = None
     for name, fn in runs:

@@ -161,6 +161,19 @@ def test_backward_through_tma_needs_aligned_inputs(device):
         ab.attention_backward(o, shifted, k, v, o, lse, False, 0.25, tma=True)
 
 
+def test_which_backward_takes_tma_by_default(device):
+    """tma=None: the two passes through TMA on a GPU that has it, where the inputs fit; the one pass never;
+    nothing under the interpreter (its tests ask for TMA where they test it)."""
+    q, k, v = random_qkv(1, 2, 32, 32, 64, torch.float16, device, seed=38)
+    gpu_with_tma = device.type == "cuda" and torch.cuda.get_device_capability()[0] >= 9
+    assert ab.takes_tma(False, q, k, v) == gpu_with_tma
+    assert not ab.takes_tma(True, q, k, v)
+    shifted = torch.empty(v.numel() + 1, dtype=v.dtype, device=device)[1:].view(v.shape)
+    assert not ab.takes_tma(False, q, k, shifted)  # rows off a 16-byte boundary: not a TMA layout
+    launch = _check_direct(q, k, v, 1, True, "default tma")
+    assert (", TMA: " in launch) == gpu_with_tma, launch
+
+
 def test_tma_builds_move_their_tiles_by_tma_for_sm90():
     """The GPU builds (compiled ahead of time in a fresh process without the interpreter): with TMA the
     streamed tiles come by TMA loads and the one pass's dQ leaves by TMA's bulk reduction, not by per-thread
@@ -368,6 +381,9 @@ def _gpu_check(b, h, s, d, dtype, causal, seed, deterministic=True):
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
     grads = torch.autograd.grad(attention(*leaves, causal=causal, deterministic=deterministic), leaves, do)
     assert ("atomic dq" in last_launch("attention-bwd")) != deterministic
+    # The two passes take TMA by default on a Hopper-or-newer GPU; the one pass never.
+    tma_expected = deterministic and torch.cuda.get_device_capability()[0] >= 9
+    assert (", TMA: " in last_launch("attention-bwd")) == tma_expected, last_launch("attention-bwd")
     assert "gluon" not in last_launch("attention") and ", lse:" in last_launch("attention")
     for i in range(b):  # the float32 reference one batch at a time, to bound its memory
         refs = reference_grads(lambda q, k, v: attention_ref(q, k, v, causal), [t[i : i + 1] for t in (q, k, v)],
@@ -444,7 +460,7 @@ def _check_forced_configs(head_dim, seed, launches):
 def test_every_one_pass_candidate_gpu(head_dim):
     """Each one-pass candidate the autotuner may pick, forced, causal and not, with and without TMA."""
     configs = ab.prune_dkdv_dq_configs(ab.dkdv_dq_configs(), {"SK": 1024}, HEAD_DIM=head_dim)
-    launches = [(str(c), {"atomic_dq": True, "dkdv_config": c}) for c in configs]
+    launches = [(str(c), {"atomic_dq": True, "dkdv_config": c, "tma": False}) for c in configs]
     launches += [(f"{c}, TMA", {"atomic_dq": True, "dkdv_config": c, "tma": True}) for c in configs]
     _check_forced_configs(head_dim, 27, launches)
 
@@ -457,6 +473,6 @@ def test_every_backward_candidate_gpu(head_dim):
     dkdv = ab.prune_dkdv_configs(ab.dkdv_configs(), {"SK": 1024}, HEAD_DIM=head_dim)
     dq = ab.prune_dq_configs(ab.dq_configs(), {"SQ": 1024}, HEAD_DIM=head_dim)
     pairs = [(dkdv[i % len(dkdv)], dq[i % len(dq)]) for i in range(max(len(dkdv), len(dq)))]
-    launches = [(f"{c1} / {c2}", {"dkdv_config": c1, "dq_config": c2}) for c1, c2 in pairs]
+    launches = [(f"{c1} / {c2}", {"dkdv_config": c1, "dq_config": c2, "tma": False}) for c1, c2 in pairs]
     launches += [(f"{c1} / {c2}, TMA", {"dkdv_config": c1, "dq_config": c2, "tma": True}) for c1, c2 in pairs]
     _check_forced_configs(head_dim, 24, launches)
