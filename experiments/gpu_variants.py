@@ -600,7 +600,8 @@ def _fa4_backward(q, k, v, do, causal) -> Callable[[], object] | None:
     """flash-attn 4's backward alone (its forward run once, the graph kept), or None where not installed."""
     try:
         from flash_attn.cute import flash_attn_func
-    except ImportError:
+    except ImportError as e:
+        log(f"flash-attn 4 not importable, its backward not timed: {e}")
         return None
     leaves = [t.transpose(1, 2).detach().requires_grad_() for t in (q, k, v)]  # its layout: (B, S, H, D)
     out = flash_attn_func(*leaves, causal=causal)
