@@ -18,7 +18,10 @@
 #                                                 that no other process shares the GPU. The workers share
 #                                                 the card's memory: on an 80 GB H100, 12 ran every kernel
 #                                                 test in 124 s but 42 ran out of memory beside the others;
-#                                                 4 ran the matmul and norm files without one
+#                                                 4 ran the matmul and norm files without one. With workers,
+#                                                 the tests that failed run again in one process (TEST_RERUN
+#                                                 seconds, default 180; 0: never), their own junit XML kept:
+#                                                 a failure there is the test's, not a neighbour's memory
 #   variants=FAMILY,FAMILY,...                    experiments/gpu_variants.py --family FAMILIES (the forced
 #                                                 kernel variants against the tuned picks and their peers);
 #                                                 its log is results/sweeps/LABEL-variants/FAMILIES.log
@@ -93,9 +96,19 @@ for step in "$@"; do
       workers=()
       [ -n "${TEST_WORKERS:-}" ] && workers=(-n "$TEST_WORKERS")
       # shellcheck disable=SC2086
-      timeout -s INT -k 30 "$seconds" python3 -m pytest -m gpu -q -rfEs -p no:cacheprovider --timeout 240 "${workers[@]}" \
+      cache=(-o cache_dir=/tmp/tierbench-pytest-cache)  # pytest's last-failed list, outside the tree
+      timeout -s INT -k 30 "$seconds" python3 -m pytest -m gpu -q -rfEs "${cache[@]}" --timeout 240 "${workers[@]}" \
         --junitxml="results/gpu-tests/junit-$tag.xml" ${files//,/ }
-      echo "== pytest: exit $? $(date -u +%H:%M:%S)"
+      rc=$?
+      echo "== pytest: exit $rc $(date -u +%H:%M:%S)"
+      rerun=${TEST_RERUN:-180}
+      if [ "$rc" = 1 ] && [ ${#workers[@]} -gt 0 ] && [ "$rerun" -gt 0 ]; then
+        echo "== pytest: the failures again, one process (at most ${rerun}s) $(date -u +%H:%M:%S)"
+        # shellcheck disable=SC2086
+        timeout -s INT -k 30 "$rerun" python3 -m pytest -m gpu -q -rfEs "${cache[@]}" --lf --last-failed-no-failures none \
+          --timeout 240 --junitxml="results/gpu-tests/junit-$tag-rerun.xml" ${files//,/ }
+        echo "== pytest (rerun): exit $? $(date -u +%H:%M:%S)"
+      fi
       ;;
     variants=*)
       families=${name#variants=}
