@@ -103,6 +103,22 @@ def tma_compatible(t: torch.Tensor) -> bool:
 
 
 @functools.cache
+def compute_capability(device: torch.device) -> tuple[int, int]:
+    """(major, minor) of a CUDA `device`, asked of the driver once per device."""
+    return torch.cuda.get_device_capability(device)
+
+
+def is_hopper(device: torch.device) -> bool:
+    """Whether `device` is an sm_90 GPU (what the Gluon kernels are written for); False under the interpreter."""
+    return not INTERPRET and device.type == "cuda" and compute_capability(device) == (9, 0)
+
+
+def has_tma(device: torch.device) -> bool:
+    """Whether `device` is a GPU with TMA (sm_90 and newer); False under the interpreter."""
+    return not INTERPRET and device.type == "cuda" and compute_capability(device)[0] >= 9
+
+
+@functools.cache
 def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 

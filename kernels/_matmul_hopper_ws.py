@@ -57,10 +57,6 @@ MMA_REGS = 240
 LOADER_REGS = 24
 MAX_REGS = 168  # the launch bound: 12 warps (3 warpgroups) within the SM's 64K registers
 NUM_WARPS = 12  # as launched: the default partition's 4, the other MMA warpgroup's 4, the loader's 4
-DTYPES = (torch.float16, torch.bfloat16)
-
-LAUNCH_KIND = "ws"  # the path name launch records carry
-
 _GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 
 

@@ -37,7 +37,6 @@ group). Otherwise nothing is stored or saved and the kernels launched are the sa
 
 from __future__ import annotations
 
-import functools
 import math
 
 import torch
@@ -57,6 +56,7 @@ from ._common import (
     check_same_device,
     check_tensor,
     ensure_allocator,
+    is_hopper,
     note_launch,
     on_device,
 )
@@ -404,16 +404,10 @@ def hopper_layout_fits(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel
     )
 
 
-@functools.cache
-def _is_hopper(device: torch.device) -> bool:
-    return torch.cuda.get_device_capability(device) == (9, 0)
-
-
 def hopper_kernel_applies(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: str = "gluon") -> bool:
     """The named Gluon kernel runs on an sm_90 GPU (its wgmma and TMA schedule is Hopper's), outside the
     interpreter (which has no Gluon), on inputs whose layout fits."""
-    on_hopper = q.device.type == "cuda" and _is_hopper(q.device)
-    return not INTERPRET and on_hopper and hopper_layout_fits(q, k, v, kernel)
+    return is_hopper(q.device) and hopper_layout_fits(q, k, v, kernel)
 
 
 def _attention_forward(

@@ -42,7 +42,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import INTERPRET, ensure_allocator, note_launch, round_to
+from ._common import INTERPRET, ensure_allocator, has_tma, note_launch, round_to, tma_compatible
 
 _LOG2E = 1.4426950408889634
 _LOG2E_IN_KERNEL = tl.constexpr(_LOG2E)
@@ -62,7 +62,6 @@ _MAX_SMEM = 200 * 1024
 _PREPROCESS_BLOCK = 16 if INTERPRET else 64
 _DQ_FROM_SUMS_BLOCK = 1024
 _DQ_FROM_TRANSPOSED_ROWS = 16 if INTERPRET else 64
-_TMA_ALIGN = 16  # bytes: a TMA descriptor's base address and every stride but the last
 
 
 def bwd_config(block_m: int, block_n: int, warps: int, stages: int) -> triton.Config:
@@ -557,20 +556,13 @@ def _unit_last_stride(t: torch.Tensor) -> torch.Tensor:
 def tma_fits(*tensors: torch.Tensor) -> bool:
     """Whether each (B, H, S, D) tensor can be read through per-head TMA descriptors: a unit last stride, its
     base address and its batch, head and row strides in bytes multiples of 16."""
-    return all(
-        t.stride(-1) == 1
-        and t.data_ptr() % _TMA_ALIGN == 0
-        and all(st * t.element_size() % _TMA_ALIGN == 0 for st in t.stride()[:3])
-        for t in tensors
-    )
+    return all(tma_compatible(t) for t in tensors)
 
 
 def takes_tma(one_pass: bool, *tensors: torch.Tensor) -> bool:
     """The default of `attention_backward`'s `tma`: the two passes on a GPU that has TMA (sm_90 and newer),
     where every input fits it; never the one pass, nor under the interpreter (its tests ask for each)."""
-    if one_pass or INTERPRET or tensors[0].device.type != "cuda":
-        return False
-    return torch.cuda.get_device_capability(tensors[0].device)[0] >= 9 and tma_fits(*tensors)
+    return not one_pass and has_tma(tensors[0].device) and tma_fits(*tensors)
 
 
 def attention_backward(
@@ -611,9 +603,9 @@ def attention_backward(
     one_pass = atomic_dq and need_dq and need_dkdv
     if tma is None:
         tma = takes_tma(one_pass, q, k, v, do)
+    elif tma and not tma_fits(q, k, v, do):
+        raise ValueError("attention backward: tma=True needs 16-byte aligned inputs and strides (tma_fits)")
     if tma:
-        if not tma_fits(q, k, v, do):
-            raise ValueError("attention backward: tma=True needs 16-byte aligned inputs and strides (tma_fits)")
         ensure_allocator()
     delta = torch.empty((b, h, sq), dtype=torch.float32, device=q.device)
     _preprocess_kernel[(triton.cdiv(sq, _PREPROCESS_BLOCK) * b * h,)](

@@ -15,8 +15,8 @@ for a backward): `epilogue.matmul_bias_gelu` launches them so; plain `matmul` wi
   GPUs older than Hopper.
 
 A third, `_matmul_hopper_ws` (Gluon, sm_90, 16-bit), runs the same epilogue in one warpgroup while another
-computes the next tile, a loader warp feeding both: `launch_matmul(..., path="ws")`, forced only (not yet
-timed against the TMA kernel on a GPU).
+computes the next tile, a loader warp feeding both: `launch_matmul(..., path="ws")`, forced only (timed on an
+H100 it trailed the TMA kernel at most sizes; docs/performance.md).
 
 `matmul` is differentiable (a `torch.autograd.Function`): dA = dC B^T and dB = A^T dC run the same kernels
 on transposed views (family "matmul-bwd" in `last_launch`, its kind naming the gradient).
@@ -34,11 +34,14 @@ from . import _activations as activations
 from ._activations import activate
 from ._common import (
     FLOAT_DTYPES,
+    HALF_DTYPES,
     INTERPRET,
     Export,
     check_same_device,
     check_tensor,
     ensure_allocator,
+    has_tma,
+    is_hopper,
     note_launch,
     num_sms,
     on_device,
@@ -404,7 +407,7 @@ def tma_layout(t: torch.Tensor) -> str | None:
 
 
 def _tma_supported(a: torch.Tensor, b: torch.Tensor, c_stride_bytes: int) -> bool:
-    if not INTERPRET and torch.cuda.get_device_capability(a.device)[0] < 9:
+    if not INTERPRET and not has_tma(a.device):
         return False
     return tma_layout(a) is not None and tma_layout(b) is not None and c_stride_bytes % 16 == 0
 
@@ -425,9 +428,9 @@ def prefers_pointer(m: int, n: int, k: int, element_size: int, interpret: bool =
 
 def ws_unsupported(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> str | None:
     """Why the warp-specialised Gluon kernel (`_matmul_hopper_ws`) cannot take this product, or None."""
-    if INTERPRET or a.device.type != "cuda" or torch.cuda.get_device_capability(a.device) != (9, 0):
+    if not is_hopper(a.device):
         return "needs an sm_90 (Hopper) GPU: the Gluon kernel has no interpreter"
-    if a.dtype not in (torch.float16, torch.bfloat16):
+    if a.dtype not in HALF_DTYPES:
         return f"takes float16 or bfloat16 inputs, got {a.dtype}"
     if tma_layout(a) is None or tma_layout(b) is None or tma_layout(c) != "row":
         return f"needs operands TMA can read, got strides {a.stride()}, {b.stride()} and {c.stride()}"

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 from attention_inputs import assert_rows_close, random_qkv
+from gpu_marks import on_hopper
 
 from tierbench.kernels._common import last_launch
 from tierbench.suite.ops.attention import attention_ref
@@ -31,10 +32,6 @@ def _qk_scale(head_dim: int) -> float:
     return head_dim**-0.5 * math.log2(math.e)
 
 
-on_hopper = pytest.mark.skipif(
-    not (torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)),
-    reason="needs an sm_90 (Hopper) GPU",
-)
 SCHEDULE_SCRIPT = Path(__file__).with_name("hopper_schedule.py")
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from gpu_marks import on_hopper
 from matmul_checks import FP32_ACCUMULATION_PER_TERM, assert_elementwise, product_bound
 from reference_precision import exact_matmul, high
 
@@ -27,10 +28,6 @@ mm = importlib.import_module("tierbench.kernels.matmul")
 ws = importlib.import_module("tierbench.kernels._matmul_hopper_ws")
 DTYPES = [torch.float16, torch.bfloat16, torch.float32]
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-on_hopper = pytest.mark.skipif(
-    not (torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)),
-    reason="needs an sm_90 (Hopper) GPU",
-)
 
 MAX_GELU_SLOPE = 1.13  # max |gelu'| (about 1.129, both forms)
 

@@ -5,6 +5,7 @@ import importlib
 
 import pytest
 import torch
+from gpu_marks import on_hopper
 from matmul_checks import assert_elementwise, product_bound
 
 from tierbench.kernels import matmul
@@ -14,10 +15,6 @@ from tierbench.suite.ops.matmul import matmul_ref
 mm = importlib.import_module("tierbench.kernels.matmul")
 DTYPES = [torch.float16, torch.bfloat16, torch.float32]
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-on_hopper = pytest.mark.skipif(
-    not (torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)),
-    reason="needs an sm_90 (Hopper) GPU",
-)
 
 
 def _inputs(m, n, k, dtype, device, seed=0):
