@@ -448,7 +448,8 @@ def whole_row_label(c: triton.Config) -> str:
     k = c.kwargs
     name = f"split {k['SPLIT']} " if k["SPLIT"] > 1 else "whole-row "
     name += f"w{c.num_warps} x{k['CTAS']}"
-    for flag, word in ((k["PREFETCH"], "prefetch"), (k["STAGES"] > 1, "cp.async"), (k["RELOAD"], "reload")):
+    words = {"prefetch": k["PREFETCH"], "cp.async": k["STAGES"] > 1, "reload": k["RELOAD"], "exchange": k["EXCHANGE"]}
+    for word, flag in words.items():
         name += f" {word}" if flag else ""
     return name
 

@@ -76,21 +76,26 @@ def whole_row_config(
     reload: bool = False,
     split: int = 1,
     stages: int = 1,
+    exchange: bool = False,
 ) -> triton.Config:
     """A whole-row backward candidate: ROWS rows per tile, CTAS programs per SM (persistent); PREFETCH loads
     a program's next tile of x and dy into registers before it works on the current one; STAGES > 1 has
     Triton's pipeliner bring the next STAGES - 1 tiles into shared memory instead (cp.async), which holds no
     registers; RELOAD loads the weight and the GELU bias again for every tile (from L1) instead of holding
     them in registers; SPLIT programs share each row, BLOCK_N / SPLIT columns each (one row per tile, no
-    prefetching)."""
+    prefetching unless EXCHANGE); EXCHANGE has a split row's programs trade their columns' row sums through
+    memory (each reads only its own columns, then waits for its partners' sums of the row) instead of each
+    reading the whole row."""
     if split < 1 or split & (split - 1):
         raise ValueError(f"split must be a power of two, got {split}")
-    if split > 1 and (rows != 1 or prefetch):
-        raise ValueError("a split row is one row per tile, without prefetching")
+    if split > 1 and (rows != 1 or (prefetch and not exchange)):
+        raise ValueError("a split row is one row per tile, without prefetching unless its programs exchange sums")
+    if exchange and split == 1:
+        raise ValueError("only programs that split a row exchange its sums")
     if stages < 1 or (stages > 1 and prefetch):
         raise ValueError(f"stages must be 1 or more, and 1 with prefetching; got {stages}")
     kwargs = {"ROWS": rows, "CTAS": ctas, "PREFETCH": prefetch, "RELOAD": reload, "SPLIT": split, "STAGES": stages}
-    return triton.Config(kwargs, num_warps=warps, num_stages=1)
+    return triton.Config({**kwargs, "EXCHANGE": exchange}, num_warps=warps, num_stages=1)
 
 
 def chunk_config(chunk: int, warps: int = 4) -> triton.Config:
@@ -124,11 +129,18 @@ def pipelined_configs() -> list[triton.Config]:
 
 def split_row_configs() -> list[triton.Config]:
     """Whole-row candidates for rows wider than a program holds (SPLIT programs a row), to force any of them.
-    Two programs an SM only at 8 warps (the 16- and 32-warp builds use 60-128 registers a thread: one fits)."""
-    return [
+    Two programs an SM only at 8 warps (the 16- and 32-warp builds use 60-128 registers a thread: one fits).
+    Then two programs a row that exchange their row sums, one program an SM, the next row prefetched or not."""
+    reading = [
         whole_row_config(rows=1, ctas=c, warps=w, reload=r, split=s)
         for s in (2, 4, 8) for w in (8, 16, 32) for c in ((1, 2) if w == 8 else (1,)) for r in (False, True)
     ]  # fmt: skip
+    # Prefetching with the vectors held spills (LayerNorm at 16384: 116 bytes on sm_90).
+    exchanging = [
+        whole_row_config(rows=1, ctas=1, warps=w, prefetch=p, reload=r, split=2, exchange=True)
+        for w in (8, 16) for p, r in ((False, False), (False, True), (True, True))
+    ]  # fmt: skip
+    return reading + exchanging
 
 
 def tuned_split_row_configs() -> list[triton.Config]:
@@ -251,6 +263,32 @@ def _load_tile(X, DY, tile, n_rows, cols, col_ok, stride_x, stride_dy, ROWS: tl.
 
 
 @triton.jit
+def _exchange_sums(Sums, Counts, slot, part, turn, sum_gx, sum_g, SPLIT: tl.constexpr, IS_RMS: tl.constexpr):
+    # Publishes this program's sums of its row's columns as its `turn`-th row, then adds each partner's sums of
+    # the row once that partner has published as many. Two boxes a program, by the turn's parity: a program
+    # writes a box again only after every partner has published the next row, so after it read this one.
+    me = slot * SPLIT + part
+    one = tl.arange(0, 1)
+    box = Sums + (me * 2 + turn % 2) * 2
+    tl.store(box + one, sum_gx)
+    if not IS_RMS:
+        tl.store(box + 1 + one, sum_g)
+    tl.debug_barrier()  # every thread's stores before the one thread's release
+    tl.atomic_add(Counts + me, 1, sem="release", scope="gpu")
+    for q in tl.static_range(1, SPLIT):
+        other = slot * SPLIT + (part + q) % SPLIT
+        seen = tl.atomic_add(Counts + other, 0, sem="acquire", scope="gpu")
+        while seen <= turn:
+            seen = tl.atomic_add(Counts + other, 0, sem="acquire", scope="gpu")
+        tl.debug_barrier()  # the partner's sums read only after the acquire (volatile: from L2, not L1)
+        theirs = Sums + (other * 2 + turn % 2) * 2
+        sum_gx += tl.load(theirs + one, volatile=True)
+        if not IS_RMS:
+            sum_g += tl.load(theirs + 1 + one, volatile=True)
+    return sum_gx, sum_g
+
+
+@triton.jit
 def _whole_row_bwd_kernel(
     X,
     DY,
@@ -262,6 +300,8 @@ def _whole_row_bwd_kernel(
     PW,  # (programs, N) fp32 partial sums of dweight, one row per program
     PB,  # of dbias
     PXB,  # of the GELU bias's gradient
+    Sums,  # (programs, 2, 2) fp32 with EXCHANGE: each program's two boxes for its row sums
+    Counts,  # (programs,) int32 with EXCHANGE, zeroed: the rows each program has published
     n_rows,
     N,
     stride_x,
@@ -284,6 +324,7 @@ def _whole_row_bwd_kernel(
     RELOAD: tl.constexpr,  # the vectors loaded every tile: fewer registers held across the loop
     SPLIT: tl.constexpr,  # programs per row, side by side (neighbouring ids), BLOCK_N / SPLIT columns each
     STAGES: tl.constexpr,  # the tile loop's pipeline depth (> 1: the next tiles' x and dy by cp.async)
+    EXCHANGE: tl.constexpr,  # a split row's sums traded through Sums instead of each program reading the row
 ):
     if EVEN_N:
         N = BLOCK_N
@@ -299,6 +340,8 @@ def _whole_row_bwd_kernel(
     acc_db = tl.zeros([PART], dtype=tl.float32)
     acc_dxb = tl.zeros([PART], dtype=tl.float32)
     step = tl.num_programs(0) // SPLIT
+    if EXCHANGE:  # the rows published by earlier launches on these counters (replays), the same for partners
+        base = tl.load(Counts + tl.program_id(0), volatile=True)
     if PREFETCH:
         x_raw, dy_raw = _load_tile(X, DY, slot, n_rows, cols, col_ok, stride_x, stride_dy, ROWS)
     for tile in tl.range(slot, tl.cdiv(n_rows, ROWS), step, num_stages=STAGES):
@@ -324,16 +367,20 @@ def _whole_row_bwd_kernel(
         xhat, dgelu = _normalized(x, xb, mean, rstd, IS_RMS, HAS_GELU, GELU_IMPL, PRECISE, INLINE_PTX)
         g = dy * w  # 0 in the padding lanes, so the padding adds nothing to the row sums
         sum_gx, sum_g = _row_sums(g, xhat, IS_RMS)
-        for q in tl.range(1, SPLIT):  # the partners' columns, for the row sums only
-            other = ((part + q) % SPLIT) * PART + tl.arange(0, PART)
-            other_ok = other < N
-            raw_x, raw_dy = _load_tile(X, DY, tile, n_rows, other, other_ok, stride_x, stride_dy, ROWS)
-            w_o, xb_o = _vectors(W, XB, other, other_ok, HAS_W, HAS_GELU)
-            xhat_o, _ = _normalized(_to_f32(raw_x, INLINE_PTX), xb_o, mean, rstd, IS_RMS, HAS_GELU, GELU_IMPL,
-                                    PRECISE, INLINE_PTX)  # fmt: skip
-            part_gx, part_g = _row_sums(_to_f32(raw_dy, INLINE_PTX) * w_o, xhat_o, IS_RMS)
-            sum_gx += part_gx
-            sum_g += part_g
+        if EXCHANGE:
+            turn = base + (tile - slot) // step
+            sum_gx, sum_g = _exchange_sums(Sums, Counts, slot, part, turn, sum_gx, sum_g, SPLIT, IS_RMS)
+        else:
+            for q in tl.range(1, SPLIT):  # the partners' columns, for the row sums only
+                other = ((part + q) % SPLIT) * PART + tl.arange(0, PART)
+                other_ok = other < N
+                raw_x, raw_dy = _load_tile(X, DY, tile, n_rows, other, other_ok, stride_x, stride_dy, ROWS)
+                w_o, xb_o = _vectors(W, XB, other, other_ok, HAS_W, HAS_GELU)
+                xhat_o, _ = _normalized(_to_f32(raw_x, INLINE_PTX), xb_o, mean, rstd, IS_RMS, HAS_GELU, GELU_IMPL,
+                                        PRECISE, INLINE_PTX)  # fmt: skip
+                part_gx, part_g = _row_sums(_to_f32(raw_dy, INLINE_PTX) * w_o, xhat_o, IS_RMS)
+                sum_gx += part_gx
+                sum_g += part_g
         mean_gx = (sum_gx / N)[:, None]
         if IS_RMS:
             mean_g = 0.0
@@ -661,7 +708,6 @@ def norm_backward(
 
 def _whole_row(x2, dy2, dx2, vectors, stats, ptrs, flags, need, config, sms) -> list[tuple[triton.Config, str]]:
     n_rows, n = x2.shape
-    args = (x2, dy2, dx2, *vectors, *stats, *ptrs, n_rows, n, x2.stride(0), dy2.stride(0), dx2.stride(0))
 
     def grid(meta: dict) -> tuple[int]:
         return (_whole_row_slots(meta, n_rows, sms) * meta["SPLIT"],)
@@ -669,9 +715,15 @@ def _whole_row(x2, dy2, dx2, vectors, stats, ptrs, flags, need, config, sms) -> 
     if config is None:
         tuners = _whole_row_tuned if flags["BLOCK_N"] <= MAX_WHOLE_ROW_BLOCK else _split_row_tuned
         tuner = tuners[rows_per_sm_band(n_rows, sms)]
+        mailbox = _exchange_buffers(tuner.configs, grid, x2)
+        args = (x2, dy2, dx2, *vectors, *stats, *ptrs, *mailbox, n_rows, n, x2.stride(0), dy2.stride(0), dx2.stride(0))
         tuner[grid](*args, **flags, **need)
         config = tuner.best_config
     else:
+        if config.kwargs["EXCHANGE"] and INTERPRET:
+            raise ValueError("programs that exchange row sums wait on each other; the interpreter runs one at a time")
+        mailbox = _exchange_buffers([config], grid, x2)
+        args = (x2, dy2, dx2, *vectors, *stats, *ptrs, *mailbox, n_rows, n, x2.stride(0), dy2.stride(0), dx2.stride(0))
         split = config.kwargs["SPLIT"]
         if flags["BLOCK_N"] > MAX_WHOLE_ROW_BLOCK * split:
             raise ValueError(
@@ -682,6 +734,16 @@ def _whole_row(x2, dy2, dx2, vectors, stats, ptrs, flags, need, config, sms) -> 
             raise ValueError(f"rows of {n} cannot be split {split} ways")
         _whole_row_bwd_kernel[grid(config.kwargs)](*args, **flags, **need, **config.all_kwargs())
     return [(config, "whole-row")]
+
+
+def _exchange_buffers(configs: list[triton.Config], grid, x2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sums and Counts for the candidates that exchange row sums (x2 twice, never read, where none does): two
+    boxes of two fp32 sums and one zeroed counter per program of the largest such grid."""
+    programs = max((grid(c.kwargs)[0] for c in configs if c.kwargs["EXCHANGE"]), default=0)
+    if not programs:
+        return x2, x2
+    sums = torch.empty(programs * 4, dtype=torch.float32, device=x2.device)
+    return sums, torch.zeros(programs, dtype=torch.int32, device=x2.device)
 
 
 def _two_pass(x2, dy2, dx2, vectors, stats, ptrs, groups, flags, need, config, sms) -> list[tuple[triton.Config, str]]:

@@ -20,6 +20,7 @@ from triton import knobs
 nb = importlib.import_module("tierbench.kernels.norm_backward")
 ab = importlib.import_module("tierbench.kernels.attention_backward")
 _F32 = torch.empty(64)  # only its dtype and alignment reach the binder
+_I32 = torch.empty(64, dtype=torch.int32)
 ROWS = 16384
 OPS = {"layer_norm": (False, False), "rms_norm": (True, False), "bias_gelu_layer_norm": (False, True)}
 
@@ -42,13 +43,14 @@ def norm_rows() -> list[str]:
                 whole_rows = nb.whole_row_configs() + nb.pipelined_configs()
             else:
                 whole_rows = nb.split_row_configs()
-            args = (*[_BF16] * 5, *[_F32] * 5, ROWS, hidden, hidden, hidden, hidden)
+            args = (*[_BF16] * 5, *[_F32] * 6, _I32, ROWS, hidden, hidden, hidden, hidden)
             for cfg in nb.prune_whole_row_configs(whole_rows, {"n_rows": ROWS}, BLOCK_N=hidden, HAS_GELU=gelu):
                 meta = {**flags, **need, **shape, **cfg.all_kwargs()}
                 c = compile_sm90(nb._whole_row_bwd_kernel, args, meta, "w")
                 label = f"{op} {hidden} rows {cfg.kwargs['ROWS']} ctas {cfg.kwargs['CTAS']} w{cfg.num_warps}"
                 label += (" prefetch" if cfg.kwargs["PREFETCH"] else "") + (" reload" if cfg.kwargs["RELOAD"] else "")
                 label += f" split {cfg.kwargs['SPLIT']}" if cfg.kwargs["SPLIT"] > 1 else ""
+                label += " exchange" if cfg.kwargs["EXCHANGE"] else ""
                 label += f" stages {cfg.kwargs['STAGES']}" if cfg.kwargs["STAGES"] > 1 else ""
                 rows.append(line("whole-row", label, c))
             if hidden <= nb.MAX_WHOLE_ROW_BLOCK:

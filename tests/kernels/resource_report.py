@@ -79,6 +79,7 @@ class Compiled:
     smem: int
     cubin: bytes
     ptxas_log: str = ""  # ptxas -v, which also carries its performance reports (e.g. C7514)
+    ptx: str = ""
     sass: list[tuple[int, str]] = field(default_factory=list)  # (address, instruction text)
 
 
@@ -121,6 +122,7 @@ def compile_sm90(fn, args: tuple, kwargs: dict, name: str, source: type[ASTSourc
         smem=int(kernel.metadata.shared),
         cubin=kernel.asm["cubin"],
         ptxas_log=text,
+        ptx=kernel.asm.get("ptx", ""),
     )
 
 

@@ -1,6 +1,11 @@
 """Backward of layer_norm, rms_norm and bias_gelu_layer_norm against float64 autograd on the references."""
 
 import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -365,7 +370,7 @@ def test_backward_pruning_rules():
         held = {block_n // c.kwargs["SPLIT"] for c in split}
         assert split and max(held) <= nb.MAX_WHOLE_ROW_BLOCK, block_n
         assert all(4 <= block_n // c.kwargs["SPLIT"] // (32 * c.num_warps) <= 16 for c in split)
-        assert all(c.kwargs["ROWS"] == 1 and not c.kwargs["PREFETCH"] for c in split)
+        assert all(c.kwargs["ROWS"] == 1 and (c.kwargs["EXCHANGE"] or not c.kwargs["PREFETCH"]) for c in split)
     assert {c.kwargs["SPLIT"] for c in split} == {8}, "rows of 65536: eight programs a row"
     gpu_chunks = [nb.chunk_config(c, w) for c in (512, 1024, 2048, 4096) for w in (2, 4, 8, 16)]
     for block_n in (16384, 65536):
@@ -387,6 +392,7 @@ def test_forced_backward_configs_that_do_not_fit_are_refused(device):
         {"split": 0},
         {"split": 2, "rows": 2},
         {"split": 2, "prefetch": True},
+        {"exchange": True},
         {"stages": 0},
         {"stages": 2, "prefetch": True},
     ):
@@ -404,6 +410,34 @@ def test_rows_past_the_whole_row_width_split_between_programs(op, device):
     dy = (x.float() * vectors[-2 if op == "bias_gelu_layer_norm" else 0].float()).to(x.dtype)
     _check_op(op, x, vectors, dy, f"{op} hidden {hidden} split 2", nb.whole_row_config(rows=1, ctas=1, split=2))
     assert "SPLIT=2," in last_launch("norm-bwd") and last_launch("norm-bwd").startswith("whole-row: ")
+
+
+EXCHANGE = nb.whole_row_config(rows=1, ctas=1, warps=16, reload=True, split=2, exchange=True)
+
+
+def test_programs_that_exchange_row_sums_are_refused_by_the_interpreter(device):
+    if not nb.INTERPRET:
+        pytest.skip("the interpreter's refusal")
+    x, vectors, dy = _inputs("layer_norm", (3,), 64, torch.float32, device, seed=15)
+    with pytest.raises(ValueError, match="wait on each other; the interpreter runs one at a time"):
+        _launch_with_config("layer_norm", x, vectors, dy, EXCHANGE)
+
+
+def test_exchange_builds_compile_for_sm90_with_release_and_acquire():
+    # The exchange runs only on a GPU (its programs wait on each other): its sm_90 builds, compiled ahead of
+    # time in a fresh process without the interpreter, publish by a release and read by an acquire.
+    script = Path(__file__).with_name("norm_exchange_builds.py")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    builds = json.loads(done.stdout)
+    assert len(builds) == 6, builds  # LayerNorm and RMSNorm, the three 16-warp exchange candidates each
+    for build, got in builds.items():
+        assert got["registers"] is not None and got["spill_bytes"] == 0, f"{build}: {got}"
+        # One release a row; the acquire before and inside the wait; the partner's sums (two for LayerNorm)
+        # and the launch's starting count read past L1.
+        assert got["release"] == 1 and got["acquire"] >= 1, f"{build}: {got}"
+        assert got["volatile_loads"] >= (3 if build.startswith("rms") else 5), f"{build}: {got}"
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -455,3 +489,42 @@ def test_partial_sums_reduction_fills_the_gpu():
         want_c = min(block_c, 64) if nb.INTERPRET else block_c
         want_p = 16 if nb.INTERPRET else 4096 // block_c
         assert cfg.kwargs == {"BLOCK_P": want_p, "BLOCK_C": want_c}, (n, grads)
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+def test_exchanged_row_sums_gpu(op, dtype, monkeypatch):
+    """Two programs a row trading their sums: a ragged second half (16376 of 16384 columns), rows not a
+    multiple of the programs; counters that earlier launches left (as the tuner's replays do); a CUDA graph
+    replayed."""
+    hidden = 16376
+    x, vectors, _ = _inputs(op, (1000,), hidden, dtype, "cuda", seed=16)
+    dy = (x.float() * vectors[0].float()).to(dtype)  # large row sums: a partner's missing sum shows
+    for cfg in [c for c in nb.split_row_configs() if c.kwargs["EXCHANGE"]]:
+        if nb.prune_whole_row_configs([cfg, EXCHANGE], {"n_rows": 1000}, BLOCK_N=16384) != [cfg, EXCHANGE]:
+            continue
+        _check_op(op, x, vectors, dy, f"{op} {hidden} {dtype} {cfg}", cfg)
+        assert "EXCHANGE=True" in last_launch("norm-bwd"), last_launch("norm-bwd")
+    refs = reference_grads(OPS[op][1], [x, *vectors], dy)
+    fresh = nb._exchange_buffers
+
+    def counted_before(*args):  # every program 7 rows published by launches before this one
+        sums, counts = fresh(*args)
+        return sums, counts.fill_(7)
+
+    with monkeypatch.context() as m:
+        m.setattr(nb, "_exchange_buffers", counted_before)
+        _check_op(op, x, vectors, dy, f"{op} {hidden} {dtype} counters at 7", EXCHANGE)
+    _launch_with_config(op, x, vectors, dy, EXCHANGE)  # compiled outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        grads = _launch_with_config(op, x, vectors, dy, EXCHANGE)
+    for replay in range(3):
+        for g in grads:
+            g.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        for name, grad, ref, t in zip(("x", *OPS[op][2]), grads, refs, (x, *vectors)):
+            assert_grad_close(grad, ref, t.dtype, f"{op} replay {replay} d{name}")
