@@ -9,6 +9,8 @@
 # SECONDS (its records so far kept, the run resumable; a step whose run folder came with the tree resumes it):
 #   all, training, decode, model, fp8, epilogue   tierbench run of that suite (timing=quick, CUDA graphs)
 #   normbwd                                       the norm family's backward alone at 16384 rows
+#   attnbwd                                       attention's backward alone, bf16, head_dim 128, S 2048-16384
+#                                                 (and the grouped-query cases)
 #   traffic                                       the norm family at 16384 x 4096 with ncu's DRAM bytes
 #   tests=FILE,FILE,...                           pytest -m gpu of those test files (junit XML kept; the
 #                                                 scale-out ones need hydra-joblib-launcher installed);
@@ -85,6 +87,8 @@ for step in "$@"; do
     fp8) tb_run "$seconds" "$label-fp8" suite=matmul 'matmul.dtypes=[fp8_e4m3]' 'matmul.square=[4096,8192]' ;;
     epilogue) tb_run "$seconds" "$label-epilogue" suite=matmul 'matmul.ops=[matmul,matmul_bias_gelu]' ;;
     normbwd) tb_run "$seconds" "$label-norm-bwd" suite=norm 'norm.modes=[bwd]' 'norm.rows=[16384]' ;;
+    attnbwd) tb_run "$seconds" "$label-attn-bwd" suite=attention 'attention.modes=[bwd]' 'attention.dtypes=[bf16]' \
+      'attention.head_dims=[128]' 'attention.seq_lens=[2048,4096,8192,16384]' ;;
     traffic)
       PATH=$PATH:/usr/local/cuda/bin tb_run "$seconds" "$label-traffic-norm" suite=norm 'metrics=[traffic]' \
         'norm.rows=[16384]' 'norm.hidden=[4096]'
@@ -130,7 +134,7 @@ for step in "$@"; do
       echo "== gpu_history: exit $? $(date -u +%H:%M:%S)"
       tar -czf "$out/history.tar.gz" -C "$repo" results/asv results/noise results/compare 2>/dev/null
       ;;
-    *) echo "gpu_remeasure: unknown step $name (valid: all, training, decode, model, fp8, epilogue, normbwd, traffic, tests=FILES, variants=FAMILIES, history=STEPS)" >&2 ;;
+    *) echo "gpu_remeasure: unknown step $name (valid: all, training, decode, model, fp8, epilogue, normbwd, attnbwd, traffic, tests=FILES, variants=FAMILIES, history=STEPS)" >&2 ;;
   esac
   pack
 done
