@@ -19,7 +19,11 @@ Three kinds of launches, by width (BLOCK_N = next power of two of the hidden siz
   kernel, each row shared by SPLIT programs side by side, each holding BLOCK_N / SPLIT of its columns: a
   program reads its partners' columns too for the row sums, so a row is read SPLIT times, but its partners
   read it at the same time (neighbouring program ids walk the same rows), and the repeats come from L2
-  rather than memory. The tuner's list there is two programs a row.
+  rather than memory. The tuner's list there is two programs a row. Forced EXCHANGE configs read only their
+  own columns instead: each program publishes its row sums through memory (`_exchange_sums`: a release on
+  its counter, then an acquire on its partners') and waits for its partners' (the programs must be resident
+  together, as a persistent grid of one program an SM is; the interpreter, one program at a time, refuses
+  them).
 - two passes (wider rows, the fused op past 8192, or a forced CHUNK config): a row-sums kernel takes
   mean(g) and mean(g * xhat) per row in CHUNK-wide pieces, then a chunk kernel over (column chunk, group of
   rows) writes dx and one row of partial sums per group. x and dy are read twice, dx written once.
