@@ -477,6 +477,12 @@ def norm_backward_variants(n: int, gelu: bool) -> list[tuple[str, triton.Config]
     ]
     # The next row by cp.async into shared memory (Triton's pipeliner) instead of into registers.
     forced += nb_mod.prune_whole_row_configs(nb_mod.pipelined_configs(), {"n_rows": 16384}, BLOCK_N=n, HAS_GELU=gelu)
+    # Two programs a row exchanging their row sums: half the columns a program, so more programs an SM.
+    exchanging = [
+        wc(rows=1, ctas=ctas, warps=warps, prefetch=prefetch, reload=True, split=2, exchange=True)
+        for warps, ctas in ((8, 1), (8, 2), (16, 1)) for prefetch in (False, True)
+    ]  # fmt: skip
+    forced += nb_mod.prune_whole_row_configs(exchanging, {"n_rows": 16384}, BLOCK_N=n, HAS_GELU=gelu)
     return [(whole_row_label(c), c) for c in forced]
 
 
