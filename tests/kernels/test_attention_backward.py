@@ -1,16 +1,12 @@
 """attention's backward (FlashAttention-2) against float64 autograd on the reference, and what it saves."""
 
 import importlib
-import json
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 from attention_inputs import random_qkv
+from build_script import run_build_script
 from grad_checks import assert_grad_close, reference_grads
 
 from tierbench.kernels import attention
@@ -178,11 +174,7 @@ def test_tma_builds_move_their_tiles_by_tma_for_sm90():
     """The GPU builds (compiled ahead of time in a fresh process without the interpreter): with TMA the
     streamed tiles come by TMA loads and the one pass's dQ leaves by TMA's bulk reduction, not by per-thread
     atomics; without, neither appears."""
-    script = Path(__file__).with_name("backward_tma_builds.py")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    builds = json.loads(done.stdout)
+    builds = run_build_script("backward_tma_builds.py")
     for kernel in ("dkdv", "dkdv+dq", "dq"):
         plain, tma = builds[kernel], builds[f"{kernel} tma"]
         assert plain["UTMALDG"] == 0 and plain["UTMAREDG"] == 0, kernel

@@ -2,16 +2,12 @@
 against the float64 reference, row by row; the split rule; input validation."""
 
 import importlib
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 import triton
 from attention_inputs import assert_rows_close, random_qkv
+from build_script import run_build_script
 
 from tierbench.kernels import attention, attention_with_kvcache
 from tierbench.kernels._common import last_launch
@@ -320,11 +316,7 @@ def test_kvcache_validation(device, wrong_device):
 def test_decode_kernels_compile_for_sm90_without_spills():
     # The interpreter runs the kernels' logic, not their build: compile the GPU builds ahead of time (no GPU
     # needed) in a fresh process without the interpreter.
-    script = Path(__file__).with_name("decode_builds.py")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    builds = json.loads(done.stdout)
+    builds = run_build_script("decode_builds.py")
     assert len(builds) == 8
     for build, got in builds.items():
         assert got["spill_bytes"] == 0, f"{build}: {got['spill_bytes']} bytes spilled"

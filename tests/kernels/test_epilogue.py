@@ -6,15 +6,11 @@ carry the error of the kernel's stored pre-activation and of dz, both rounded to
 """
 
 import importlib
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+from build_script import run_build_script
 from gpu_marks import on_hopper
 from matmul_checks import FP32_ACCUMULATION_PER_TERM, assert_elementwise, product_bound
 from reference_precision import exact_matmul, high
@@ -246,11 +242,7 @@ def test_validation(device, wrong_device):
 def test_matmul_family_compiles_for_sm90_without_spills():
     # The interpreter runs the kernels' logic, never their build nor the activations' inline PTX: compile the
     # GPU builds ahead of time (no GPU needed) in a fresh process without the interpreter.
-    script = Path(__file__).with_name("matmul_builds.py")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    builds = json.loads(done.stdout)
+    builds = run_build_script("matmul_builds.py")
     assert len(builds) == 19
     for build, got in builds.items():
         assert got["registers"] is not None, f"{build}: {got}"

@@ -1,17 +1,13 @@
 """Backward of layer_norm, rms_norm and bias_gelu_layer_norm against float64 autograd on the references."""
 
 import importlib
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
+from build_script import run_build_script
 from grad_checks import assert_grad_close, grad_errors, reference_grads
 
 from tierbench.kernels import bias_gelu_layer_norm, layer_norm, rms_norm
@@ -426,11 +422,7 @@ def test_programs_that_exchange_row_sums_are_refused_by_the_interpreter(device):
 def test_exchange_builds_compile_for_sm90_with_release_and_acquire():
     # The exchange runs only on a GPU (its programs wait on each other): its sm_90 builds, compiled ahead of
     # time in a fresh process without the interpreter, publish by a release and read by an acquire.
-    script = Path(__file__).with_name("norm_exchange_builds.py")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    builds = json.loads(done.stdout)
+    builds = run_build_script("norm_exchange_builds.py")
     assert len(builds) == 6, builds  # LayerNorm and RMSNorm, the three 16-warp exchange candidates each
     for build, got in builds.items():
         assert got["registers"] is not None and got["spill_bytes"] == 0, f"{build}: {got}"
