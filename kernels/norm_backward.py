@@ -716,18 +716,18 @@ def _whole_row(x2, dy2, dx2, vectors, stats, ptrs, flags, need, config, sms) -> 
     def grid(meta: dict) -> tuple[int]:
         return (_whole_row_slots(meta, n_rows, sms) * meta["SPLIT"],)
 
+    # The tuners' lists hold no exchanging candidate (they measured slower): only a forced one needs a mailbox.
+    exchange = config is not None and config.kwargs["EXCHANGE"]
+    if exchange and INTERPRET:
+        raise ValueError("programs that exchange row sums wait on each other; the interpreter runs one at a time")
+    mailbox = _exchange_buffers(grid(config.kwargs)[0], x2) if exchange else (x2, x2)
+    args = (x2, dy2, dx2, *vectors, *stats, *ptrs, *mailbox, n_rows, n, x2.stride(0), dy2.stride(0), dx2.stride(0))
     if config is None:
         tuners = _whole_row_tuned if flags["BLOCK_N"] <= MAX_WHOLE_ROW_BLOCK else _split_row_tuned
         tuner = tuners[rows_per_sm_band(n_rows, sms)]
-        mailbox = _exchange_buffers(tuner.configs, grid, x2)
-        args = (x2, dy2, dx2, *vectors, *stats, *ptrs, *mailbox, n_rows, n, x2.stride(0), dy2.stride(0), dx2.stride(0))
         tuner[grid](*args, **flags, **need)
         config = tuner.best_config
     else:
-        if config.kwargs["EXCHANGE"] and INTERPRET:
-            raise ValueError("programs that exchange row sums wait on each other; the interpreter runs one at a time")
-        mailbox = _exchange_buffers([config], grid, x2)
-        args = (x2, dy2, dx2, *vectors, *stats, *ptrs, *mailbox, n_rows, n, x2.stride(0), dy2.stride(0), dx2.stride(0))
         split = config.kwargs["SPLIT"]
         if flags["BLOCK_N"] > MAX_WHOLE_ROW_BLOCK * split:
             raise ValueError(
@@ -740,12 +740,9 @@ def _whole_row(x2, dy2, dx2, vectors, stats, ptrs, flags, need, config, sms) -> 
     return [(config, "whole-row")]
 
 
-def _exchange_buffers(configs: list[triton.Config], grid, x2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sums and Counts for the candidates that exchange row sums (x2 twice, never read, where none does): two
-    boxes of two fp32 sums and one zeroed counter per program of the largest such grid."""
-    programs = max((grid(c.kwargs)[0] for c in configs if c.kwargs["EXCHANGE"]), default=0)
-    if not programs:
-        return x2, x2
+def _exchange_buffers(programs: int, x2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sums and Counts of a launch whose programs exchange row sums: two boxes of two fp32 sums and one zeroed
+    counter per program."""
     sums = torch.empty(programs * 4, dtype=torch.float32, device=x2.device)
     return sums, torch.zeros(programs, dtype=torch.int32, device=x2.device)
 

@@ -44,7 +44,7 @@ def main() -> None:
                 c = compile_sm90(nb._whole_row_bwd_kernel, args, {**meta, **cfg.all_kwargs()}, "exchange")
                 builds[label(op, cfg)] = {
                     "registers": c.regs,
-                    "spill_bytes": sum(c.spill_bytes or (0,)) if c.spill_bytes is not None else None,
+                    "spill_bytes": None if c.spill_bytes is None else sum(c.spill_bytes),
                     "release": len(re.findall(r"atom\.global\.gpu\.release", c.ptx)),
                     "acquire": len(re.findall(r"(?:ld|atom)\.global\.gpu\.acquire", c.ptx)),
                     "volatile_loads": len(re.findall(r"ld\.volatile\.global", c.ptx)),
