@@ -1,6 +1,7 @@
 """GPU check-and-time script for the Triton kernels' configs and variants (not collected by pytest).
 
-    python experiments/gpu_variants.py [--family matmul,small,fp8,norm,normbwd,attention,attnbwd,decode] [--quick]
+    python experiments/gpu_variants.py [--family matmul,small,fp8,norm,normbwd,attention,attnbwd,decode,decodegrid]
+                                      [--quick]
 
 For each family and target shape: checks every variant against an fp32 torch reference, times it with
 triton.testing.do_bench (median) next to its torch peer (torch.matmul, F.layer_norm, F.rms_norm, SDPA's
@@ -20,7 +21,8 @@ passes, against the tuner's split rows for LayerNorm and RMSNorm and its two pas
 as a share of a copy's rate on the bytes it must move. The matmul, small and epilogue rows include the
 warp-specialised Gluon kernel (`path="ws"`: one warpgroup's epilogue beside the other's products). The
 `attnbwd` family times the attention backward's two passes against its one pass with atomic dQ (each
-candidate forced), beside cuDNN's and flash-attn 4's backward.
+candidate forced), beside cuDNN's and flash-attn 4's backward. The `decodegrid` family (not in the default
+list) crosses the decode tiles with split counts at batch 1 and shows each launch's kernels on the card.
 """
 
 from __future__ import annotations
@@ -748,6 +750,83 @@ def _decode_shape(batch: int, kv_len: int, q_len: int = 1) -> None:
             log(f"[{time.time() - T0:6.1f}s] decode {shape} {name} FAILED: {type(e).__name__}: {str(e)[:300]}")
 
 
+# The decode grid: tiles (BLOCK_N keys, warps, stages) by split counts (None: the split rule's), at batch 1.
+DECODE_GRID_TILES = [(32, 4, 2), (32, 4, 3), (32, 4, 4), (64, 4, 2), (64, 4, 3), (64, 4, 4), (128, 4, 1), (128, 4, 2)]
+DECODE_GRID_SPLITS = [None, 8, 16, 24, 33, 48, 66]
+
+
+def kernel_times(fn: Callable[[], object], reps: int = 30) -> str:
+    """The kernels one call of fn launches, each with its mean device time (torch.profiler), largest first."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    times = [
+        (e.self_device_time_total / reps, e.key)
+        for e in prof.key_averages()
+        if e.self_device_time_total > 0 and e.count >= reps
+    ]
+    return ", ".join(f"{name[:48]} {us:.2f} us" for us, name in sorted(times, reverse=True))
+
+
+def bench_decode_grid(quick: bool) -> None:
+    """Batch 1, q_len 1, Llama-3 8B, KV 8k and 32k (the decode bars' cases): every tile of
+    DECODE_GRID_TILES under every split count of DECODE_GRID_SPLITS, under CUDA graphs as the suite times
+    them; then the kernels each launch takes on the card (the split kernel against the combine, cuDNN's
+    against its reduction), from the profiler."""
+    global GRAPHED
+    GRAPHED = True
+    for kv_len in [8192] if quick else [8192, 32768]:
+        _decode_grid_shape(kv_len)
+        torch.cuda.empty_cache()
+    GRAPHED = False
+
+
+def _decode_grid_shape(kv_len: int) -> None:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    heads, kv_heads, d = 32, 8, 128
+    q = torch.randn(1, heads, 1, d, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(1, kv_heads, kv_len, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), enable_gqa=True)
+    copy_ms = bench(lambda: torch.empty_like(k).copy_(k))
+
+    def cudnn() -> torch.Tensor:
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+    peer = bench(cudnn)
+    shape = f"b1 kv{kv_len} grid"
+    row("decode", shape, "copy of K (ceiling)", copy_ms, f"{2.0 * k.nbytes / copy_ms * 1e-6:.0f} GB/s", "-", "-")
+    row("decode", shape, "SDPA cuDNN (peer)", peer, f"{copy_ms / peer:.0%} copy", "1.000", "-")
+    best: tuple[float, str, Callable[[], torch.Tensor]] | None = None
+    for bn, w, s in DECODE_GRID_TILES:
+        c = triton.Config({"BLOCK_M": 16, "BLOCK_N": bn}, num_warps=w, num_stages=s)
+        for splits in DECODE_GRID_SPLITS:
+            name = f"n{bn} w{w} s{s}, {splits or 'rule'} splits"
+
+            def fn(c=c, n=splits) -> torch.Tensor:
+                return dec_mod.split_kv_forward(q, k, v, False, None, config=c, num_splits=n)
+
+            try:
+                err = rel_err(fn(), ref)
+                ms = bench(fn)
+                bad = "" if err <= 1e-2 else " BAD"
+                row("decode", shape, name, ms, f"{copy_ms / ms:.0%} copy", f"{peer / ms:.3f}", f"{err:.1e}{bad}")
+                if not bad and (best is None or ms < best[0]):
+                    best = (ms, name, fn)
+            except Exception as e:  # one broken variant must not stop the sweep
+                log(f"[{time.time() - T0:6.1f}s] decode {shape} {name} FAILED: {type(e).__name__}: {str(e)[:300]}")
+    log(f"decode {shape} kernels, cuDNN: {kernel_times(cudnn)}")
+    log(f"decode {shape} kernels, auto: {kernel_times(lambda: dec_mod.attention_with_kvcache(q, k, v))}")
+    if best is not None:
+        log(f"decode {shape} kernels, best ({best[1]}): {kernel_times(best[2])}")
+
+
 def shape_list(text: str) -> list[tuple[int, int, int]]:
     """argparse type of --fp8-shapes: MxNxK,MxNxK,... of positive integers."""
     shapes = []
@@ -785,6 +864,7 @@ def main() -> None:
         "attention": bench_attention,
         "attnbwd": bench_attention_backward,
         "decode": bench_decode,
+        "decodegrid": bench_decode_grid,
     }
     for fam in args.family.split(","):
         log(f"== {fam}")
