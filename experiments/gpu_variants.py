@@ -753,6 +753,7 @@ def _decode_shape(batch: int, kv_len: int, q_len: int = 1) -> None:
 # The decode grid: tiles (BLOCK_N keys, warps, stages) by split counts (None: the split rule's), at batch 1.
 DECODE_GRID_TILES = [(32, 4, 2), (32, 4, 3), (32, 4, 4), (64, 4, 2), (64, 4, 3), (64, 4, 4), (128, 4, 1), (128, 4, 2)]
 DECODE_GRID_SPLITS = [None, 8, 16, 24, 33, 48, 66]
+DECODE_GRID_TMA_SPLITS = [None, 16, 33, 66]  # the same tiles read through TMA descriptors
 
 
 def kernel_times(fn: Callable[[], object], reps: int = 30) -> str:
@@ -804,23 +805,24 @@ def _decode_grid_shape(kv_len: int) -> None:
     row("decode", shape, "copy of K (ceiling)", copy_ms, f"{2.0 * k.nbytes / copy_ms * 1e-6:.0f} GB/s", "-", "-")
     row("decode", shape, "SDPA cuDNN (peer)", peer, f"{copy_ms / peer:.0%} copy", "1.000", "-")
     best: tuple[float, str, Callable[[], torch.Tensor]] | None = None
-    for bn, w, s in DECODE_GRID_TILES:
+    grid = [(tile, n, False) for tile in DECODE_GRID_TILES for n in DECODE_GRID_SPLITS]
+    grid += [(tile, n, True) for tile in DECODE_GRID_TILES for n in DECODE_GRID_TMA_SPLITS]
+    for (bn, w, s), splits, tma in grid:
         c = triton.Config({"BLOCK_M": 16, "BLOCK_N": bn}, num_warps=w, num_stages=s)
-        for splits in DECODE_GRID_SPLITS:
-            name = f"n{bn} w{w} s{s}, {splits or 'rule'} splits"
+        name = f"n{bn} w{w} s{s}, {splits or 'rule'} splits" + (", TMA" if tma else "")
 
-            def fn(c=c, n=splits) -> torch.Tensor:
-                return dec_mod.split_kv_forward(q, k, v, False, None, config=c, num_splits=n)
+        def fn(c=c, n=splits, tma=tma) -> torch.Tensor:
+            return dec_mod.split_kv_forward(q, k, v, False, None, config=c, num_splits=n, tma=tma)
 
-            try:
-                err = rel_err(fn(), ref)
-                ms = bench(fn)
-                bad = "" if err <= 1e-2 else " BAD"
-                row("decode", shape, name, ms, f"{copy_ms / ms:.0%} copy", f"{peer / ms:.3f}", f"{err:.1e}{bad}")
-                if not bad and (best is None or ms < best[0]):
-                    best = (ms, name, fn)
-            except Exception as e:  # one broken variant must not stop the sweep
-                log(f"[{time.time() - T0:6.1f}s] decode {shape} {name} FAILED: {type(e).__name__}: {str(e)[:300]}")
+        try:
+            err = rel_err(fn(), ref)
+            ms = bench(fn)
+            bad = "" if err <= 1e-2 else " BAD"
+            row("decode", shape, name, ms, f"{copy_ms / ms:.0%} copy", f"{peer / ms:.3f}", f"{err:.1e}{bad}")
+            if not bad and (best is None or ms < best[0]):
+                best = (ms, name, fn)
+        except Exception as e:  # one broken variant must not stop the sweep
+            log(f"[{time.time() - T0:6.1f}s] decode {shape} {name} FAILED: {type(e).__name__}: {str(e)[:300]}")
     log(f"decode {shape} kernels, cuDNN: {kernel_times(cudnn)}")
     log(f"decode {shape} kernels, auto: {kernel_times(lambda: dec_mod.attention_with_kvcache(q, k, v))}")
     if best is not None:

@@ -42,6 +42,7 @@ import math
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ._common import (
     ATTENTION_HEAD_DIMS,
@@ -66,6 +67,8 @@ MIN_KEYS_PER_SPLIT = 128
 # the size of K, which a launch must not come near allocating).
 KEYS_PER_PARTIAL_ROW = 8
 MAX_SPLITS = 128
+# Read contiguous caches' K/V tiles through TMA descriptors unless told otherwise (`split_kv_forward`'s tma).
+TMA_BY_DEFAULT = False
 MAX_BLOCK_M = 64  # query rows per program; a larger group (heads // kv_heads x q_len) takes several programs
 # head_dim columns one combine program takes, from every split (at MAX_SPLITS, 32 fp32 registers a thread at
 # 4 warps): four programs a query row at head_dim 128. The combine's loads were a loop of dependent steps
@@ -105,6 +108,17 @@ def decode_config(head_dim: int, rows: int, page: int = 0) -> triton.Config:
     return triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=warps, num_stages=stages)
 
 
+def tma_fits(k: torch.Tensor, v: torch.Tensor, block_table: torch.Tensor | None) -> bool:
+    """Whether K/V tiles can be read through host descriptors over the cache's rows ((B * KV_H * S, D), one
+    copy instruction a tile): a contiguous cache, not paged, 16-byte aligned, its rows countable in int32, on
+    a GPU with TMA (sm_90 or later) or under the interpreter."""
+    if block_table is not None or not (k.is_contiguous() and v.is_contiguous()):
+        return False
+    if k.numel() // k.shape[-1] >= 2**31 or k.data_ptr() % 16 or v.data_ptr() % 16:
+        return False
+    return INTERPRET or torch.cuda.get_device_capability(k.device)[0] >= 9
+
+
 def choose_num_splits(max_kv_len: int, programs_per_split: int, sms: int, rows: int = 1) -> int:
     """Splits of each sequence's keys: none where one program per (sequence, head group) already fills the SMs
     (at batch 64 the unsplit kernel with 128-key tiles matched cuDNN on an H100), else
@@ -141,6 +155,7 @@ def _split_kv_kernel(
     CAUSAL: tl.constexpr,
     SPLIT: tl.constexpr,  # write partial outputs and their lse (NUM_SPLITS > 1), else the output itself
     UPCAST: tl.constexpr,
+    TMA: tl.constexpr = False,  # k_ptr, v_ptr: host descriptors over the contiguous cache's (B * KV_H * S, D) rows
 ):  # fmt: skip
     rows = KV_GROUP * SQ
     n_row_blocks = tl.cdiv(rows, BLOCK_M)
@@ -209,12 +224,16 @@ def _split_kv_kernel(
                 block = tl.minimum(tl.maximum(block.to(tl.int64), 0), NUM_BLOCKS - 1)
                 in_block = keys % PAGE_SIZE
             in_block = in_block.to(tl.int64)
-            k_ptrs = k_ptr + (block * stride_kb + k_head + in_block * stride_ks)[:, None] + offs_d[None, :] * stride_kd
-            v_ptrs = v_ptr + (block * stride_vb + v_head + in_block * stride_vs)[:, None] + offs_d[None, :] * stride_vd
-            if phase == 0:
-                k = tl.load(k_ptrs)
+            if TMA:  # one copy a tile; rows past hi (another head's, or zeros past the cache) are masked below
+                k = k_ptr.load([bkv * CAPACITY + start, 0])
             else:
-                k = tl.load(k_ptrs, mask=key_ok[:, None], other=0.0)
+                k_ptrs = (
+                    k_ptr + (block * stride_kb + k_head + in_block * stride_ks)[:, None] + offs_d[None, :] * stride_kd
+                )
+                if phase == 0:
+                    k = tl.load(k_ptrs)
+                else:
+                    k = tl.load(k_ptrs, mask=key_ok[:, None], other=0.0)
             if UPCAST:  # interpreter only: its bf16 dot is wrong
                 k = k.to(tl.float32)
             qk = tl.dot(q, tl.trans(k)) * qk_scale
@@ -232,10 +251,18 @@ def _split_kv_kernel(
             p = tl.math.exp2(qk - m_safe[:, None])
             alpha = tl.math.exp2(m_i - m_safe)
             l_i = l_i * alpha + tl.sum(p, 1)
-            if phase == 0:
-                v = tl.load(v_ptrs)
+            if TMA:
+                v = v_ptr.load([bkv * CAPACITY + start, 0])
+                if phase == 1:  # p is 0 past hi, but those rows may hold anything (0 * nan is nan)
+                    v = tl.where(key_ok[:, None], v, 0.0)
             else:
-                v = tl.load(v_ptrs, mask=key_ok[:, None], other=0.0)
+                v_ptrs = (
+                    v_ptr + (block * stride_vb + v_head + in_block * stride_vs)[:, None] + offs_d[None, :] * stride_vd
+                )
+                if phase == 0:
+                    v = tl.load(v_ptrs)
+                else:
+                    v = tl.load(v_ptrs, mask=key_ok[:, None], other=0.0)
             if UPCAST:
                 v = v.to(tl.float32)
             acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
@@ -299,12 +326,14 @@ def split_kv_forward(
     block_table: torch.Tensor | None = None,
     num_splits: int | None = None,
     config: triton.Config | None = None,
+    tma: bool | None = None,
     cache_kind: str = "",
 ) -> torch.Tensor:
     """Launch without validation. q (B, H, SQ, D); k/v (B, KV_H, S, D), or with block_table (num_blocks,
     KV_H, page, D); `seqlens` (B,) int32 or None (every sequence the full S, or the table's capacity).
-    `num_splits` and `config` override the split rule and the tile; `cache_kind` names the cache in the
-    launch record."""
+    `num_splits` and `config` override the split rule and the tile; `tma` forces reading K/V through TMA
+    descriptors (True: the cache must suit them, `tma_fits`) or through pointers (False), None takes
+    TMA_BY_DEFAULT where they suit; `cache_kind` names the cache in the launch record."""
     b, h, sq, d = q.shape
     kv_h = k.shape[1]
     o = torch.empty((b, h, sq, d), dtype=q.dtype, device=q.device)
@@ -327,17 +356,28 @@ def split_kv_forward(
     else:
         part = lse = None
         dest, o_strides = o, o.stride()
+    fits = tma_fits(k, v, block_table)
+    if tma and not fits:
+        raise ValueError(
+            "split_kv_forward: tma=True needs a contiguous cache (not paged), 16-byte aligned, with fewer than "
+            f"2**31 rows, on an sm_90+ GPU; got k of shape {tuple(k.shape)}, strides {k.stride()}"
+        )
+    use_tma = fits and (TMA_BY_DEFAULT if tma is None else tma)
+    if use_tma:
+        k_arg, v_arg = (TensorDescriptor.from_tensor(t.view(-1, d), [bn, d]) for t in (k, v))
+    else:
+        k_arg, v_arg = k, v
     table = block_table if paged else q  # any tensor: unused unless paged
     lens = seqlens if seqlens is not None else q
     table_strides = block_table.stride() if paged else (0, 0)
     _split_kv_kernel[(programs, splits)](
-        q, k, v, dest, lse if lse is not None else dest, lens, table,
+        q, k_arg, v_arg, dest, lse if lse is not None else dest, lens, table,
         kv_h, group, sq, capacity, k.shape[0], splits,
         *q.stride(), *k.stride(), *v.stride(), *o_strides,
         lens.stride(0) if seqlens is not None else 0, *table_strides,
         scale * _LOG2E,
         HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, PAGE_SIZE=page, HAS_SEQLENS=seqlens is not None, CAUSAL=causal,
-        SPLIT=splits > 1, UPCAST=INTERPRET and q.dtype == torch.bfloat16,
+        SPLIT=splits > 1, UPCAST=INTERPRET and q.dtype == torch.bfloat16, TMA=use_tma,
         num_warps=config.num_warps, num_stages=config.num_stages,
     )  # fmt: skip
     if splits > 1:
@@ -347,6 +387,7 @@ def split_kv_forward(
             num_warps=4,
         )  # fmt: skip
     kind = ("causal" if causal else "full") + f", split-kv, {splits} split{'s' if splits > 1 else ''}"
+    kind += ", TMA" if use_tma else ""
     note_launch("attention", config, kind + (f", {cache_kind}" if cache_kind else ""))
     return o
 
