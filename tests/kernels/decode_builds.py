@@ -5,7 +5,7 @@
 Run by test_decode.py in a fresh process (the interpreter, on in the test session, compiles nothing). The
 builds are the tiles `decode_config` gives at each head_dim for the smallest and the largest query group,
 across the cache kinds (contiguous, paged with blocks smaller than a tile, paged with whole tiles per block),
-and the combine kernel.
+contiguous caches read through TMA descriptors, and the combine kernel.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import sys
 
 import resource_report as rr
 import torch
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 dec = importlib.import_module("tierbench.kernels.decode")
 
@@ -29,22 +30,27 @@ BUILDS = [
     (256, 64, 0, True, True),
 ]
 
+# (head_dim, query rows per group, causal): contiguous caches read through TMA descriptors, split.
+TMA_BUILDS = [(64, 1, False), (128, 4, False), (128, 64, True), (256, 64, True)]
 
-def split_kv_build(head_dim: int, rows: int, page: int, causal: bool, split: bool) -> dict:
+
+def split_kv_build(head_dim: int, rows: int, page: int, causal: bool, split: bool, tma: bool = False) -> dict:
     cfg = dec.decode_config(head_dim, rows)
     q = torch.empty(1, rows, 1, head_dim, dtype=torch.bfloat16)  # one K/V head's group of `rows` heads
     k = torch.empty(64, 1, page or 4096, head_dim, dtype=torch.bfloat16)
+    kv = TensorDescriptor.from_tensor(k.view(-1, head_dim), [cfg.kwargs["BLOCK_N"], head_dim]) if tma else k
     out = torch.empty(rows, 8, head_dim, dtype=torch.float32) if split else q
     lse = torch.empty(rows, 8, dtype=torch.float32)
     lens, table = torch.empty(1, dtype=torch.int32), torch.empty(1, 64, dtype=torch.int32)
     out_strides = (0, 0, 0, 0) if split else out.stride()
-    args = (q, k, k, out, lse, lens, table, 1, rows, 1, 4096, 64, 8 if split else 1, *q.stride(), *k.stride(),
+    args = (q, kv, kv, out, lse, lens, table, 1, rows, 1, 4096, 64, 8 if split else 1, *q.stride(), *k.stride(),
             *k.stride(), *out_strides, 1, 64, 1, 0.1)  # fmt: skip
     meta = dict(
         HEAD_DIM=head_dim, **cfg.kwargs, PAGE_SIZE=page, HAS_SEQLENS=True, CAUSAL=causal, SPLIT=split,
-        UPCAST=False, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        UPCAST=False, TMA=tma, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
-    compiled = rr.compile_sm90(dec._split_kv_kernel, args, meta, f"split_kv_D{head_dim}_r{rows}_p{page}")
+    name = f"split_kv_D{head_dim}_r{rows}_p{page}" + ("_tma" if tma else "")
+    compiled = rr.compile_sm90(dec._split_kv_kernel, args, meta, name)
     return {"registers": compiled.regs, "spill_bytes": sum(compiled.spill_bytes or (0,)), "config": str(cfg)}
 
 
@@ -65,6 +71,10 @@ def main() -> int:
             d, rows, page, causal, split = build
             report[f"split-kv D{d} rows={rows} block_size={page} causal={causal} split={split}"] = split_kv_build(
                 *build
+            )
+        for d, rows, causal in TMA_BUILDS:
+            report[f"split-kv D{d} rows={rows} TMA causal={causal}"] = split_kv_build(
+                d, rows, 0, causal, True, tma=True
             )
         report[f"combine D256 splits={dec.MAX_SPLITS}"] = combine_build(256, dec.MAX_SPLITS)
         report["combine D128 splits=64"] = combine_build(128, 64)

@@ -211,6 +211,39 @@ def test_kvcache_reads_flash_attn_layout_through_views(device, assert_close):
     assert out.transpose(1, 2).shape == q_fa.shape
 
 
+@pytest.mark.parametrize("q_len, causal, splits, block_n", [(1, False, 3, 16), (3, True, None, 64), (2, True, 7, 16)])
+def test_tma_reads_agree_with_the_reference(q_len, causal, splits, block_n, device, assert_close):
+    # Ragged lengths over a NaN-filled cache: a TMA tile reads whole BLOCK_N rows of the flattened cache,
+    # past a sequence's length into its NaN slots and the next head's rows; those keys must weigh nothing.
+    q, _, _ = random_qkv(3, 6, q_len, 1, 64, torch.float16, device, seed=31)
+    k, v, lens = _ragged_cache(3, 3, 101, 64, torch.float16, device, seed=31, least=q_len)
+    cfg = triton.Config({"BLOCK_M": 16, "BLOCK_N": block_n}, num_warps=4, num_stages=2)
+    out = dec.split_kv_forward(q, k, v, causal, None, seqlens=lens, num_splits=splits, config=cfg, tma=True)
+    assert last_launch("attention").split(":")[0].endswith(", TMA")
+    what = f"TMA q_len={q_len} causal={causal} splits={splits} BLOCK_N={block_n} lens={lens.tolist()}"
+    _check(out, _reference_per_sequence(q, k, v, lens, causal), torch.float16, what, assert_close)
+    # The pointer loads on the same launch agree.
+    plain = dec.split_kv_forward(q, k, v, causal, None, seqlens=lens, num_splits=splits, config=cfg, tma=False)
+    assert "TMA" not in last_launch("attention")
+    torch.testing.assert_close(out, plain, rtol=0, atol=2e-3)
+
+
+def test_tma_needs_a_contiguous_unpaged_cache(device):
+    q, k, v = random_qkv(2, 4, 1, 64, 32, torch.float16, device, seed=33, kv_heads=2)
+    assert dec.tma_fits(k, v, None)
+    kp, vp = (t.reshape(8, 2, 16, 32) for t in (k, v))
+    table = torch.arange(8, dtype=torch.int32, device=device).view(2, 4)
+    strided = k.transpose(1, 2).contiguous().transpose(1, 2)  # flash-attn's layout, viewed heads-first
+    for args, why in (((q, kp, vp), "paged"), ((q, strided, v), "strided")):
+        paged = why == "paged"
+        assert not dec.tma_fits(args[1], args[2], table if paged else None)
+        with pytest.raises(ValueError, match=r"split_kv_forward: tma=True needs a contiguous cache \(not paged\)"):
+            dec.split_kv_forward(*args, False, None, block_table=table if paged else None, tma=True)
+        # Left to the default, such a cache is read through pointers.
+        dec.split_kv_forward(*args, False, None, block_table=table if paged else None)
+        assert "TMA" not in last_launch("attention")
+
+
 def test_split_rule():
     # Llama-3 8B/70B decode (8 K/V heads, one program per group) on 132 SMs: batch 1 splits to fill 4 waves,
     # batch 64 (512 programs) is not split; short caches keep >= 128 keys per split; the cap.
@@ -317,9 +350,11 @@ def test_decode_kernels_compile_for_sm90_without_spills():
     # The interpreter runs the kernels' logic, not their build: compile the GPU builds ahead of time (no GPU
     # needed) in a fresh process without the interpreter.
     builds = run_build_script("decode_builds.py")
-    assert len(builds) == 8
+    assert len(builds) == 12
     for build, got in builds.items():
-        assert got["spill_bytes"] == 0, f"{build}: {got['spill_bytes']} bytes spilled"
+        # The forced TMA builds may spill a word (ptxas keeps 8 bytes on the stack at head_dim 64).
+        allowed = 16 if "TMA" in build else 0
+        assert got["spill_bytes"] <= allowed, f"{build}: {got['spill_bytes']} bytes spilled"
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -392,3 +427,19 @@ def test_split_counts_gpu(head_dim, num_splits, assert_close):
     for causal in (False, True):
         out = dec.split_kv_forward(q, k, v, causal, None, num_splits=num_splits)
         _check(out, attention_ref(q, k, v, causal), torch.float16, f"D={head_dim} {num_splits} splits", assert_close)
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_tma_reads_gpu(head_dim, assert_close):
+    q, k, v = random_qkv(2, 16, 4, 5000, head_dim, torch.bfloat16, "cuda", seed=head_dim, kv_heads=4)
+    if not dec.tma_fits(k, v, None):
+        pytest.skip("TMA needs an sm_90+ GPU")
+    lens = torch.tensor([5000, 3001], dtype=torch.int32, device="cuda")
+    for causal in (False, True):
+        ref = _reference_per_sequence(q, k, v, lens, causal)
+        for splits in (None, 1, 64):
+            out = dec.split_kv_forward(q, k, v, causal, None, seqlens=lens, num_splits=splits, tma=True)
+            what = f"TMA D={head_dim} causal={causal} splits={splits}: {last_launch('attention')}"
+            _check(out, ref, torch.bfloat16, what, assert_close)
