@@ -69,6 +69,9 @@ KEYS_PER_PARTIAL_ROW = 8
 MAX_SPLITS = 128
 # Read contiguous caches' K/V tiles through TMA descriptors unless told otherwise (`split_kv_forward`'s tma).
 TMA_BY_DEFAULT = False
+# Combine the splits in the split kernel's last program of each tile (no second kernel) unless told otherwise.
+FUSED_COMBINE_BY_DEFAULT = False
+FUSED_COMBINE_ELEMENTS = 4096  # partials one step of that combine holds (32 fp32 registers a thread at 4 warps)
 MAX_BLOCK_M = 64  # query rows per program; a larger group (heads // kv_heads x q_len) takes several programs
 # head_dim columns one combine program takes, from every split (at MAX_SPLITS, 32 fp32 registers a thread at
 # 4 warps): four programs a query row at head_dim 128. The combine's loads were a loop of dependent steps
@@ -119,6 +122,26 @@ def tma_fits(k: torch.Tensor, v: torch.Tensor, block_table: torch.Tensor | None)
     return INTERPRET or torch.cuda.get_device_capability(k.device)[0] >= 9
 
 
+_ARRIVALS: dict[tuple[int | None, int], torch.Tensor] = {}
+
+
+def arrival_counters(programs: int, device: torch.device) -> torch.Tensor:
+    """Zeroed int32 counters, one a program of a fused-combine launch, which every such launch leaves zeroed
+    (each tile's last split resets its own): kept per (device, stream), so a step pays no fill. Launches on
+    one stream run in order; another stream gets its own. Under CUDA graph capture a stream's counters made
+    before (the warm-up call) serve; without them the graph gets its own, filled at each replay."""
+    if device.type != "cuda":  # the interpreter runs one launch at a time
+        return torch.zeros(programs, dtype=torch.int32, device=device)
+    key = (device.index, torch.cuda.current_stream(device).cuda_stream)
+    have = _ARRIVALS.get(key)
+    if have is not None and have.numel() >= programs:
+        return have
+    fresh = torch.zeros(max(programs, 1024), dtype=torch.int32, device=device)
+    if not torch.cuda.is_current_stream_capturing():  # captured, its fill runs only at replay
+        _ARRIVALS[key] = fresh
+    return fresh
+
+
 def choose_num_splits(max_kv_len: int, programs_per_split: int, sms: int, rows: int = 1) -> int:
     """Splits of each sequence's keys: none where one program per (sequence, head group) already fills the SMs
     (at batch 64 the unsplit kernel with 128-key tiles matched cuDNN on an H100), else
@@ -139,7 +162,7 @@ def choose_num_splits(max_kv_len: int, programs_per_split: int, sms: int, rows: 
 
 @triton.jit(do_not_specialize=["CAPACITY"])  # a dense decode step changes it every call
 def _split_kv_kernel(
-    q_ptr, k_ptr, v_ptr, out_ptr, lse_ptr, seqlens_ptr, table_ptr,
+    q_ptr, k_ptr, v_ptr, out_ptr, lse_ptr, seqlens_ptr, table_ptr, o_ptr, count_ptr,
     KV_H, KV_GROUP, SQ, CAPACITY, NUM_BLOCKS, NUM_SPLITS,
     stride_qb, stride_qh, stride_qs, stride_qd,
     stride_kb, stride_kh, stride_ks, stride_kd,
@@ -156,6 +179,9 @@ def _split_kv_kernel(
     SPLIT: tl.constexpr,  # write partial outputs and their lse (NUM_SPLITS > 1), else the output itself
     UPCAST: tl.constexpr,
     TMA: tl.constexpr = False,  # k_ptr, v_ptr: host descriptors over the contiguous cache's (B * KV_H * S, D) rows
+    COMBINE: tl.constexpr = False,  # the last split of a tile to finish combines its rows into o_ptr
+    BLOCK_S: tl.constexpr = 1,  # COMBINE: splits, to a power of two
+    BLOCK_DC: tl.constexpr = 1,  # COMBINE: head_dim columns combined at a time
 ):  # fmt: skip
     rows = KV_GROUP * SQ
     n_row_blocks = tl.cdiv(rows, BLOCK_M)
@@ -276,10 +302,51 @@ def _split_kv_kernel(
         part = ((b * (KV_H * KV_GROUP) + h) * SQ + qi) * NUM_SPLITS + split
         tl.store(out_ptr + part[:, None] * HEAD_DIM + offs_d[None, :], out, mask=row_ok[:, None])
         tl.store(lse_ptr + part, tl.where(seen, m_i + tl.log2(l_safe), float("-inf")), mask=row_ok)
+        if COMBINE:
+            tl.debug_barrier()  # every thread's stores before the one thread's release
+            arrived = tl.atomic_add(count_ptr + tl.program_id(0), 1, sem="acq_rel", scope="gpu")
+            if arrived == NUM_SPLITS - 1:  # the others' partials are visible: combine, and reset for the next launch
+                tl.atomic_xchg(count_ptr + tl.program_id(0), 0, sem="relaxed", scope="gpu")
+                _combine_rows(
+                    out_ptr, lse_ptr, o_ptr, b, kv_h, row_block * BLOCK_M, tl.minimum(rows, (row_block + 1) * BLOCK_M),
+                    KV_H * KV_GROUP, KV_GROUP, SQ, NUM_SPLITS, stride_ob, stride_oh, stride_os, stride_od,
+                    HEAD_DIM, BLOCK_S, BLOCK_DC,
+                )  # fmt: skip
     else:
         o_rows = b * stride_ob + h * stride_oh + qi * stride_os
         o_ptrs = out_ptr + o_rows[:, None] + offs_d[None, :] * stride_od
         tl.store(o_ptrs, out.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
+
+
+@triton.jit
+def _combine_rows(
+    part_ptr, lse_ptr, o_ptr, b, kv_h, r_lo, r_hi, H, KV_GROUP, SQ, NUM_SPLITS,
+    stride_ob, stride_oh, stride_os, stride_od,
+    HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_DC: tl.constexpr,
+):  # fmt: skip
+    # Rows r_lo..r_hi of K/V head kv_h's group, each its splits' partials weighted by exp2(lse - max lse); the
+    # reads bypass L1 (.cg), which may hold no other program's writes.
+    offs_s = tl.arange(0, BLOCK_S)
+    s_ok = offs_s < NUM_SPLITS
+    for r in tl.range(r_lo, r_hi, num_stages=1):
+        h = kv_h * KV_GROUP + r // SQ
+        qi = r % SQ
+        row = (b * H + h) * SQ + qi
+        lse = tl.load(lse_ptr + row * NUM_SPLITS + offs_s, mask=s_ok, other=float("-inf"), cache_modifier=".cg")
+        m = tl.max(lse, 0)
+        m = tl.where(m == float("-inf"), 0.0, m)  # no split saw a key: every weight is 0, the output 0
+        w = tl.math.exp2(lse - m)
+        total = tl.sum(w, 0)
+        inv = 1.0 / tl.where(total > 0.0, total, 1.0)
+        for d0 in tl.static_range(0, HEAD_DIM, BLOCK_DC):
+            offs_d = d0 + tl.arange(0, BLOCK_DC)
+            parts = tl.load(
+                part_ptr + (row * NUM_SPLITS + offs_s)[:, None] * HEAD_DIM + offs_d[None, :],
+                mask=s_ok[:, None], other=0.0, cache_modifier=".cg",
+            )  # fmt: skip
+            out = tl.sum(w[:, None] * parts, 0) * inv
+            o_ptrs = o_ptr + b * stride_ob + h * stride_oh + qi * stride_os + offs_d * stride_od
+            tl.store(o_ptrs, out.to(o_ptr.dtype.element_ty))
 
 
 @triton.jit
@@ -327,13 +394,16 @@ def split_kv_forward(
     num_splits: int | None = None,
     config: triton.Config | None = None,
     tma: bool | None = None,
+    fused_combine: bool | None = None,
     cache_kind: str = "",
 ) -> torch.Tensor:
     """Launch without validation. q (B, H, SQ, D); k/v (B, KV_H, S, D), or with block_table (num_blocks,
     KV_H, page, D); `seqlens` (B,) int32 or None (every sequence the full S, or the table's capacity).
     `num_splits` and `config` override the split rule and the tile; `tma` forces reading K/V through TMA
     descriptors (True: the cache must suit them, `tma_fits`) or through pointers (False), None takes
-    TMA_BY_DEFAULT where they suit; `cache_kind` names the cache in the launch record."""
+    TMA_BY_DEFAULT where they suit; `fused_combine` forces (True) or forbids (False) combining the splits in
+    the split kernel's last program of each tile instead of a second kernel, None takes
+    FUSED_COMBINE_BY_DEFAULT; `cache_kind` names the cache in the launch record."""
     b, h, sq, d = q.shape
     kv_h = k.shape[1]
     o = torch.empty((b, h, sq, d), dtype=q.dtype, device=q.device)
@@ -349,13 +419,16 @@ def split_kv_forward(
     splits = num_splits or choose_num_splits(capacity, programs, num_sms(q.device), group * sq)
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
 
+    fused = splits > 1 and (FUSED_COMBINE_BY_DEFAULT if fused_combine is None else fused_combine)
     if splits > 1:
         part = torch.empty((b * h * sq, splits, d), dtype=torch.float32, device=q.device)
         lse = torch.empty((b * h * sq, splits), dtype=torch.float32, device=q.device)
-        dest, o_strides = part, (0, 0, 0, 0)
+        dest = part
     else:
         part = lse = None
-        dest, o_strides = o, o.stride()
+        dest = o
+    counts = arrival_counters(programs, q.device) if fused else o  # any tensor: unused unless fused
+    block_s = next_pow2(splits)
     fits = tma_fits(k, v, block_table)
     if tma and not fits:
         raise ValueError(
@@ -371,23 +444,24 @@ def split_kv_forward(
     lens = seqlens if seqlens is not None else q
     table_strides = block_table.stride() if paged else (0, 0)
     _split_kv_kernel[(programs, splits)](
-        q, k_arg, v_arg, dest, lse if lse is not None else dest, lens, table,
+        q, k_arg, v_arg, dest, lse if lse is not None else dest, lens, table, o, counts,
         kv_h, group, sq, capacity, k.shape[0], splits,
-        *q.stride(), *k.stride(), *v.stride(), *o_strides,
+        *q.stride(), *k.stride(), *v.stride(), *o.stride(),
         lens.stride(0) if seqlens is not None else 0, *table_strides,
         scale * _LOG2E,
         HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, PAGE_SIZE=page, HAS_SEQLENS=seqlens is not None, CAUSAL=causal,
         SPLIT=splits > 1, UPCAST=INTERPRET and q.dtype == torch.bfloat16, TMA=use_tma,
+        COMBINE=fused, BLOCK_S=block_s, BLOCK_DC=min(d, max(16, FUSED_COMBINE_ELEMENTS // block_s)),
         num_warps=config.num_warps, num_stages=config.num_stages,
     )  # fmt: skip
-    if splits > 1:
+    if splits > 1 and not fused:
         block_d = combine_slice(d)
         _combine_kernel[(b * h * sq, d // block_d)](
-            part, lse, o, h, sq, splits, *o.stride(), HEAD_DIM=d, BLOCK_S=next_pow2(splits), BLOCK_D=block_d,
+            part, lse, o, h, sq, splits, *o.stride(), HEAD_DIM=d, BLOCK_S=block_s, BLOCK_D=block_d,
             num_warps=4,
         )  # fmt: skip
     kind = ("causal" if causal else "full") + f", split-kv, {splits} split{'s' if splits > 1 else ''}"
-    kind += ", TMA" if use_tma else ""
+    kind += (", TMA" if use_tma else "") + (", combined in the last split" if fused else "")
     note_launch("attention", config, kind + (f", {cache_kind}" if cache_kind else ""))
     return o
 

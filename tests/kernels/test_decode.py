@@ -244,6 +244,27 @@ def test_tma_needs_a_contiguous_unpaged_cache(device):
         assert "TMA" not in last_launch("attention")
 
 
+@pytest.mark.parametrize("tma", [False, True])
+def test_fused_combine_agrees_with_the_combine_kernel(tma, device, assert_close):
+    # 20 query rows a K/V head (10 heads x 2 tokens) over tiles of 16: two tiles a head, the second ragged,
+    # each combined by whichever of its splits finishes last. Lengths 2..90 over 7 splits of 16-key blocks
+    # leave the short sequences' last splits empty; the second launch finds its counters reset by the first.
+    q, _, _ = random_qkv(3, 20, 2, 1, 64, torch.bfloat16, device, seed=35)
+    k, v, lens = _ragged_cache(3, 2, 90, 64, torch.bfloat16, device, seed=35, least=2)
+    cfg = triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4, num_stages=2)
+    ref = _reference_per_sequence(q, k, v, lens, True)
+    kw = dict(seqlens=lens, num_splits=7, config=cfg, tma=tma)
+    two = dec.split_kv_forward(q, k, v, True, None, fused_combine=False, **kw)
+    for launch in range(2):
+        out = dec.split_kv_forward(q, k, v, True, None, fused_combine=True, **kw)
+        assert "7 splits" in last_launch("attention") and "combined in the last split" in last_launch("attention")
+        _check(out, ref, torch.bfloat16, f"fused combine, TMA {tma}, launch {launch}", assert_close)
+        assert torch.equal(out, two), f"launch {launch}: the fused combine differs from the combine kernel"
+    # One split has nothing to combine: no counters, no second kernel.
+    dec.split_kv_forward(q, k, v, True, None, seqlens=lens, num_splits=1, fused_combine=True)
+    assert "combined" not in last_launch("attention")
+
+
 def test_split_rule():
     # Llama-3 8B/70B decode (8 K/V heads, one program per group) on 132 SMs: batch 1 splits to fill 4 waves,
     # batch 64 (512 programs) is not split; short caches keep >= 128 keys per split; the cap.
@@ -350,7 +371,7 @@ def test_decode_kernels_compile_for_sm90_without_spills():
     # The interpreter runs the kernels' logic, not their build: compile the GPU builds ahead of time (no GPU
     # needed) in a fresh process without the interpreter.
     builds = run_build_script("decode_builds.py")
-    assert len(builds) == 12
+    assert len(builds) == 15
     for build, got in builds.items():
         # The forced TMA builds may spill a word (ptxas keeps 8 bytes on the stack at head_dim 64).
         allowed = 16 if "TMA" in build else 0
@@ -431,15 +452,41 @@ def test_split_counts_gpu(head_dim, num_splits, assert_close):
 
 @pytest.mark.gpu
 @needs_cuda
+@pytest.mark.parametrize("tma, fused", [(True, False), (False, True), (True, True)])
 @pytest.mark.parametrize("head_dim", [64, 128, 256])
-def test_tma_reads_gpu(head_dim, assert_close):
+def test_tma_reads_and_fused_combine_gpu(head_dim, tma, fused, assert_close):
     q, k, v = random_qkv(2, 16, 4, 5000, head_dim, torch.bfloat16, "cuda", seed=head_dim, kv_heads=4)
-    if not dec.tma_fits(k, v, None):
+    if tma and not dec.tma_fits(k, v, None):
         pytest.skip("TMA needs an sm_90+ GPU")
     lens = torch.tensor([5000, 3001], dtype=torch.int32, device="cuda")
     for causal in (False, True):
         ref = _reference_per_sequence(q, k, v, lens, causal)
-        for splits in (None, 1, 64):
-            out = dec.split_kv_forward(q, k, v, causal, None, seqlens=lens, num_splits=splits, tma=True)
-            what = f"TMA D={head_dim} causal={causal} splits={splits}: {last_launch('attention')}"
-            _check(out, ref, torch.bfloat16, what, assert_close)
+        for splits in (None, 1, 64, dec.MAX_SPLITS):
+            for _ in range(2):  # the second launch on counters the first left
+                out = dec.split_kv_forward(
+                    q, k, v, causal, None, seqlens=lens, num_splits=splits, tma=tma, fused_combine=fused
+                )
+                what = f"D={head_dim} causal={causal} splits={splits}: {last_launch('attention')}"
+                _check(out, ref, torch.bfloat16, what, assert_close)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_fused_combine_under_a_cuda_graph(assert_close):
+    # Captured without a warm-up on the capture stream (the graph fills its own counters at each replay), and
+    # with one (the stream's counters, left zeroed by every launch); replayed many times, inputs changed.
+    q, k, v = random_qkv(1, 32, 1, 8192, 128, torch.bfloat16, "cuda", seed=37, kv_heads=8)
+    for warm in (False, True):
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        if warm:
+            with torch.cuda.stream(stream):
+                dec.split_kv_forward(q, k, v, False, None, fused_combine=True)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            out = dec.split_kv_forward(q, k, v, False, None, fused_combine=True)
+        for step in range(20):
+            q.normal_()
+            graph.replay()
+            if step % 5 == 4:
+                _check(out, attention_ref(q, k, v), torch.bfloat16, f"warm={warm} replay {step}", assert_close)
