@@ -14,6 +14,11 @@ A program per (query block, head) leaves most SMs idle at batch 1, so each seque
   exp2(lse - max lse). A program issues all its loads at once (every split's lse and its slice of every
   partial), so the combine costs one memory round trip, and the slices give a batch-1 step enough programs.
 
+Two forced variants (`split_kv_forward`'s `tma` and `fused_combine`, off by default until measured faster on
+a GPU): K/V tiles copied through TMA descriptors over a contiguous cache's rows instead of pointer loads,
+and the combine done by each tile's last split program to finish (an arrival counter per tile, released by
+every split, left zeroed for the next launch) instead of a second kernel.
+
 The split rule (`choose_num_splits`): no split where the grid fills the SMs already, else enough programs for
 WAVES waves over the SMs, but every split at least MIN_KEYS_PER_SPLIT keys (each split costs a partial write
 and its share of the combine) and KEYS_PER_PARTIAL_ROW keys per query row of its group (the float32 partials,
