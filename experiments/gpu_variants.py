@@ -22,8 +22,8 @@ as a share of a copy's rate on the bytes it must move. The matmul, small and epi
 warp-specialised Gluon kernel (`path="ws"`: one warpgroup's epilogue beside the other's products). The
 `attnbwd` family times the attention backward's two passes against its one pass with atomic dQ (each
 candidate forced), beside cuDNN's and flash-attn 4's backward. The `decodegrid` family (not in the default
-list) crosses the decode tiles with split counts at batch 1, each also read through TMA descriptors and
-combined in the last split, and shows each launch's kernels on the card.
+list) crosses the decode tiles with split counts at batch 1, each read through pointers and through TMA
+descriptors, and shows each launch's kernels on the card.
 """
 
 from __future__ import annotations
@@ -753,10 +753,7 @@ def _decode_shape(batch: int, kv_len: int, q_len: int = 1) -> None:
 
 # The decode grid: tiles (BLOCK_N keys, warps, stages) by split counts (None: the split rule's), at batch 1.
 DECODE_GRID_TILES = [(32, 4, 2), (32, 4, 3), (32, 4, 4), (64, 4, 2), (64, 4, 3), (64, 4, 4), (128, 4, 1), (128, 4, 2)]
-DECODE_GRID_SPLITS = [None, 8, 16, 24, 33, 48, 66]
-# Tiles and split counts also timed through TMA descriptors, and combined in the last split (each way).
-DECODE_GRID_MORE_TILES = [(32, 4, 4), (64, 4, 2), (64, 4, 3), (128, 4, 1), (128, 4, 2)]
-DECODE_GRID_MORE_SPLITS = [None, 16, 33, 66]
+DECODE_GRID_SPLITS = [None, 8, 16, 24, 33, 48, 66]  # each tile read through pointers and through TMA
 
 
 def kernel_times(fn: Callable[[], object], reps: int = 30) -> str:
@@ -775,18 +772,6 @@ def kernel_times(fn: Callable[[], object], reps: int = 30) -> str:
         if e.self_device_time_total > 0 and e.count >= reps
     ]
     return ", ".join(f"{name[:48]} {us:.2f} us" for us, name in sorted(times, reverse=True))
-
-
-def warm_capture_stream(fn: Callable[[], object]) -> None:
-    """One call of fn on the stream do_bench_cudagraph captures on (torch.cuda.graph's default), as the suite
-    warms up on its capture stream: what a launch keeps per stream (the fused combine's counters) is then
-    made outside the graph."""
-    torch.cuda.graph(torch.cuda.CUDAGraph())  # makes the default capture stream, captures nothing
-    stream = torch.cuda.graph.default_capture_stream
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()
-    torch.cuda.synchronize()
 
 
 def bench_decode_grid(quick: bool) -> None:
@@ -820,17 +805,13 @@ def _decode_grid_shape(kv_len: int) -> None:
     row("decode", shape, "copy of K (ceiling)", copy_ms, f"{2.0 * k.nbytes / copy_ms * 1e-6:.0f} GB/s", "-", "-")
     row("decode", shape, "SDPA cuDNN (peer)", peer, f"{copy_ms / peer:.0%} copy", "1.000", "-")
     best: tuple[float, str, Callable[[], torch.Tensor]] | None = None
-    grid = [(tile, n, False, False) for tile in DECODE_GRID_TILES for n in DECODE_GRID_SPLITS]
-    for tma, fused in ((True, False), (False, True), (True, True)):
-        grid += [(tile, n, tma, fused) for tile in DECODE_GRID_MORE_TILES for n in DECODE_GRID_MORE_SPLITS]
-    for (bn, w, s), splits, tma, fused in grid:
+    grid = [(tile, n, tma) for tma in (False, True) for tile in DECODE_GRID_TILES for n in DECODE_GRID_SPLITS]
+    for (bn, w, s), splits, tma in grid:
         c = triton.Config({"BLOCK_M": 16, "BLOCK_N": bn}, num_warps=w, num_stages=s)
-        name = f"n{bn} w{w} s{s}, {splits or 'rule'} splits" + (", TMA" if tma else "") + (", fused" if fused else "")
+        name = f"n{bn} w{w} s{s}, {splits or 'rule'} splits" + (", TMA" if tma else "")
 
-        def fn(c=c, n=splits, tma=tma, fused=fused) -> torch.Tensor:
-            return dec_mod.split_kv_forward(q, k, v, False, None, config=c, num_splits=n, tma=tma, fused_combine=fused)
-
-        warm_capture_stream(fn)
+        def fn(c=c, n=splits, tma=tma) -> torch.Tensor:
+            return dec_mod.split_kv_forward(q, k, v, False, None, config=c, num_splits=n, tma=tma)
 
         try:
             err = rel_err(fn(), ref)

@@ -14,10 +14,10 @@ A program per (query block, head) leaves most SMs idle at batch 1, so each seque
   exp2(lse - max lse). A program issues all its loads at once (every split's lse and its slice of every
   partial), so the combine costs one memory round trip, and the slices give a batch-1 step enough programs.
 
-Two forced variants (`split_kv_forward`'s `tma` and `fused_combine`, off by default until measured faster on
-a GPU): K/V tiles copied through TMA descriptors over a contiguous cache's rows instead of pointer loads,
-and the combine done by each tile's last split program to finish (an arrival counter per tile, released by
-every split, left zeroed for the next launch) instead of a second kernel.
+Over a contiguous cache the split kernel copies K/V tiles through TMA descriptors over the cache's rows
+(batch x kv_heads x seq, head_dim) where it splits small query tiles (`prefers_tma`; one copy instruction a
+64-key tile, where pointer loads issue sixteen 16-byte copies a thread for a 128-key one), else through
+pointers (`split_kv_forward`'s `tma` forces either).
 
 The split rule (`choose_num_splits`): no split where the grid fills the SMs already, else enough programs for
 WAVES waves over the SMs, but every split at least MIN_KEYS_PER_SPLIT keys (each split costs a partial write
@@ -72,11 +72,6 @@ MIN_KEYS_PER_SPLIT = 128
 # the size of K, which a launch must not come near allocating).
 KEYS_PER_PARTIAL_ROW = 8
 MAX_SPLITS = 128
-# Read contiguous caches' K/V tiles through TMA descriptors unless told otherwise (`split_kv_forward`'s tma).
-TMA_BY_DEFAULT = False
-# Combine the splits in the split kernel's last program of each tile (no second kernel) unless told otherwise.
-FUSED_COMBINE_BY_DEFAULT = False
-FUSED_COMBINE_ELEMENTS = 4096  # partials one step of that combine holds (32 fp32 registers a thread at 4 warps)
 MAX_BLOCK_M = 64  # query rows per program; a larger group (heads // kv_heads x q_len) takes several programs
 # head_dim columns one combine program takes, from every split (at MAX_SPLITS, 32 fp32 registers a thread at
 # 4 warps): four programs a query row at head_dim 128. The combine's loads were a loop of dependent steps
@@ -95,7 +90,7 @@ def suits(q_len: int) -> bool:
 
 
 @functools.cache  # called in every (timed) decode step: built once a shape
-def decode_config(head_dim: int, rows: int, page: int = 0) -> triton.Config:
+def decode_config(head_dim: int, rows: int, page: int = 0, tma: bool = False) -> triton.Config:
     """Tile of one program: BLOCK_M query rows of a group of `rows` (at least 16, the MMA's least M), BLOCK_N
     keys per step: 128 for small query tiles (BLOCK_M x head_dim up to 32 x 128; a 64 x 128 tile with 128
     keys held 255 registers a thread) over a contiguous cache or pages of a multiple of 128 keys (`page`, 0
@@ -103,8 +98,11 @@ def decode_config(head_dim: int, rows: int, page: int = 0) -> triton.Config:
     whose K and V tiles are twice as large; 64 at most under the interpreter, so that the tests' small caches
     still take several steps a split. 8 warps for a 64 x 256 tile, whose accumulator and Q spill from 4
     warps' registers (ptxas, sm_90). Three stages for 64-key tiles: at q_len 16 (8B, batch 1, KV 8k, an H100)
-    they ran 15.9 us against two stages' 18.9."""
+    they ran 15.9 us against two stages' 18.9. Read through TMA (`tma`), small query tiles take 64 keys and two
+    stages: at batch 1, KV 8k (8B, an H100) 10.2 us against 128 keys' 11.6 and the pointer loads' 15.1."""
     block_m = min(MAX_BLOCK_M, max(16, next_pow2(rows)))
+    if tma and head_dim <= 128 and block_m * head_dim <= 32 * 128:
+        return triton.Config({"BLOCK_M": block_m, "BLOCK_N": 64}, num_warps=4, num_stages=2)
     if head_dim > 128:
         block_n = 32
     elif INTERPRET or block_m * head_dim > 32 * 128 or page % 128:
@@ -116,6 +114,15 @@ def decode_config(head_dim: int, rows: int, page: int = 0) -> triton.Config:
     return triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=warps, num_stages=stages)
 
 
+def prefers_tma(head_dim: int, rows: int, splits: int) -> bool:
+    """Whether a launch that may read through TMA should: a split launch (few sequences) of small query tiles
+    (BLOCK_M x head_dim up to 32 x 128), the case measured on a GPU (q_len 1 at batch 1, head_dim 128, on an
+    H100: 1.48x the pointer loads at KV 8k, 1.03x at 32k; docs/performance.md). Unsplit launches (many
+    sequences), larger query tiles and head_dim 256 keep the pointer loads until measured."""
+    block_m = min(MAX_BLOCK_M, max(16, next_pow2(rows)))
+    return splits > 1 and head_dim <= 128 and block_m * head_dim <= 32 * 128
+
+
 def tma_fits(k: torch.Tensor, v: torch.Tensor, block_table: torch.Tensor | None) -> bool:
     """Whether K/V tiles can be read through host descriptors over the cache's rows ((B * KV_H * S, D), one
     copy instruction a tile): a contiguous cache, not paged, 16-byte aligned, its rows countable in int32, on
@@ -125,26 +132,6 @@ def tma_fits(k: torch.Tensor, v: torch.Tensor, block_table: torch.Tensor | None)
     if k.numel() // k.shape[-1] >= 2**31 or k.data_ptr() % 16 or v.data_ptr() % 16:
         return False
     return INTERPRET or torch.cuda.get_device_capability(k.device)[0] >= 9
-
-
-_ARRIVALS: dict[tuple[int | None, int], torch.Tensor] = {}
-
-
-def arrival_counters(programs: int, device: torch.device) -> torch.Tensor:
-    """Zeroed int32 counters, one a program of a fused-combine launch, which every such launch leaves zeroed
-    (each tile's last split resets its own): kept per (device, stream), so a step pays no fill. Launches on
-    one stream run in order; another stream gets its own. Under CUDA graph capture a stream's counters made
-    before (the warm-up call) serve; without them the graph gets its own, filled at each replay."""
-    if device.type != "cuda":  # the interpreter runs one launch at a time
-        return torch.zeros(programs, dtype=torch.int32, device=device)
-    key = (device.index, torch.cuda.current_stream(device).cuda_stream)
-    have = _ARRIVALS.get(key)
-    if have is not None and have.numel() >= programs:
-        return have
-    fresh = torch.zeros(max(programs, 1024), dtype=torch.int32, device=device)
-    if not torch.cuda.is_current_stream_capturing():  # captured, its fill runs only at replay
-        _ARRIVALS[key] = fresh
-    return fresh
 
 
 def choose_num_splits(max_kv_len: int, programs_per_split: int, sms: int, rows: int = 1) -> int:
@@ -167,7 +154,7 @@ def choose_num_splits(max_kv_len: int, programs_per_split: int, sms: int, rows: 
 
 @triton.jit(do_not_specialize=["CAPACITY"])  # a dense decode step changes it every call
 def _split_kv_kernel(
-    q_ptr, k_ptr, v_ptr, out_ptr, lse_ptr, seqlens_ptr, table_ptr, o_ptr, count_ptr,
+    q_ptr, k_ptr, v_ptr, out_ptr, lse_ptr, seqlens_ptr, table_ptr,
     KV_H, KV_GROUP, SQ, CAPACITY, NUM_BLOCKS, NUM_SPLITS,
     stride_qb, stride_qh, stride_qs, stride_qd,
     stride_kb, stride_kh, stride_ks, stride_kd,
@@ -184,9 +171,6 @@ def _split_kv_kernel(
     SPLIT: tl.constexpr,  # write partial outputs and their lse (NUM_SPLITS > 1), else the output itself
     UPCAST: tl.constexpr,
     TMA: tl.constexpr = False,  # k_ptr, v_ptr: host descriptors over the contiguous cache's (B * KV_H * S, D) rows
-    COMBINE: tl.constexpr = False,  # the last split of a tile to finish combines its rows into o_ptr
-    BLOCK_S: tl.constexpr = 1,  # COMBINE: splits, to a power of two
-    BLOCK_DC: tl.constexpr = 1,  # COMBINE: head_dim columns combined at a time
 ):  # fmt: skip
     rows = KV_GROUP * SQ
     n_row_blocks = tl.cdiv(rows, BLOCK_M)
@@ -307,51 +291,10 @@ def _split_kv_kernel(
         part = ((b * (KV_H * KV_GROUP) + h) * SQ + qi) * NUM_SPLITS + split
         tl.store(out_ptr + part[:, None] * HEAD_DIM + offs_d[None, :], out, mask=row_ok[:, None])
         tl.store(lse_ptr + part, tl.where(seen, m_i + tl.log2(l_safe), float("-inf")), mask=row_ok)
-        if COMBINE:
-            tl.debug_barrier()  # every thread's stores before the one thread's release
-            arrived = tl.atomic_add(count_ptr + tl.program_id(0), 1, sem="acq_rel", scope="gpu")
-            if arrived == NUM_SPLITS - 1:  # the others' partials are visible: combine, and reset for the next launch
-                tl.atomic_xchg(count_ptr + tl.program_id(0), 0, sem="relaxed", scope="gpu")
-                _combine_rows(
-                    out_ptr, lse_ptr, o_ptr, b, kv_h, row_block * BLOCK_M, tl.minimum(rows, (row_block + 1) * BLOCK_M),
-                    KV_H * KV_GROUP, KV_GROUP, SQ, NUM_SPLITS, stride_ob, stride_oh, stride_os, stride_od,
-                    HEAD_DIM, BLOCK_S, BLOCK_DC,
-                )  # fmt: skip
     else:
         o_rows = b * stride_ob + h * stride_oh + qi * stride_os
         o_ptrs = out_ptr + o_rows[:, None] + offs_d[None, :] * stride_od
         tl.store(o_ptrs, out.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
-
-
-@triton.jit
-def _combine_rows(
-    part_ptr, lse_ptr, o_ptr, b, kv_h, r_lo, r_hi, H, KV_GROUP, SQ, NUM_SPLITS,
-    stride_ob, stride_oh, stride_os, stride_od,
-    HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_DC: tl.constexpr,
-):  # fmt: skip
-    # Rows r_lo..r_hi of K/V head kv_h's group, each its splits' partials weighted by exp2(lse - max lse); the
-    # reads bypass L1 (.cg), which may hold no other program's writes.
-    offs_s = tl.arange(0, BLOCK_S)
-    s_ok = offs_s < NUM_SPLITS
-    for r in tl.range(r_lo, r_hi, num_stages=1):
-        h = kv_h * KV_GROUP + r // SQ
-        qi = r % SQ
-        row = (b * H + h) * SQ + qi
-        lse = tl.load(lse_ptr + row * NUM_SPLITS + offs_s, mask=s_ok, other=float("-inf"), cache_modifier=".cg")
-        m = tl.max(lse, 0)
-        m = tl.where(m == float("-inf"), 0.0, m)  # no split saw a key: every weight is 0, the output 0
-        w = tl.math.exp2(lse - m)
-        total = tl.sum(w, 0)
-        inv = 1.0 / tl.where(total > 0.0, total, 1.0)
-        for d0 in tl.static_range(0, HEAD_DIM, BLOCK_DC):
-            offs_d = d0 + tl.arange(0, BLOCK_DC)
-            parts = tl.load(
-                part_ptr + (row * NUM_SPLITS + offs_s)[:, None] * HEAD_DIM + offs_d[None, :],
-                mask=s_ok[:, None], other=0.0, cache_modifier=".cg",
-            )  # fmt: skip
-            out = tl.sum(w[:, None] * parts, 0) * inv
-            o_ptrs = o_ptr + b * stride_ob + h * stride_oh + qi * stride_os + offs_d * stride_od
-            tl.store(o_ptrs, out.to(o_ptr.dtype.element_ty))
 
 
 @triton.jit
@@ -399,16 +342,14 @@ def split_kv_forward(
     num_splits: int | None = None,
     config: triton.Config | None = None,
     tma: bool | None = None,
-    fused_combine: bool | None = None,
     cache_kind: str = "",
 ) -> torch.Tensor:
     """Launch without validation. q (B, H, SQ, D); k/v (B, KV_H, S, D), or with block_table (num_blocks,
     KV_H, page, D); `seqlens` (B,) int32 or None (every sequence the full S, or the table's capacity).
     `num_splits` and `config` override the split rule and the tile; `tma` forces reading K/V through TMA
-    descriptors (True: the cache must suit them, `tma_fits`) or through pointers (False), None takes
-    TMA_BY_DEFAULT where they suit; `fused_combine` forces (True) or forbids (False) combining the splits in
-    the split kernel's last program of each tile instead of a second kernel, None takes
-    FUSED_COMBINE_BY_DEFAULT; `cache_kind` names the cache in the launch record."""
+    descriptors (True: the cache must suit them, `tma_fits`) or through pointers (False), None reads through
+    TMA where the cache suits it and `prefers_tma` says so; `cache_kind` names the cache in the launch
+    record."""
     b, h, sq, d = q.shape
     kv_h = k.shape[1]
     o = torch.empty((b, h, sq, d), dtype=q.dtype, device=q.device)
@@ -418,29 +359,27 @@ def split_kv_forward(
     page = k.shape[2] if paged else 0
     capacity = block_table.shape[1] * page if paged else k.shape[2]
     group = h // kv_h
-    config = config or decode_config(d, group * sq, page)
-    bm, bn = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
+    bm = (config or decode_config(d, group * sq, page)).kwargs["BLOCK_M"]
     programs = b * kv_h * triton.cdiv(group * sq, bm)
     splits = num_splits or choose_num_splits(capacity, programs, num_sms(q.device), group * sq)
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
-
-    fused = splits > 1 and (FUSED_COMBINE_BY_DEFAULT if fused_combine is None else fused_combine)
-    if splits > 1:
-        part = torch.empty((b * h * sq, splits, d), dtype=torch.float32, device=q.device)
-        lse = torch.empty((b * h * sq, splits), dtype=torch.float32, device=q.device)
-        dest = part
-    else:
-        part = lse = None
-        dest = o
-    counts = arrival_counters(programs, q.device) if fused else o  # any tensor: unused unless fused
-    block_s = next_pow2(splits)
     fits = tma_fits(k, v, block_table)
     if tma and not fits:
         raise ValueError(
             "split_kv_forward: tma=True needs a contiguous cache (not paged), 16-byte aligned, with fewer than "
             f"2**31 rows, on an sm_90+ GPU; got k of shape {tuple(k.shape)}, strides {k.stride()}"
         )
-    use_tma = fits and (TMA_BY_DEFAULT if tma is None else tma)
+    use_tma = fits and (prefers_tma(d, group * sq, splits) if tma is None else tma)
+    config = config or decode_config(d, group * sq, page, tma=use_tma)
+    bm, bn = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
+
+    if splits > 1:
+        part = torch.empty((b * h * sq, splits, d), dtype=torch.float32, device=q.device)
+        lse = torch.empty((b * h * sq, splits), dtype=torch.float32, device=q.device)
+        dest, o_strides = part, (0, 0, 0, 0)
+    else:
+        part = lse = None
+        dest, o_strides = o, o.stride()
     if use_tma:
         k_arg, v_arg = (TensorDescriptor.from_tensor(t.view(-1, d), [bn, d]) for t in (k, v))
     else:
@@ -449,24 +388,23 @@ def split_kv_forward(
     lens = seqlens if seqlens is not None else q
     table_strides = block_table.stride() if paged else (0, 0)
     _split_kv_kernel[(programs, splits)](
-        q, k_arg, v_arg, dest, lse if lse is not None else dest, lens, table, o, counts,
+        q, k_arg, v_arg, dest, lse if lse is not None else dest, lens, table,
         kv_h, group, sq, capacity, k.shape[0], splits,
-        *q.stride(), *k.stride(), *v.stride(), *o.stride(),
+        *q.stride(), *k.stride(), *v.stride(), *o_strides,
         lens.stride(0) if seqlens is not None else 0, *table_strides,
         scale * _LOG2E,
         HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, PAGE_SIZE=page, HAS_SEQLENS=seqlens is not None, CAUSAL=causal,
         SPLIT=splits > 1, UPCAST=INTERPRET and q.dtype == torch.bfloat16, TMA=use_tma,
-        COMBINE=fused, BLOCK_S=block_s, BLOCK_DC=min(d, max(16, FUSED_COMBINE_ELEMENTS // block_s)),
         num_warps=config.num_warps, num_stages=config.num_stages,
     )  # fmt: skip
-    if splits > 1 and not fused:
+    if splits > 1:
         block_d = combine_slice(d)
         _combine_kernel[(b * h * sq, d // block_d)](
-            part, lse, o, h, sq, splits, *o.stride(), HEAD_DIM=d, BLOCK_S=block_s, BLOCK_D=block_d,
+            part, lse, o, h, sq, splits, *o.stride(), HEAD_DIM=d, BLOCK_S=next_pow2(splits), BLOCK_D=block_d,
             num_warps=4,
         )  # fmt: skip
     kind = ("causal" if causal else "full") + f", split-kv, {splits} split{'s' if splits > 1 else ''}"
-    kind += (", TMA" if use_tma else "") + (", combined in the last split" if fused else "")
+    kind += ", TMA" if use_tma else ""
     note_launch("attention", config, kind + (f", {cache_kind}" if cache_kind else ""))
     return o
 

@@ -5,8 +5,8 @@
 Run by test_decode.py in a fresh process (the interpreter, on in the test session, compiles nothing). The
 builds are the tiles `decode_config` gives at each head_dim for the smallest and the largest query group,
 across the cache kinds (contiguous, paged with blocks smaller than a tile, paged with whole tiles per block),
-contiguous caches read through TMA descriptors, launches that combine their splits in the last program of a
-tile, and the combine kernel.
+contiguous caches read through TMA descriptors (with the tile `decode_config` gives them), and the combine
+kernel.
 """
 
 from __future__ import annotations
@@ -34,30 +34,23 @@ BUILDS = [
 # (head_dim, query rows per group, causal): contiguous caches read through TMA descriptors, split.
 TMA_BUILDS = [(64, 1, False), (128, 4, False), (128, 64, True), (256, 64, True)]
 
-# (head_dim, query rows per group, TMA): split launches whose last program of a tile combines its rows.
-FUSED_BUILDS = [(128, 4, False), (128, 4, True), (256, 64, False)]
 
-
-def split_kv_build(
-    head_dim: int, rows: int, page: int, causal: bool, split: bool, tma: bool = False, fused: bool = False
-) -> dict:
-    cfg = dec.decode_config(head_dim, rows)
+def split_kv_build(head_dim: int, rows: int, page: int, causal: bool, split: bool, tma: bool = False) -> dict:
+    cfg = dec.decode_config(head_dim, rows, tma=tma)
     q = torch.empty(1, rows, 1, head_dim, dtype=torch.bfloat16)  # one K/V head's group of `rows` heads
     k = torch.empty(64, 1, page or 4096, head_dim, dtype=torch.bfloat16)
     kv = TensorDescriptor.from_tensor(k.view(-1, head_dim), [cfg.kwargs["BLOCK_N"], head_dim]) if tma else k
     out = torch.empty(rows, 8, head_dim, dtype=torch.float32) if split else q
     lse = torch.empty(rows, 8, dtype=torch.float32)
     lens, table = torch.empty(1, dtype=torch.int32), torch.empty(1, 64, dtype=torch.int32)
-    splits = 64 if fused else 8 if split else 1
-    args = (q, kv, kv, out, lse, lens, table, q, lens, 1, rows, 1, 4096, 64, splits, *q.stride(), *k.stride(),
-            *k.stride(), *q.stride(), 1, 64, 1, 0.1)  # fmt: skip
+    out_strides = (0, 0, 0, 0) if split else out.stride()
+    args = (q, kv, kv, out, lse, lens, table, 1, rows, 1, 4096, 64, 8 if split else 1, *q.stride(), *k.stride(),
+            *k.stride(), *out_strides, 1, 64, 1, 0.1)  # fmt: skip
     meta = dict(
         HEAD_DIM=head_dim, **cfg.kwargs, PAGE_SIZE=page, HAS_SEQLENS=True, CAUSAL=causal, SPLIT=split,
-        UPCAST=False, TMA=tma, COMBINE=fused, BLOCK_S=splits,
-        BLOCK_DC=min(head_dim, dec.FUSED_COMBINE_ELEMENTS // splits),
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        UPCAST=False, TMA=tma, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
-    name = f"split_kv_D{head_dim}_r{rows}_p{page}" + ("_tma" if tma else "") + ("_fused" if fused else "")
+    name = f"split_kv_D{head_dim}_r{rows}_p{page}" + ("_tma" if tma else "")
     compiled = rr.compile_sm90(dec._split_kv_kernel, args, meta, name)
     return {"registers": compiled.regs, "spill_bytes": sum(compiled.spill_bytes or (0,)), "config": str(cfg)}
 
@@ -84,9 +77,6 @@ def main() -> int:
             report[f"split-kv D{d} rows={rows} TMA causal={causal}"] = split_kv_build(
                 d, rows, 0, causal, True, tma=True
             )
-        for d, rows, tma in FUSED_BUILDS:
-            build = split_kv_build(d, rows, 0, False, True, tma=tma, fused=True)
-            report[f"split-kv D{d} rows={rows}{' TMA' if tma else ''} combined in the last split, 64 splits"] = build
         report[f"combine D256 splits={dec.MAX_SPLITS}"] = combine_build(256, dec.MAX_SPLITS)
         report["combine D128 splits=64"] = combine_build(128, 64)
     json.dump(report, sys.stdout, indent=1)
