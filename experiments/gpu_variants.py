@@ -742,13 +742,22 @@ def _decode_shape(batch: int, kv_len: int, q_len: int = 1) -> None:
     row("decode", shape, "copy of K (ceiling)", copy_ms, f"{nbytes / copy_ms * 1e-6:.0f} GB/s", "-", "-")
     row("decode", shape, "SDPA cuDNN (peer)", peer, f"{copy_ms / peer:.0%} copy", "1.000", "-")
     for name, fn in decode_variants(q, k, v, table, pk, pv):
-        try:
-            err = rel_err(fn(), ref)
-            ms = bench(fn)
-            bad = "" if err <= 1e-2 else " BAD"
-            row("decode", shape, name, ms, f"{copy_ms / ms:.0%} copy", f"{peer / ms:.3f}", f"{err:.1e}{bad}")
-        except Exception as e:  # one broken variant must not stop the sweep
-            log(f"[{time.time() - T0:6.1f}s] decode {shape} {name} FAILED: {type(e).__name__}: {str(e)[:300]}")
+        time_decode_variant(shape, name, fn, ref, copy_ms, peer)
+
+
+def time_decode_variant(
+    shape: str, name: str, fn: Callable[[], torch.Tensor], ref: torch.Tensor, copy_ms: float, peer_ms: float
+) -> float | None:
+    """Checks fn against ref, times it and prints its row; its milliseconds if correct, else None."""
+    try:
+        err = rel_err(fn(), ref)
+        ms = bench(fn)
+        bad = "" if err <= 1e-2 else " BAD"
+        row("decode", shape, name, ms, f"{copy_ms / ms:.0%} copy", f"{peer_ms / ms:.3f}", f"{err:.1e}{bad}")
+        return None if bad else ms
+    except Exception as e:  # one broken variant must not stop the sweep
+        log(f"[{time.time() - T0:6.1f}s] decode {shape} {name} FAILED: {type(e).__name__}: {str(e)[:300]}")
+        return None
 
 
 # The decode grid: tiles (BLOCK_N keys, warps, stages) by split counts (None: the split rule's), at batch 1.
@@ -813,15 +822,9 @@ def _decode_grid_shape(kv_len: int) -> None:
         def fn(c=c, n=splits, tma=tma) -> torch.Tensor:
             return dec_mod.split_kv_forward(q, k, v, False, None, config=c, num_splits=n, tma=tma)
 
-        try:
-            err = rel_err(fn(), ref)
-            ms = bench(fn)
-            bad = "" if err <= 1e-2 else " BAD"
-            row("decode", shape, name, ms, f"{copy_ms / ms:.0%} copy", f"{peer / ms:.3f}", f"{err:.1e}{bad}")
-            if not bad and (best is None or ms < best[0]):
-                best = (ms, name, fn)
-        except Exception as e:  # one broken variant must not stop the sweep
-            log(f"[{time.time() - T0:6.1f}s] decode {shape} {name} FAILED: {type(e).__name__}: {str(e)[:300]}")
+        ms = time_decode_variant(shape, name, fn, ref, copy_ms, peer)
+        if ms is not None and (best is None or ms < best[0]):
+            best = (ms, name, fn)
     log(f"decode {shape} kernels, cuDNN: {kernel_times(cudnn)}")
     log(f"decode {shape} kernels, auto: {kernel_times(lambda: dec_mod.attention_with_kvcache(q, k, v))}")
     if best is not None:

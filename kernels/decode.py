@@ -56,10 +56,12 @@ from ._common import (
     Export,
     check_same_device,
     check_tensor,
+    has_tma,
     next_pow2,
     note_launch,
     num_sms,
     on_device,
+    tma_compatible,
 )
 
 _LOG2E = 1.4426950408889634
@@ -127,11 +129,9 @@ def tma_fits(k: torch.Tensor, v: torch.Tensor, block_table: torch.Tensor | None)
     """Whether K/V tiles can be read through host descriptors over the cache's rows ((B * KV_H * S, D), one
     copy instruction a tile): a contiguous cache, not paged, 16-byte aligned, its rows countable in int32, on
     a GPU with TMA (sm_90 or later) or under the interpreter."""
-    if block_table is not None or not (k.is_contiguous() and v.is_contiguous()):
+    if block_table is not None or not (k.is_contiguous() and v.is_contiguous()) or k.numel() // k.shape[-1] >= 2**31:
         return False
-    if k.numel() // k.shape[-1] >= 2**31 or k.data_ptr() % 16 or v.data_ptr() % 16:
-        return False
-    return INTERPRET or torch.cuda.get_device_capability(k.device)[0] >= 9
+    return tma_compatible(k) and tma_compatible(v) and (INTERPRET or has_tma(k.device))
 
 
 def choose_num_splits(max_kv_len: int, programs_per_split: int, sms: int, rows: int = 1) -> int:
@@ -363,13 +363,13 @@ def split_kv_forward(
     programs = b * kv_h * triton.cdiv(group * sq, bm)
     splits = num_splits or choose_num_splits(capacity, programs, num_sms(q.device), group * sq)
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
-    fits = tma_fits(k, v, block_table)
-    if tma and not fits:
+    # The cache is looked at only for a launch that would read through TMA.
+    use_tma = (prefers_tma(d, group * sq, splits) if tma is None else tma) and tma_fits(k, v, block_table)
+    if tma and not use_tma:
         raise ValueError(
             "split_kv_forward: tma=True needs a contiguous cache (not paged), 16-byte aligned, with fewer than "
             f"2**31 rows, on an sm_90+ GPU; got k of shape {tuple(k.shape)}, strides {k.stride()}"
         )
-    use_tma = fits and (prefers_tma(d, group * sq, splits) if tma is None else tma)
     config = config or decode_config(d, group * sq, page, tma=use_tma)
     bm, bn = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
 
