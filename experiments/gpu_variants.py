@@ -11,8 +11,9 @@ minutes on an H200; the winners are what the autotune lists in kernels/*.py shou
 (matmul 512^3-2048^3 tile variants of both paths, and the bias+GELU epilogue against the plain kernel under
 one config) is timed with CUDA graphs (`do_bench_cudagraph`), as the suite times them, since a launch is a
 large part of a 10-microsecond kernel. So is the `decode` family (split-KV tiles, pipeline depths and split
-counts at q_len 1 on Llama-3 8B's layout, against cuDNN's SDPA, each also as a share of a copy of the bytes
-it must read). The `fp8` family forces the FP8 kernel's tiles, pipeline depths and warp specialisation, each
+counts at q_len 1 and 16 on Llama-3 8B's layout, K/V through pointers and through TMA, contiguous and paged,
+the combine also as a programmatic dependent launch, against cuDNN's SDPA, each also as a share of a copy of
+the bytes it must read). The `fp8` family forces the FP8 kernel's tiles, pipeline depths and warp specialisation, each
 with precise and fast accumulation, against `torch._scaled_mm` in the same mode: which of them the gap to
 cuBLASLt comes from. The `normbwd` family times the norm backward (LayerNorm and the fused op, 4096, 8192
 and 16384 wide, RMSNorm at 16384) as tuned against whole-row candidates forced one at a time (the next row
@@ -682,19 +683,30 @@ def _attention_backward_shape(b: int, h: int, s: int, d: int, causal: bool) -> N
 
 
 def decode_variants(q, k, v, table, pk, pv) -> list[tuple[str, Callable[[], torch.Tensor]]]:
-    """The split-KV kernel's tile (BLOCK_N keys, warps, pipeline stages) and split count, forced one at a time."""
+    """The split-KV kernel's tile (BLOCK_N keys, warps, pipeline stages) and split count, forced one at a time;
+    K/V through pointers and through TMA (the contiguous cache and the paged one); the combine as a
+    programmatic dependent launch (PDL)."""
     rows = q.shape[1] // k.shape[1] * q.shape[2]
     base = dec_mod.decode_config(q.shape[-1], rows)
+    fwd = dec_mod.split_kv_forward
 
     out = [
         ("auto", lambda: dec_mod.attention_with_kvcache(q, k, v)),
         ("auto, paged 256", lambda: dec_mod.attention_with_kvcache(q, pk, pv, block_table=table)),
+        ("pointers (rule's tile)", lambda: fwd(q, k, v, False, None, tma=False)),
+        ("TMA (rule's tile)", lambda: fwd(q, k, v, False, None, tma=True)),
+        ("TMA, PDL", lambda: fwd(q, k, v, False, None, tma=True, pdl=True)),
+        ("paged 256, TMA", lambda: fwd(q, pk, pv, False, None, block_table=table, tma=True)),
+        ("paged 256, TMA, PDL", lambda: fwd(q, pk, pv, False, None, block_table=table, tma=True, pdl=True)),
     ]
     for bn, w, s in [(64, 4, 3), (64, 4, 4), (64, 8, 3), (128, 4, 2), (128, 4, 3), (128, 8, 3), (32, 4, 4)]:
         c = triton.Config({"BLOCK_M": base.kwargs["BLOCK_M"], "BLOCK_N": bn}, num_warps=w, num_stages=s)
-        out.append((f"n{bn} w{w} s{s}", lambda c=c: dec_mod.split_kv_forward(q, k, v, False, None, config=c)))
+        out.append((f"n{bn} w{w} s{s}", lambda c=c: fwd(q, k, v, False, None, config=c, tma=False)))
+        out.append((f"n{bn} w{w} s{s}, TMA", lambda c=c: fwd(q, k, v, False, None, config=c, tma=True)))
+        paged = lambda c=c: fwd(q, pk, pv, False, None, block_table=table, config=c, tma=True)  # noqa: E731
+        out.append((f"n{bn} w{w} s{s}, paged 256, TMA", paged))
     for splits in (1, 8, 16, 66, 128):
-        out.append((f"{splits} splits", lambda n=splits: dec_mod.split_kv_forward(q, k, v, False, None, num_splits=n)))
+        out.append((f"{splits} splits", lambda n=splits: fwd(q, k, v, False, None, num_splits=n)))
     return out
 
 

@@ -17,7 +17,8 @@ A program per (query block, head) leaves most SMs idle at batch 1, so each seque
 Over a contiguous cache the split kernel copies K/V tiles through TMA descriptors over the cache's rows
 (batch x kv_heads x seq, head_dim) where it splits small query tiles (`prefers_tma`; one copy instruction a
 64-key tile, where pointer loads issue sixteen 16-byte copies a thread for a 128-key one), else through
-pointers (`split_kv_forward`'s `tma` forces either).
+pointers (`split_kv_forward`'s `tma` forces either; forced, a paged cache whose pages hold whole tiles is read
+through descriptors over its (num_blocks x kv_heads x page, head_dim) rows too).
 
 The split rule (`choose_num_splits`): no split where the grid fills the SMs already, else enough programs for
 WAVES waves over the SMs, but every split at least MIN_KEYS_PER_SPLIT keys (each split costs a partial write
@@ -34,9 +35,9 @@ split at least) are the best of a sweep on an H100 at q_len 1 (docs/performance.
 machine"); the threshold is reasoned, not measured.
 
 Layouts are heads-first, as the rest of `kernels/`: q (batch, heads, q_len, head_dim), caches (batch,
-kv_heads, max_seq, head_dim) or paged (num_blocks, kv_heads, block_size, head_dim). K/V are read through
-pointers and strides (not TMA), so any strides work, and flash-attn's sequence-first tensors need only a
-`.transpose(1, 2)` view (see `attention_with_kvcache`).
+kv_heads, max_seq, head_dim) or paged (num_blocks, kv_heads, block_size, head_dim). Pointer loads take any
+strides, so flash-attn's sequence-first tensors need only a `.transpose(1, 2)` view (see
+`attention_with_kvcache`); such a cache is read through pointers, as TMA descriptors need contiguous rows.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ import math
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ._common import (
@@ -116,20 +118,24 @@ def decode_config(head_dim: int, rows: int, page: int = 0, tma: bool = False) ->
     return triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=warps, num_stages=stages)
 
 
-def prefers_tma(head_dim: int, rows: int, splits: int) -> bool:
+def prefers_tma(head_dim: int, rows: int, splits: int, paged: bool = False) -> bool:
     """Whether a launch that may read through TMA should: a split launch (few sequences) of small query tiles
-    (BLOCK_M x head_dim up to 32 x 128), the case measured on a GPU (q_len 1 at batch 1, head_dim 128, on an
-    H100: 1.48x the pointer loads at KV 8k, 1.03x at 32k; docs/performance.md). Unsplit launches (many
-    sequences), larger query tiles and head_dim 256 keep the pointer loads until measured."""
+    (BLOCK_M x head_dim up to 32 x 128) over a contiguous cache, the case measured on a GPU (q_len 1 at batch
+    1, head_dim 128, on an H100: 1.48x the pointer loads at KV 8k, 1.03x at 32k; docs/performance.md).
+    Unsplit launches (many sequences), larger query tiles, head_dim 256 and paged caches keep the pointer
+    loads until measured."""
     block_m = min(MAX_BLOCK_M, max(16, next_pow2(rows)))
-    return splits > 1 and head_dim <= 128 and block_m * head_dim <= 32 * 128
+    return splits > 1 and head_dim <= 128 and block_m * head_dim <= 32 * 128 and not paged
 
 
-def tma_fits(k: torch.Tensor, v: torch.Tensor, block_table: torch.Tensor | None) -> bool:
-    """Whether K/V tiles can be read through host descriptors over the cache's rows ((B * KV_H * S, D), one
-    copy instruction a tile): a contiguous cache, not paged, 16-byte aligned, its rows countable in int32, on
-    a GPU with TMA (sm_90 or later) or under the interpreter."""
-    if block_table is not None or not (k.is_contiguous() and v.is_contiguous()) or k.numel() // k.shape[-1] >= 2**31:
+def tma_fits(k: torch.Tensor, v: torch.Tensor, block_table: torch.Tensor | None, block_n: int) -> bool:
+    """Whether K/V tiles of `block_n` keys can be read through host descriptors over the cache's rows
+    ((B * KV_H * S, D), or paged (num_blocks * KV_H * page, D); one copy instruction a tile): a contiguous
+    tensor, 16-byte aligned, its rows countable in int32, pages (if paged) of a multiple of `block_n` keys (a
+    tile within one page), on a GPU with TMA (sm_90 or later) or under the interpreter."""
+    if not (k.is_contiguous() and v.is_contiguous()) or k.numel() // k.shape[-1] >= 2**31:
+        return False
+    if block_table is not None and k.shape[2] % block_n:
         return False
     return tma_compatible(k) and tma_compatible(v) and (INTERPRET or has_tma(k.device))
 
@@ -170,8 +176,13 @@ def _split_kv_kernel(
     CAUSAL: tl.constexpr,
     SPLIT: tl.constexpr,  # write partial outputs and their lse (NUM_SPLITS > 1), else the output itself
     UPCAST: tl.constexpr,
-    TMA: tl.constexpr = False,  # k_ptr, v_ptr: host descriptors over the contiguous cache's (B * KV_H * S, D) rows
+    TMA: tl.constexpr = False,  # k_ptr, v_ptr: host descriptors over the cache's rows, (B * KV_H * S, D) or paged
+    # (NUM_BLOCKS * KV_H * PAGE_SIZE, D), pages of a multiple of BLOCK_N keys
+    PDL: tl.constexpr = False,  # let the combine, launched as a programmatic dependent, start before this ends
 ):  # fmt: skip
+    tl.static_assert(not TMA or PAGE_SIZE % BLOCK_N == 0, "a TMA tile must lie within one page")
+    if PDL:  # the combine's programs may take their place now; they wait (gdc_wait) for this grid's writes
+        gdc_launch_dependents()
     rows = KV_GROUP * SQ
     n_row_blocks = tl.cdiv(rows, BLOCK_M)
     bkv = tl.program_id(0) // n_row_blocks
@@ -239,8 +250,12 @@ def _split_kv_kernel(
                 block = tl.minimum(tl.maximum(block.to(tl.int64), 0), NUM_BLOCKS - 1)
                 in_block = keys % PAGE_SIZE
             in_block = in_block.to(tl.int64)
-            if TMA:  # one copy a tile; rows past hi (another head's, or zeros past the cache) are masked below
-                k = k_ptr.load([bkv * CAPACITY + start, 0])
+            if TMA:  # one copy a tile; rows past hi (another head's or page's, or zeros past the cache) are masked
+                if PAGE_SIZE == 0:
+                    row0 = (bkv * CAPACITY + start).to(tl.int32)
+                else:
+                    row0 = ((block * KV_H + kv_h) * PAGE_SIZE + start % PAGE_SIZE).to(tl.int32)
+                k = k_ptr.load([row0, 0])
             else:
                 k_ptrs = (
                     k_ptr + (block * stride_kb + k_head + in_block * stride_ks)[:, None] + offs_d[None, :] * stride_kd
@@ -267,7 +282,7 @@ def _split_kv_kernel(
             alpha = tl.math.exp2(m_i - m_safe)
             l_i = l_i * alpha + tl.sum(p, 1)
             if TMA:
-                v = v_ptr.load([bkv * CAPACITY + start, 0])
+                v = v_ptr.load([row0, 0])
                 if phase == 1:  # p is 0 past hi, but those rows may hold anything (0 * nan is nan)
                     v = tl.where(key_ok[:, None], v, 0.0)
             else:
@@ -302,6 +317,7 @@ def _combine_kernel(
     part_ptr, lse_ptr, o_ptr, H, SQ, NUM_SPLITS,
     stride_ob, stride_oh, stride_os, stride_od,
     HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr,
+    PDL: tl.constexpr = False,  # launched as a programmatic dependent of the split kernel: wait for its writes
 ):  # fmt: skip
     row = tl.program_id(0).to(tl.int64)  # (b * H + h) * SQ + i
     bh = row // SQ
@@ -311,6 +327,8 @@ def _combine_kernel(
     offs_s = tl.arange(0, BLOCK_S)
     ok = offs_s < NUM_SPLITS
     offs_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+    if PDL:
+        gdc_wait()
     # Both loads before any arithmetic: one round trip. Splits past NUM_SPLITS weigh 0.
     lse = tl.load(lse_ptr + row * NUM_SPLITS + offs_s, mask=ok, other=float("-inf"))
     parts = tl.load(
@@ -342,14 +360,17 @@ def split_kv_forward(
     num_splits: int | None = None,
     config: triton.Config | None = None,
     tma: bool | None = None,
+    pdl: bool = False,
     cache_kind: str = "",
 ) -> torch.Tensor:
     """Launch without validation. q (B, H, SQ, D); k/v (B, KV_H, S, D), or with block_table (num_blocks,
     KV_H, page, D); `seqlens` (B,) int32 or None (every sequence the full S, or the table's capacity).
     `num_splits` and `config` override the split rule and the tile; `tma` forces reading K/V through TMA
     descriptors (True: the cache must suit them, `tma_fits`) or through pointers (False), None reads through
-    TMA where the cache suits it and `prefers_tma` says so; `cache_kind` names the cache in the launch
-    record."""
+    TMA where the cache suits it and `prefers_tma` says so; `pdl` launches the combine as a programmatic
+    dependent launch (sm_90+; its programs start while the split kernel's last ones run, then wait for their
+    writes: the gap between the two kernels hidden; not under the interpreter); `cache_kind` names the cache in
+    the launch record."""
     b, h, sq, d = q.shape
     kv_h = k.shape[1]
     o = torch.empty((b, h, sq, d), dtype=q.dtype, device=q.device)
@@ -363,14 +384,19 @@ def split_kv_forward(
     programs = b * kv_h * triton.cdiv(group * sq, bm)
     splits = num_splits or choose_num_splits(capacity, programs, num_sms(q.device), group * sq)
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
-    # The cache is looked at only for a launch that would read through TMA.
-    use_tma = (prefers_tma(d, group * sq, splits) if tma is None else tma) and tma_fits(k, v, block_table)
+    # The cache is looked at only for a launch that would read through TMA, with the tile it would take.
+    want_tma = prefers_tma(d, group * sq, splits, paged) if tma is None else tma
+    tma_config = config or decode_config(d, group * sq, page, tma=True)
+    use_tma = want_tma and tma_fits(k, v, block_table, tma_config.kwargs["BLOCK_N"])
+    if pdl and (INTERPRET or not has_tma(q.device)):  # the same sm_90 gate as TMA's
+        raise ValueError("split_kv_forward: pdl=True needs an sm_90+ GPU (not the interpreter)")
     if tma and not use_tma:
         raise ValueError(
-            "split_kv_forward: tma=True needs a contiguous cache (not paged), 16-byte aligned, with fewer than "
-            f"2**31 rows, on an sm_90+ GPU; got k of shape {tuple(k.shape)}, strides {k.stride()}"
+            "split_kv_forward: tma=True needs a contiguous cache (paged: pages of a multiple of "
+            f"{tma_config.kwargs['BLOCK_N']} keys, the tile), 16-byte aligned, with fewer than 2**31 rows, on an "
+            f"sm_90+ GPU; got k of shape {tuple(k.shape)}, strides {k.stride()}"
         )
-    config = config or decode_config(d, group * sq, page, tma=use_tma)
+    config = tma_config if use_tma else config or decode_config(d, group * sq, page)
     bm, bn = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
 
     if splits > 1:
@@ -394,17 +420,18 @@ def split_kv_forward(
         lens.stride(0) if seqlens is not None else 0, *table_strides,
         scale * _LOG2E,
         HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, PAGE_SIZE=page, HAS_SEQLENS=seqlens is not None, CAUSAL=causal,
-        SPLIT=splits > 1, UPCAST=INTERPRET and q.dtype == torch.bfloat16, TMA=use_tma,
+        SPLIT=splits > 1, UPCAST=INTERPRET and q.dtype == torch.bfloat16, TMA=use_tma, PDL=pdl and splits > 1,
         num_warps=config.num_warps, num_stages=config.num_stages,
     )  # fmt: skip
     if splits > 1:
         block_d = combine_slice(d)
         _combine_kernel[(b * h * sq, d // block_d)](
             part, lse, o, h, sq, splits, *o.stride(), HEAD_DIM=d, BLOCK_S=next_pow2(splits), BLOCK_D=block_d,
-            num_warps=4,
+            PDL=pdl, num_warps=4, **({"launch_pdl": True} if pdl else {}),
         )  # fmt: skip
     kind = ("causal" if causal else "full") + f", split-kv, {splits} split{'s' if splits > 1 else ''}"
     kind += ", TMA" if use_tma else ""
+    kind += ", PDL" if pdl and splits > 1 else ""
     note_launch("attention", config, kind + (f", {cache_kind}" if cache_kind else ""))
     return o
 

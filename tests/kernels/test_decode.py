@@ -240,20 +240,53 @@ def test_tma_by_default_where_it_was_measured():
     assert dec.decode_config(256, 4, tma=True) == dec.decode_config(256, 4)
 
 
-def test_tma_needs_a_contiguous_unpaged_cache(device):
+def test_tma_needs_contiguous_rows_and_whole_tiles_a_page(device):
     q, k, v = random_qkv(2, 4, 1, 64, 32, torch.float16, device, seed=33, kv_heads=2)
-    assert dec.tma_fits(k, v, None)
-    kp, vp = (t.reshape(8, 2, 16, 32) for t in (k, v))
+    assert dec.tma_fits(k, v, None, 64)
+    kp, vp = (t.reshape(8, 2, 16, 32) for t in (k, v))  # pages of 16 keys
     table = torch.arange(8, dtype=torch.int32, device=device).view(2, 4)
+    assert dec.tma_fits(kp, vp, table, 16) and not dec.tma_fits(kp, vp, table, 64)
     strided = k.transpose(1, 2).contiguous().transpose(1, 2)  # flash-attn's layout, viewed heads-first
     for args, why in (((q, kp, vp), "paged"), ((q, strided, v), "strided")):
         paged = why == "paged"
-        assert not dec.tma_fits(args[1], args[2], table if paged else None)
-        with pytest.raises(ValueError, match=r"split_kv_forward: tma=True needs a contiguous cache \(not paged\)"):
+        assert not dec.tma_fits(args[1], args[2], table if paged else None, 64)
+        with pytest.raises(ValueError, match=r"split_kv_forward: tma=True needs a contiguous cache \(paged: pages"):
             dec.split_kv_forward(*args, False, None, block_table=table if paged else None, tma=True)
         # Left to the default, such a cache is read through pointers.
         dec.split_kv_forward(*args, False, None, block_table=table if paged else None)
         assert "TMA" not in last_launch("attention")
+
+
+def test_pdl_needs_a_hopper_gpu(device):
+    # The grid dependency instructions are inline PTX, which the interpreter cannot run: refused there, and
+    # on GPUs before sm_90, with the reason.
+    q, k, v = random_qkv(1, 4, 1, 300, 64, torch.float16, device, seed=35, kv_heads=1)
+    if device == "cuda" and dec.has_tma(q.device):
+        pytest.skip("this GPU runs programmatic dependent launches (test_pdl_gpu)")
+    with pytest.raises(ValueError, match=r"split_kv_forward: pdl=True needs an sm_90\+ GPU"):
+        dec.split_kv_forward(q, k, v, False, None, num_splits=3, pdl=True)
+
+
+@pytest.mark.parametrize("block_size, block_n, splits, causal", [(32, 16, 3, False), (64, 64, None, True)])
+def test_tma_reads_a_paged_cache(block_size, block_n, splits, causal, device, assert_close):
+    # Forced through TMA, a paged cache is read through descriptors over its blocks' rows: a tile lies in one
+    # block (pages of whole tiles), found through the shuffled table among spare NaN blocks; keys of a block
+    # past a sequence's length are NaN and must weigh nothing. Paged caches keep the pointer loads by default.
+    q, _, _ = random_qkv(3, 6, 2, 1, 64, torch.bfloat16, device, seed=37)
+    k, v, lens = _ragged_cache(3, 3, 130, 64, torch.bfloat16, device, seed=37, least=2)
+    kp, vp, table = _paged(k, v, lens, block_size, seed=38)
+    assert not dec.prefers_tma(64, 4, 8, paged=True)
+    cfg = triton.Config({"BLOCK_M": 16, "BLOCK_N": block_n}, num_warps=4, num_stages=2)
+    out = dec.split_kv_forward(
+        q, kp, vp, causal, None, seqlens=lens, block_table=table, num_splits=splits, config=cfg, tma=True
+    )
+    assert last_launch("attention").split(":")[0].endswith(", TMA")
+    what = f"paged {block_size}, TMA BLOCK_N={block_n} splits={splits} causal={causal} lens={lens.tolist()}"
+    _check(out, _reference_per_sequence(q, k, v, lens, causal), torch.bfloat16, what, assert_close)
+    plain = dec.split_kv_forward(
+        q, kp, vp, causal, None, seqlens=lens, block_table=table, num_splits=splits, config=cfg, tma=False
+    )
+    torch.testing.assert_close(out, plain, rtol=0, atol=1e-2)
 
 
 def test_split_rule():
@@ -362,11 +395,13 @@ def test_decode_kernels_compile_for_sm90_without_spills():
     # The interpreter runs the kernels' logic, not their build: compile the GPU builds ahead of time (no GPU
     # needed) in a fresh process without the interpreter.
     builds = run_build_script("decode_builds.py")
-    assert len(builds) == 12
+    assert len(builds) == 15
     for build, got in builds.items():
         # The forced TMA builds may spill a word (ptxas keeps 8 bytes on the stack at head_dim 64).
         allowed = 16 if "TMA" in build else 0
         assert got["spill_bytes"] <= allowed, f"{build}: {got['spill_bytes']} bytes spilled"
+        # Only the PDL builds hold the grid dependency instructions (launch_dependents, or wait).
+        assert (got["griddepcontrol"] > 0) == build.endswith("PDL"), f"{build}: {got['griddepcontrol']}"
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -446,12 +481,45 @@ def test_split_counts_gpu(head_dim, num_splits, assert_close):
 @pytest.mark.parametrize("head_dim", [64, 128, 256])
 def test_tma_reads_gpu(head_dim, assert_close):
     q, k, v = random_qkv(2, 16, 4, 5000, head_dim, torch.bfloat16, "cuda", seed=head_dim, kv_heads=4)
-    if not dec.tma_fits(k, v, None):
+    if not dec.tma_fits(k, v, None, 64):
         pytest.skip("TMA needs an sm_90+ GPU")
     lens = torch.tensor([5000, 3001], dtype=torch.int32, device="cuda")
+    kp, vp, table = _paged(k, v, lens, 256, seed=head_dim)
     for causal in (False, True):
         ref = _reference_per_sequence(q, k, v, lens, causal)
         for splits in (None, 1, 64, dec.MAX_SPLITS):
             out = dec.split_kv_forward(q, k, v, causal, None, seqlens=lens, num_splits=splits, tma=True)
             what = f"D={head_dim} causal={causal} splits={splits}: {last_launch('attention')}"
             _check(out, ref, torch.bfloat16, what, assert_close)
+            # The same cache in shuffled blocks of 256 keys, through descriptors over its blocks' rows.
+            out = dec.split_kv_forward(
+                q, kp, vp, causal, None, seqlens=lens, block_table=table, num_splits=splits, tma=True
+            )
+            _check(out, ref, torch.bfloat16, f"paged 256, {what}", assert_close)
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_pdl_gpu(head_dim, assert_close):
+    # The combine as a programmatic dependent launch waits for every split's partials: the same output as
+    # the plain launches, eagerly and replayed from a CUDA graph, at split counts up to MAX_SPLITS.
+    q, k, v = random_qkv(1, 32, 1, 8192, head_dim, torch.bfloat16, "cuda", seed=head_dim + 1, kv_heads=8)
+    if not dec.has_tma(q.device):
+        pytest.skip("programmatic dependent launch needs an sm_90+ GPU")
+    lens = torch.tensor([7001], dtype=torch.int32, device="cuda")
+    ref = _reference_per_sequence(q, k, v, lens, False)
+    for splits in (None, 7, dec.MAX_SPLITS):
+        out = dec.split_kv_forward(q, k, v, False, None, seqlens=lens, num_splits=splits, pdl=True)
+        assert ", PDL" in last_launch("attention")
+        _check(out, ref, torch.bfloat16, f"PDL D={head_dim} splits={splits}", assert_close)
+        plain = dec.split_kv_forward(q, k, v, False, None, seqlens=lens, num_splits=splits)
+        assert torch.equal(out, plain)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        graphed = dec.split_kv_forward(q, k, v, False, None, seqlens=lens, pdl=True)
+    for _ in range(3):
+        q.normal_()
+        graph.replay()
+        torch.cuda.synchronize()
+        _check(graphed, _reference_per_sequence(q, k, v, lens, False), torch.bfloat16, "PDL graphed", assert_close)
