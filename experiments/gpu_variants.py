@@ -4,27 +4,27 @@
                                       [--quick]
 
 For each family and target shape: checks every variant against an fp32 torch reference, times it with
-triton.testing.do_bench (median) next to its torch peer (torch.matmul, F.layer_norm, F.rms_norm, SDPA's
-flash backend), and prints one row per variant: shape, variant, ms, TFLOP/s or GB/s, ratio to the peer,
-relative error. A failing variant prints its error and the run goes on. Meant to finish in about four
-minutes on an H200; the winners are what the autotune lists in kernels/*.py should hold. The `small` family
-(matmul 512^3-2048^3 tile variants of both paths, and the bias+GELU epilogue against the plain kernel under
-one config) is timed with CUDA graphs (`do_bench_cudagraph`), as the suite times them, since a launch is a
-large part of a 10-microsecond kernel. So is the `decode` family (split-KV tiles, pipeline depths and split
-counts at q_len 1 and 16 on Llama-3 8B's layout, K/V through pointers and through TMA, contiguous and paged,
-the combine also as a programmatic dependent launch, against cuDNN's SDPA, each also as a share of a copy of
-the bytes it must read). The `fp8` family forces the FP8 kernel's tiles, pipeline depths and warp specialisation, each
-with precise and fast accumulation, against `torch._scaled_mm` in the same mode: which of them the gap to
-cuBLASLt comes from. The `normbwd` family times the norm backward (LayerNorm and the fused op, 4096, 8192
-and 16384 wide, RMSNorm at 16384) as tuned against whole-row candidates forced one at a time (the next row
-brought by cp.async among them; at 16384, rows split two to eight ways between programs and forced two
-passes, against the tuner's split rows for LayerNorm and RMSNorm and its two passes for the fused op), each
-as a share of a copy's rate on the bytes it must move. The matmul, small and epilogue rows include the
-warp-specialised Gluon kernel (`path="ws"`: one warpgroup's epilogue beside the other's products). The
-`attnbwd` family times the attention backward's two passes against its one pass with atomic dQ (each
-candidate forced), beside cuDNN's and flash-attn 4's backward. The `decodegrid` family (not in the default
-list) crosses the decode tiles with split counts at batch 1, each read through pointers and through TMA
-descriptors, and shows each launch's kernels on the card.
+triton.testing.do_bench (median) next to its torch peer (torch.matmul, F.layer_norm, F.rms_norm, SDPA's flash
+backend), and prints one row per variant: shape, variant, ms, TFLOP/s or GB/s, ratio to the peer, relative
+error. A failing variant prints its error and the run goes on. Meant to finish in about four minutes on an
+H200; the winners are what the autotune lists in kernels/*.py should hold. The `small` family (matmul
+512^3-2048^3 tile variants of both paths, and the bias+GELU epilogue against the plain kernel under one
+config) is timed with CUDA graphs (`do_bench_cudagraph`), as the suite times them, since a launch is a large
+part of a 10-microsecond kernel. So is the `decode` family (split-KV tiles, pipeline depths and split counts
+at q_len 1 and 16 on Llama-3 8B's layout, K/V through pointers and through TMA, contiguous and paged, the
+combine also as a programmatic dependent launch, against cuDNN's SDPA, each also as a share of a copy of the
+bytes it must read). The `fp8` family forces the FP8 kernel's tiles, pipeline depths and warp specialisation,
+and the Gluon FP8 kernel, each with precise and fast accumulation, against `torch._scaled_mm` in the same
+mode: which of them the gap to cuBLASLt comes from. The `normbwd` family times the norm backward (LayerNorm
+and the fused op, 4096, 8192 and 16384 wide, RMSNorm at 16384) as tuned against whole-row candidates forced
+one at a time (the next row brought by cp.async among them; at 16384, rows split two to eight ways between
+programs and forced two passes, against the tuner's split rows for LayerNorm and RMSNorm and its two passes
+for the fused op), each as a share of a copy's rate on the bytes it must move. The matmul, small and epilogue
+rows include the warp-specialised Gluon kernel (`path="ws"`: one warpgroup's epilogue beside the other's
+products). The `attnbwd` family times the attention backward's two passes against its one pass with atomic dQ
+(each candidate forced), beside cuDNN's and flash-attn 4's backward. The `decodegrid` family (not in the
+default list) crosses the decode tiles with split counts at batch 1, each read through pointers and through
+TMA descriptors, and shows each launch's kernels on the card.
 """
 
 from __future__ import annotations
@@ -122,6 +122,8 @@ def fp8_variants(a, b, sa, sb, fast: bool) -> list[tuple[str, Callable[[], torch
         return lambda: fp8_mod._matmul_fp8_forward(a, b, sa, sb, torch.bfloat16, fast, config=c)
 
     out = [("auto (autotuned)", lambda: fp8_mod._matmul_fp8_forward(a, b, sa, sb, torch.bfloat16, fast))]
+    # The Gluon kernel: precise accumulation's adds beside the next step's products.
+    out.append(("gluon 128x128x128 w8 s4", lambda: fp8_mod.matmul_fp8(a, b, sa, sb, fast_accum=fast, path="gluon")))
     tiles = [
         (128, 128, 128, 8, 4, False, False),
         (128, 128, 128, 4, 4, False, False),

@@ -23,7 +23,8 @@ to fp32 and multiplied exactly (the products of two fp8 values are exact in fp32
 
 Kernel: `_matmul_fp8_kernel`, the persistent TMA design of `matmul._matmul_tma_kernel` (one or two programs
 per SM, grouped tile order, pipelined K loop, optional half-width epilogue stores); Hopper (sm_90) or newer
-only.
+only. `path="gluon"` forces `_matmul_fp8_hopper` (Gluon, sm_90), whose precise accumulation adds each K
+step's products while the next step's run, where this kernel waits for them.
 Forward only (no autograd). Family "matmul-fp8" in `last_launch`.
 """
 
@@ -39,6 +40,7 @@ from ._common import (
     check_same_device,
     check_tensor,
     ensure_allocator,
+    is_hopper,
     note_launch,
     num_sms,
     on_device,
@@ -325,8 +327,9 @@ def _matmul_fp8_forward(
     fast_accum: bool = False,
     *,
     config: triton.Config | None = None,
+    path: str | None = None,
 ) -> torch.Tensor:
-    """Launch without validation; `config` bypasses the autotuner."""
+    """Launch without validation; `config` bypasses the autotuner; `path="gluon"` takes the Gluon kernel."""
     M, K = a.shape
     N = b.shape[1]
     c = torch.empty((M, N), dtype=out_dtype, device=a.device)
@@ -334,6 +337,13 @@ def _matmul_fp8_forward(
         return c
     if K == 0:
         return c.zero_()
+    if path == "gluon":
+        # Imported here: the Gluon module takes matmul's jit helpers.
+        from . import _matmul_fp8_hopper as gluon_fp8
+
+        gluon_fp8.launch(a, b, c, scale_a, scale_b, fast_accum)
+        note_launch("matmul-fp8", gluon_fp8.launch_config(), "gluon fast-accum" if fast_accum else "gluon")
+        return c
     ensure_allocator()
     sms = num_sms(a.device)
     row_scales = scale_a.numel() > 1
@@ -369,12 +379,16 @@ def matmul_fp8(
     out_dtype: torch.dtype = torch.bfloat16,
     *,
     fast_accum: bool = False,
+    path: str | None = None,
 ) -> torch.Tensor:
     """(a * scale_a) @ (b * scale_b) as `out_dtype` (bf16, fp16 or fp32), fp32 accumulation.
 
     a: (M, K) row-major, b: (K, N) column-major (b = bt.T, bt (N, K) contiguous), both float8_e4m3fn or
     both float8_e5m2. scale_a: float32, one element or (M, 1); scale_b: float32, one element or (1, N).
-    See the module docstring for the alignment rules, the scaling recipe and `fast_accum`.
+    See the module docstring for the alignment rules, the scaling recipe and `fast_accum`. `path` forces
+    "triton" (the default, `_matmul_fp8_kernel`) or "gluon" (`_matmul_fp8_hopper`: precise accumulation's
+    adds beside the next products; sm_90 only, no interpreter; not yet measured on a GPU, so never chosen
+    by default).
     """
     check_tensor(_FN, "a", a, dtypes=FP8_DTYPES, ndim=2, ndim_hint="(M, K)")
     check_tensor(_FN, "b", b, dtypes=FP8_DTYPES, ndim=2, ndim_hint="(K, N)")
@@ -392,10 +406,14 @@ def matmul_fp8(
         raise TypeError(f"{_FN}: out_dtype must be one of (bfloat16, float16, float32), got {out_dtype}")
     if not isinstance(fast_accum, bool):
         raise TypeError(f"{_FN}: fast_accum must be a bool, got {type(fast_accum).__name__}")
+    if path not in (None, "triton", "gluon"):
+        raise ValueError(f"{_FN}: path must be 'triton', 'gluon' or None, got {path!r}")
+    if path == "gluon" and not is_hopper(a.device):
+        raise ValueError(f"{_FN}: path 'gluon' needs an sm_90 (Hopper) GPU: the Gluon kernel has no interpreter")
     if a.numel() > 0 and b.numel() > 0:
         _check_layouts(a, b, out_dtype)
     with on_device(a):
-        return _matmul_fp8_forward(a, b, scale_a, scale_b, out_dtype, fast_accum)
+        return _matmul_fp8_forward(a, b, scale_a, scale_b, out_dtype, fast_accum, path=path)
 
 
 # What tierbench.kernels exports of this module.

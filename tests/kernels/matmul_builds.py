@@ -7,7 +7,8 @@ never runs the inline PTX of the activations). The builds: the persistent TMA ke
 bias + activation epilogue (whole and half-width stores, the pre-activation stored as under autograd), the
 pointer kernel's small tile with the tanh epilogue, the activation's backward kernel, the FP8 kernel
 with precise accumulation (every tile it keeps) and fast, and the warp-specialised Gluon kernel (plain, with the
-tanh epilogue, and keeping the pre-activation of the exact one over transposed operands) with its schedule.
+tanh epilogue, and keeping the pre-activation of the exact one over transposed operands) with its schedule,
+and the Gluon FP8 kernel (precise accumulation with row and column scales, and fast) with its schedule.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from triton.experimental.gluon._runtime import GluonASTSource
 
 mm = importlib.import_module("tierbench.kernels.matmul")
 ws = importlib.import_module("tierbench.kernels._matmul_hopper_ws")
+f8g = importlib.import_module("tierbench.kernels._matmul_fp8_hopper")
 epi = importlib.import_module("tierbench.kernels.epilogue")
 f8 = importlib.import_module("tierbench.kernels.matmul_fp8")
 act = importlib.import_module("tierbench.kernels._activations")
@@ -84,6 +86,26 @@ def ws_build(activation: int, keep_z: bool = False, transposed: bool = False) ->
     }
 
 
+def fp8_gluon_build(fast: bool) -> dict:
+    """The Gluon FP8 kernel (per-row and per-column scales, bf16 output): registers and spills, whether ptxas
+    serialised its wgmma (C7514) or injected waits (C7517), and its K loop's waits: precise accumulation
+    leaves one group in flight at three of a trip's four (`WARPGROUP.DEPBAR.LE gsb0, 0x1`), fast at its one."""
+    a = torch.empty(M, K, dtype=torch.float8_e4m3fn)
+    b = torch.empty(N, K, dtype=torch.float8_e4m3fn).T
+    c = torch.empty(M, N, dtype=torch.bfloat16)
+    args, meta = f8g.launch_args(a, b, c, torch.empty(M, 1), torch.empty(1, N), fast)
+    compiled = rr.compile_sm90(f8g._matmul_fp8_hopper, args, meta, "matmul_fp8_gluon", source=GluonASTSource)
+    _, instrs = rr.disassemble(rr.find_disassembler()[0], compiled.cubin)
+    loop = max((lp for lp in rr.inner_loops(instrs) if any("GMMA" in i for _, i in lp)), key=len)
+    waits = [i.split()[-1] for _, i in loop if "WARPGROUP.DEPBAR" in i]
+    return {
+        **_result(compiled, f8g.launch_config()),
+        "serialized": "C7514" in compiled.ptxas_log or "C7517" in compiled.ptxas_log,
+        "loop_waits": waits,
+        "loop_mmas": sum("GMMA" in i for _, i in loop),
+    }
+
+
 def main() -> int:
     tma = mm.matmul_tma_configs()
     whole, half = tma[0], tma[1]  # 128x256x64, 8 warps, 3 stages: whole and half-width epilogue stores
@@ -111,6 +133,8 @@ def main() -> int:
         report["ws plain"] = ws_build(act.NONE)
         report["ws bias+gelu-tanh"] = ws_build(act.GELU_TANH)
         report["ws bias+gelu keep-z, both operands transposed"] = ws_build(act.GELU, keep_z=True, transposed=True)
+        report["fp8 gluon precise"] = fp8_gluon_build(False)
+        report["fp8 gluon fast"] = fp8_gluon_build(True)
     json.dump(report, sys.stdout, indent=1)
     return 0
 

@@ -9,6 +9,7 @@ import importlib
 
 import pytest
 import torch
+from gpu_marks import on_hopper
 from matmul_checks import assert_elementwise, product_bound
 from reference_precision import exact_matmul, high
 
@@ -195,6 +196,44 @@ def test_matmul_fp8_gpu_full_size(m, n, k, out_dtype, fast_accum):
         assert err <= fp8_tolerance(out_dtype), f"fast accum {m}x{n}x{k}: {err:.2e}"
     else:
         check_fp8(out, a, b, scale_a, scale_b, out_dtype, f"{m}x{n}x{k} {out_dtype}")
+
+
+def test_gluon_path_needs_a_hopper_gpu(device):
+    # The Gluon kernel has no interpreter: forcing it elsewhere is refused with the reason, and a wrong path
+    # names the valid ones.
+    a, b, scale_a, scale_b, _, _ = fp8_operands(32, 32, 64, E4M3, "tensor", device, seed=9)
+    if device == "cuda" and torch.cuda.get_device_capability() == (9, 0):
+        pytest.skip("this GPU runs the Gluon kernel (test_gluon_fp8_gpu)")
+    with pytest.raises(ValueError, match=r"matmul_fp8: path 'gluon' needs an sm_90 \(Hopper\) GPU"):
+        matmul_fp8(a, b, scale_a, scale_b, path="gluon")
+    with pytest.raises(ValueError, match=r"matmul_fp8: path must be 'triton', 'gluon' or None, got 'cuda'"):
+        matmul_fp8(a, b, scale_a, scale_b, path="cuda")
+    check_fp8(matmul_fp8(a, b, scale_a, scale_b, path="triton"), a, b, scale_a, scale_b, torch.bfloat16, "triton")
+
+
+@pytest.mark.gpu
+@on_hopper
+@pytest.mark.parametrize(
+    "m,n,k,scaling,k_stride",
+    [
+        (4096, 4096, 4096, "row-col", None),
+        (8192, 8192, 8192, "tensor", None),  # many tiles a program: the ring runs ahead across tiles
+        (1000, 1016, 1000, "row-col", 1008),  # ragged tiles; K neither a multiple of 128 nor of 4 K steps
+        (300, 136, 200, "row-tensor", 208),  # fewer tiles than SMs, K under one trip (zero-filled steps)
+        (16384, 14336, 4096, "row-col", None),
+    ],
+)
+def test_gluon_fp8_gpu(m, n, k, scaling, k_stride):
+    a, b, scale_a, scale_b, _, _ = fp8_operands(m, n, k, E4M3, scaling, "cuda", seed=m + k, k_stride=k_stride)
+    for out_dtype in (torch.bfloat16, torch.float32):
+        out = matmul_fp8(a, b, scale_a, scale_b, out_dtype, path="gluon")
+        assert last_launch("matmul-fp8").startswith("gluon:")
+        check_fp8(out, a, b, scale_a, scale_b, out_dtype, f"gluon {m}x{n}x{k} {scaling} {out_dtype}")
+    fast = matmul_fp8(a, b, scale_a, scale_b, path="gluon", fast_accum=True)
+    assert last_launch("matmul-fp8").startswith("gluon fast-accum:")
+    ref = dequantised_product(a, b, scale_a, scale_b)  # the whole K in the tensor cores' accumulator: the norm
+    err = ((fast.float() - ref).norm() / ref.norm()).item()
+    assert err <= fp8_tolerance(torch.bfloat16), f"gluon fast accum {m}x{n}x{k}: {err:.2e}"
 
 
 def test_prune_fp8_configs():
