@@ -39,9 +39,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma,
     warpgroup_mma_wait,
 )
-from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from ._common import num_sms
+from ._matmul_hopper_ws import grid_size, tile_descriptor
 from .matmul import _grouped_tile
 
 BLOCK_M = 128  # two warpgroups of 64 rows
@@ -52,13 +51,6 @@ NUM_WARPS = 8
 STEPS_PER_TRIP = 4  # K steps a trip of precise accumulation's loop (K is rounded up to whole trips)
 # Shared memory: 32 KiB a ring slot (A and B blocks), the output tile 32 KiB (16-bit) or 64 KiB (fp32).
 STAGES = 4
-_GL_DTYPES = {
-    torch.float8_e4m3fn: gl.float8e4nv,
-    torch.float8_e5m2: gl.float8e5,
-    torch.bfloat16: gl.bfloat16,
-    torch.float16: gl.float16,
-    torch.float32: gl.float32,
-}
 
 
 @functools.cache
@@ -209,16 +201,6 @@ def _matmul_fp8_hopper(
         mbarrier.invalidate(ready.index(i))
 
 
-def _descriptor(t: torch.Tensor, block: list[int]) -> TensorDescriptor:
-    layout = gl.NVMMASharedLayout.get_default_for(block, _GL_DTYPES[t.dtype])
-    return TensorDescriptor.from_tensor(t, block, layout)
-
-
-def grid_size(m: int, n: int, device: torch.device) -> int:
-    """Programs of one launch: one per SM, fewer when there are fewer tiles."""
-    return min(triton.cdiv(m, BLOCK_M) * triton.cdiv(n, BLOCK_N), num_sms(device))
-
-
 def launch_args(
     a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, fast_accum: bool
 ) -> tuple[tuple, dict]:
@@ -228,7 +210,8 @@ def launch_args(
     n = b.shape[1]
     row_scales, col_scales = scale_a.numel() > 1, scale_b.numel() > 1
     args = (
-        _descriptor(a, [BLOCK_M, BLOCK_K]), _descriptor(b.T, [BLOCK_N, BLOCK_K]), _descriptor(c, [BLOCK_M, BLOCK_N]),
+        tile_descriptor(a, [BLOCK_M, BLOCK_K]), tile_descriptor(b.T, [BLOCK_N, BLOCK_K]),
+        tile_descriptor(c, [BLOCK_M, BLOCK_N]),
         scale_a, scale_b, m, n, k, scale_a.stride(0) if row_scales else 0, scale_b.stride(1) if col_scales else 0,
     )  # fmt: skip
     meta = dict(
@@ -243,4 +226,4 @@ def launch(
 ) -> None:
     """c = (a * scale_a) @ (b * scale_b); validated by the caller (`matmul_fp8`)."""
     args, meta = launch_args(a, b, c, scale_a, scale_b, fast_accum)
-    _matmul_fp8_hopper[(grid_size(c.shape[0], c.shape[1], c.device),)](*args, **meta)
+    _matmul_fp8_hopper[(grid_size(c.shape[0], c.shape[1], c.device, BLOCK_M, BLOCK_N),)](*args, **meta)

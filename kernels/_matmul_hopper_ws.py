@@ -57,7 +57,13 @@ MMA_REGS = 240
 LOADER_REGS = 24
 MAX_REGS = 168  # the launch bound: 12 warps (3 warpgroups) within the SM's 64K registers
 NUM_WARPS = 12  # as launched: the default partition's 4, the other MMA warpgroup's 4, the loader's 4
-_GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
+_GL_DTYPES = {
+    torch.float16: gl.float16,
+    torch.bfloat16: gl.bfloat16,
+    torch.float32: gl.float32,
+    torch.float8_e4m3fn: gl.float8e4nv,
+    torch.float8_e5m2: gl.float8e5,
+}
 
 
 @functools.cache
@@ -215,14 +221,16 @@ def _matmul_hopper_ws(
     )  # fmt: skip
 
 
-def _descriptor(t: torch.Tensor, block: list[int]) -> TensorDescriptor:
+def tile_descriptor(t: torch.Tensor, block: list[int]) -> TensorDescriptor:
+    """A host TMA descriptor of `block` tiles of a row-major 2-D tensor, in the MMA's shared-memory layout
+    (the Gluon matmuls' operands and outputs: 16-bit, FP8 or fp32)."""
     layout = gl.NVMMASharedLayout.get_default_for(block, _GL_DTYPES[t.dtype])
     return TensorDescriptor.from_tensor(t, block, layout)
 
 
-def grid_size(m: int, n: int, device: torch.device) -> int:
-    """Programs of one launch: one per SM, fewer when there are fewer tiles."""
-    return min(triton.cdiv(m, BLOCK_M) * triton.cdiv(n, BLOCK_N), num_sms(device))
+def grid_size(m: int, n: int, device: torch.device, block_m: int = BLOCK_M, block_n: int = BLOCK_N) -> int:
+    """Programs of one persistent launch: one per SM, fewer when there are fewer tiles."""
+    return min(triton.cdiv(m, block_m) * triton.cdiv(n, block_n), num_sms(device))
 
 
 def launch_args(
@@ -233,10 +241,10 @@ def launch_args(
     operand is described by the row-major tensor it is the transpose of."""
     m, k = a.shape
     n = b.shape[1]
-    a_desc = _descriptor(a.T, [BLOCK_K, BLOCK_M]) if a_col_major else _descriptor(a, [BLOCK_M, BLOCK_K])
-    b_desc = _descriptor(b.T, [BLOCK_N, BLOCK_K]) if b_col_major else _descriptor(b, [BLOCK_K, BLOCK_N])
-    c_desc = _descriptor(c, [BLOCK_M, BLOCK_N])
-    z_desc = _descriptor(z, [BLOCK_M, BLOCK_N]) if z is not None else c_desc
+    a_desc = tile_descriptor(a.T, [BLOCK_K, BLOCK_M]) if a_col_major else tile_descriptor(a, [BLOCK_M, BLOCK_K])
+    b_desc = tile_descriptor(b.T, [BLOCK_N, BLOCK_K]) if b_col_major else tile_descriptor(b, [BLOCK_K, BLOCK_N])
+    c_desc = tile_descriptor(c, [BLOCK_M, BLOCK_N])
+    z_desc = tile_descriptor(z, [BLOCK_M, BLOCK_N]) if z is not None else c_desc
     args = (a_desc, b_desc, c_desc, z_desc, bias, m, n, k)
     meta = dict(
         A_COL_MAJOR=a_col_major, B_COL_MAJOR=b_col_major, HAS_BIAS=bias is not None, ACTIVATION=activation,
