@@ -142,8 +142,7 @@ def _matmul_fp8_hopper(
     neg_zero = gl.full([BM, BN], -0.0, gl.float32, acc_layout)  # a constant of its own: not acc's registers
 
     for t in range(my_tiles):
-        g0 = t * k_steps  # this tile's first global step
-        here = _tile_origin(t, M, N, GROUP, BM, BN)
+        g0 = t * k_steps  # this tile's first global step; `here` is its origin, `after` the next tile's
         after = _tile_origin(t + 1, M, N, GROUP, BM, BN)
         if FAST_ACCUM:
             acc = warpgroup_mma_wait(1, deps=[_issue(a_smem, b_smem, ready, zero, g0, False, STAGES)])
@@ -196,6 +195,7 @@ def _matmul_fp8_hopper(
         out.store(acc.to(c_desc.dtype))
         fence_async_shared()
         tma.async_copy_shared_to_global(c_desc, [off_m, off_n], out)
+        here = after
     tma.store_wait(0)
     for i in gl.static_range(STAGES):
         mbarrier.invalidate(ready.index(i))

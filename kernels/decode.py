@@ -93,6 +93,16 @@ def suits(q_len: int) -> bool:
     return q_len <= MAX_Q_LEN
 
 
+def _block_m(rows: int) -> int:
+    """Query rows a program takes of a group of `rows`: at least 16 (the MMA's least M), at most MAX_BLOCK_M."""
+    return min(MAX_BLOCK_M, max(16, next_pow2(rows)))
+
+
+def _small_query_tile(head_dim: int, rows: int) -> bool:
+    """Whether a program's query tile is at most 32 x 128 (head_dim up to 128): the tiles TMA reads suit."""
+    return head_dim <= 128 and _block_m(rows) * head_dim <= 32 * 128
+
+
 @functools.cache  # called in every (timed) decode step: built once a shape
 def decode_config(head_dim: int, rows: int, page: int = 0, tma: bool = False) -> triton.Config:
     """Tile of one program: BLOCK_M query rows of a group of `rows` (at least 16, the MMA's least M), BLOCK_N
@@ -104,8 +114,8 @@ def decode_config(head_dim: int, rows: int, page: int = 0, tma: bool = False) ->
     warps' registers (ptxas, sm_90). Three stages for 64-key tiles: at q_len 16 (8B, batch 1, KV 8k, an H100)
     they ran 15.9 us against two stages' 18.9. Read through TMA (`tma`), small query tiles take 64 keys and two
     stages: at batch 1, KV 8k (8B, an H100) 10.2 us against 128 keys' 11.6 and the pointer loads' 15.1."""
-    block_m = min(MAX_BLOCK_M, max(16, next_pow2(rows)))
-    if tma and head_dim <= 128 and block_m * head_dim <= 32 * 128:
+    block_m = _block_m(rows)
+    if tma and _small_query_tile(head_dim, rows):
         return triton.Config({"BLOCK_M": block_m, "BLOCK_N": 64}, num_warps=4, num_stages=2)
     if head_dim > 128:
         block_n = 32
@@ -124,8 +134,7 @@ def prefers_tma(head_dim: int, rows: int, splits: int, paged: bool = False) -> b
     1, head_dim 128, on an H100: 1.48x the pointer loads at KV 8k, 1.03x at 32k; docs/performance.md).
     Unsplit launches (many sequences), larger query tiles, head_dim 256 and paged caches keep the pointer
     loads until measured."""
-    block_m = min(MAX_BLOCK_M, max(16, next_pow2(rows)))
-    return splits > 1 and head_dim <= 128 and block_m * head_dim <= 32 * 128 and not paged
+    return splits > 1 and _small_query_tile(head_dim, rows) and not paged
 
 
 def tma_fits(k: torch.Tensor, v: torch.Tensor, block_table: torch.Tensor | None, block_n: int) -> bool:
@@ -384,18 +393,20 @@ def split_kv_forward(
     programs = b * kv_h * triton.cdiv(group * sq, bm)
     splits = num_splits or choose_num_splits(capacity, programs, num_sms(q.device), group * sq)
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
-    # The cache is looked at only for a launch that would read through TMA, with the tile it would take.
-    want_tma = prefers_tma(d, group * sq, splits, paged) if tma is None else tma
-    tma_config = config or decode_config(d, group * sq, page, tma=True)
-    use_tma = want_tma and tma_fits(k, v, block_table, tma_config.kwargs["BLOCK_N"])
-    if pdl and (INTERPRET or not has_tma(q.device)):  # the same sm_90 gate as TMA's
+    if pdl and not has_tma(q.device):  # the same sm_90 gate as TMA's (False under the interpreter)
         raise ValueError("split_kv_forward: pdl=True needs an sm_90+ GPU (not the interpreter)")
-    if tma and not use_tma:
-        raise ValueError(
-            "split_kv_forward: tma=True needs a contiguous cache (paged: pages of a multiple of "
-            f"{tma_config.kwargs['BLOCK_N']} keys, the tile), 16-byte aligned, with fewer than 2**31 rows, on an "
-            f"sm_90+ GPU; got k of shape {tuple(k.shape)}, strides {k.stride()}"
-        )
+    pdl = pdl and splits > 1  # one kernel: nothing to overlap
+    # The cache is looked at only for a launch that would read through TMA, with the tile it would take.
+    use_tma = False
+    if prefers_tma(d, group * sq, splits, paged) if tma is None else tma:
+        tma_config = config or decode_config(d, group * sq, page, tma=True)
+        use_tma = tma_fits(k, v, block_table, tma_config.kwargs["BLOCK_N"])
+        if tma and not use_tma:
+            raise ValueError(
+                "split_kv_forward: tma=True needs a contiguous cache (paged: pages of a multiple of "
+                f"{tma_config.kwargs['BLOCK_N']} keys, the tile), 16-byte aligned, with fewer than 2**31 rows, on "
+                f"an sm_90+ GPU; got k of shape {tuple(k.shape)}, strides {k.stride()}"
+            )
     config = tma_config if use_tma else config or decode_config(d, group * sq, page)
     bm, bn = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
 
@@ -420,7 +431,7 @@ def split_kv_forward(
         lens.stride(0) if seqlens is not None else 0, *table_strides,
         scale * _LOG2E,
         HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, PAGE_SIZE=page, HAS_SEQLENS=seqlens is not None, CAUSAL=causal,
-        SPLIT=splits > 1, UPCAST=INTERPRET and q.dtype == torch.bfloat16, TMA=use_tma, PDL=pdl and splits > 1,
+        SPLIT=splits > 1, UPCAST=INTERPRET and q.dtype == torch.bfloat16, TMA=use_tma, PDL=pdl,
         num_warps=config.num_warps, num_stages=config.num_stages,
     )  # fmt: skip
     if splits > 1:
@@ -431,7 +442,7 @@ def split_kv_forward(
         )  # fmt: skip
     kind = ("causal" if causal else "full") + f", split-kv, {splits} split{'s' if splits > 1 else ''}"
     kind += ", TMA" if use_tma else ""
-    kind += ", PDL" if pdl and splits > 1 else ""
+    kind += ", PDL" if pdl else ""
     note_launch("attention", config, kind + (f", {cache_kind}" if cache_kind else ""))
     return o
 
